@@ -1,0 +1,29 @@
+# reel_add_plugin(NAME SOURCES ... [LIBS ...]): builds a loadable plugin module
+# lib/reel/plugins/libreel_<NAME>.so with hidden visibility, so only the entry symbol is exported.
+function(reel_add_plugin name)
+  cmake_parse_arguments(ARG "" "OUTPUT_DIR" "SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_OUTPUT_DIR)
+    set(ARG_OUTPUT_DIR ${REEL_PLUGIN_OUTPUT_DIR})
+  endif()
+  add_library(reel_plugin_${name} MODULE ${ARG_SOURCES})
+  target_link_libraries(reel_plugin_${name} PRIVATE reel::sdk ${ARG_LIBS})
+  set_target_properties(reel_plugin_${name} PROPERTIES
+    OUTPUT_NAME reel_${name}
+    PREFIX lib
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+  target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
+endfunction()
+
+# reel_add_tests(TARGET SOURCES ... LIBS ...): one GoogleTest binary, registered with CTest.
+function(reel_add_tests target)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${target} ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${target} PRIVATE
+    REEL_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+    REEL_BINARY_DIR="${CMAKE_BINARY_DIR}"
+    REEL_SHARED_DATA_DIR="${CMAKE_SOURCE_DIR}/../shared/data")
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages reel needs to build, test and benchmark. Idempotent;
+# run as root. Skips apt entirely when everything is already installed.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config clang-format
+  libboost-dev libboost-filesystem-dev libeigen3-dev libdnnl-dev
+  libprotobuf-dev protobuf-compiler libfmt-dev zlib1g-dev libcurl4-openssl-dev
+  libopenmpi-dev openmpi-bin
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch libopenblas0-pthread python3-numpy
+  awscli
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The S3 tests run s3rver (npm). Machines may carry a vendor Node.js that bundles npm; only when
+# there is no npm at all do we take Debian's.
+if ! command -v npm >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends nodejs npm
+fi

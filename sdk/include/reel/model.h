@@ -1,0 +1,53 @@
+// Model: a multi-label video classifier, from a Batch to logits [B, num_classes].
+//
+// Life of a model: the factory builds it from options; DeclareParams() names its parameter blocks
+// in a ParamArena; the host finalizes the arena; Initialize() fills the values (deterministic
+// under the seed). Then, per step: Forward() computes logits; the core's loss turns them into
+// dlogits = dLoss/dlogits; Backward() writes dLoss/dparam for every block into arena.grads()
+// (overwriting, not accumulating). The loss lives in the core, so every model is scored the same.
+//
+// Ownership: the model keeps a pointer to the arena given to DeclareParams(), which must outlive
+// it. Thread-safety: one thread per instance; separate instances are independent.
+#ifndef REEL_MODEL_H_
+#define REEL_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reel/batch.h"
+#include "reel/param_arena.h"
+#include "reel/status.h"
+#include "reel/tensor.h"
+
+namespace reel {
+
+struct ModelContext {
+  int64_t num_classes = 3862;  // the width of the logits
+};
+
+enum class Mode { kTrain, kInfer };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Feature names the model reads from a batch, e.g. {"rgb"} or {"mean_rgb", "mean_audio"}.
+  virtual std::vector<std::string> InputFeatures() const = 0;
+
+  virtual Status DeclareParams(ParamArena& arena) = 0;
+  // REQUIRES: the arena is finalized.
+  virtual Status Initialize(uint64_t seed) = 0;
+
+  // Logits [B, num_classes]. Errors: InvalidArgument naming the feature when the batch lacks it,
+  // has the wrong width, or a length outside 1..T. In kTrain mode the model keeps what Backward()
+  // needs until the next Forward().
+  virtual Result<Tensor> Forward(const Batch& batch, Mode mode) = 0;
+
+  // REQUIRES: the last call was Forward(batch, kTrain) with the same batch; dlogits [B, C].
+  virtual Status Backward(const Batch& batch, const Tensor& dlogits) = 0;
+};
+
+}  // namespace reel
+
+#endif  // REEL_MODEL_H_

@@ -1,0 +1,45 @@
+// Optimizer: turns this rank's gradients into new parameters, communicating as its algorithm
+// needs: "sync" averages gradients over all ranks with allreduce before an update rule;
+// "async_sgd" pushes to parameter servers and pulls weights back; others may do anything else.
+//
+// Life: Setup() binds the arena and communicator (both outlive the optimizer); every step the
+// trainer calls Step(lr) after the model's Backward() filled arena.grads(); Finish() ends the
+// algorithm (flushes pending pushes, stops servers). SaveState()/RestoreState() carry the
+// optimizer's own state (moments, step counts) through checkpoints.
+//
+// Thread-safety: one thread per instance.
+#ifndef REEL_OPTIMIZER_H_
+#define REEL_OPTIMIZER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "reel/param_arena.h"
+#include "reel/status.h"
+#include "reel/transport.h"
+
+namespace reel {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // `comm` has working collectives (the host supplies the core's ring fallbacks).
+  virtual Status Setup(ParamArena& arena, Communicator& comm) = 0;
+  // Applies this rank's gradients with learning rate `lr`; afterwards arena.values() hold the
+  // parameters to use for the next step.
+  virtual Status Step(float lr) = 0;
+  virtual Status Finish() { return Status::Ok(); }
+
+  // Opaque, versioned by the implementation.
+  virtual Result<std::string> SaveState() const = 0;
+  virtual Status RestoreState(std::string_view state) = 0;
+
+  // True if this rank only serves (e.g. a parameter-server rank) and should not train.
+  virtual bool IsServerOnly() const { return false; }
+};
+
+}  // namespace reel
+
+#endif  // REEL_OPTIMIZER_H_

@@ -1,0 +1,116 @@
+// Transport and Communicator: how ranks talk.
+//
+// A Transport (inproc, tcp, mpi, ...) is a factory; Connect() joins this process's rank to the
+// group and returns its Communicator. A Communicator offers tagged point-to-point messages of
+// bytes, and collectives. Backends implement the point-to-point calls; the collectives are
+// optional: a backend without them returns Unimplemented, and the host wraps every communicator in
+// one that runs the core's ring algorithms on top of point-to-point (so an Optimizer always gets
+// working collectives). A backend with native collectives (MPI) overrides them and says so in
+// capabilities().
+//
+// Every blocking call takes a deadline; a call past it returns DeadlineExceeded, a vanished peer
+// Unavailable naming the rank. Messages between one pair of ranks with the same tag arrive in
+// the order sent.
+//
+// Thread-safety: Send and Recv may be called from different threads at once (e.g. a ring
+// sending to the right while receiving from the left); collectives are called by one thread
+// per rank, in the same order on every rank.
+#ifndef REEL_TRANSPORT_H_
+#define REEL_TRANSPORT_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reel/status.h"
+
+namespace reel {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+inline Deadline NoDeadline() { return Deadline::max(); }
+inline Deadline DeadlineIn(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+
+constexpr int kAnySource = -1;
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+struct Message {
+  int source = 0;
+  int tag = 0;
+  std::vector<std::byte> payload;
+};
+
+struct CommunicatorCapabilities {
+  bool native_allreduce = false;
+  bool native_broadcast = false;
+  bool native_allgather = false;
+  bool native_barrier = false;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Sends `data` to rank `dest` with `tag` (>= 0). Returns once `data` may be reused.
+  virtual Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) = 0;
+  // Receives the next message with `tag` from `source` (or kAnySource).
+  virtual Result<Message> Recv(int source, int tag, Deadline deadline) = 0;
+  // Receives into a caller buffer; the message must be exactly out.size() bytes (InvalidArgument
+  // naming both sizes otherwise). Backends may override to avoid the copy.
+  virtual Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) {
+    REEL_ASSIGN_OR_RETURN(Message m, Recv(source, tag, deadline));
+    if (m.payload.size() != out.size())
+      return InvalidArgumentError("message from rank " + std::to_string(m.source) + " tag " +
+                                  std::to_string(tag) + " has " + std::to_string(m.payload.size()) +
+                                  " bytes, expected " + std::to_string(out.size()));
+    std::copy(m.payload.begin(), m.payload.end(), out.begin());
+    return Status::Ok();
+  }
+
+  virtual CommunicatorCapabilities capabilities() const { return {}; }
+
+  // Collectives: every rank calls them with the same sizes, in the same order.
+  // In place: afterwards every rank holds the elementwise reduction of all ranks' `data`.
+  virtual Status AllReduce(std::span<float> /*data*/, ReduceOp /*op*/, Deadline /*deadline*/) {
+    return UnimplementedError("AllReduce");
+  }
+  // Afterwards every rank's `data` equals the root's.
+  virtual Status Broadcast(std::span<std::byte> /*data*/, int /*root*/, Deadline /*deadline*/) {
+    return UnimplementedError("Broadcast");
+  }
+  // out.size() == size() * in.size(); afterwards out holds every rank's `in`, in rank order.
+  virtual Status AllGather(std::span<const std::byte> /*in*/, std::span<std::byte> /*out*/,
+                           Deadline /*deadline*/) {
+    return UnimplementedError("AllGather");
+  }
+  virtual Status Barrier(Deadline /*deadline*/) { return UnimplementedError("Barrier"); }
+};
+
+// Where this process stands in the group. Hosts fill it from flags or the environment
+// (REEL_RANK, REEL_WORLD_SIZE, REEL_COORDINATOR in the style of torchrun).
+struct TransportContext {
+  int rank = 0;
+  int world_size = 1;
+  std::string coordinator;  // "host:port" of rank 0, for transports that rendezvous over a network
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Joins the group as ctx.rank. Blocks until the group is formed or the deadline passes.
+  virtual Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx, Deadline deadline) = 0;
+};
+
+}  // namespace reel
+
+#endif  // REEL_TRANSPORT_H_

@@ -1,0 +1,34 @@
+// Versions a plugin and its host must agree on.
+#ifndef REEL_VERSION_H_
+#define REEL_VERSION_H_
+
+#define REEL_SDK_VERSION_MAJOR 0
+#define REEL_SDK_VERSION_MINOR 1
+#define REEL_SDK_VERSION_PATCH 0
+#define REEL_SDK_VERSION "0.1.0"
+
+#define REEL_STRINGIFY_INNER_(x) #x
+#define REEL_STRINGIFY_(x) REEL_STRINGIFY_INNER_(x)
+
+// The C++ runtime ABI: standard library and its string/list ABI. Plugins must match the host.
+#if defined(_GLIBCXX_RELEASE)
+#define REEL_CXX_RUNTIME_ "libstdc++" REEL_STRINGIFY_(_GLIBCXX_RELEASE) "/cxx11abi=" REEL_STRINGIFY_(_GLIBCXX_USE_CXX11_ABI)
+#elif defined(_LIBCPP_VERSION)
+#define REEL_CXX_RUNTIME_ "libc++/abi=" REEL_STRINGIFY_(_LIBCPP_ABI_VERSION)
+#else
+#define REEL_CXX_RUNTIME_ "unknown"
+#endif
+
+#if defined(__clang__)
+#define REEL_COMPILER_ "clang-" REEL_STRINGIFY_(__clang_major__)
+#elif defined(__GNUC__)
+#define REEL_COMPILER_ "gcc-" REEL_STRINGIFY_(__GNUC__)
+#else
+#define REEL_COMPILER_ "unknown"
+#endif
+
+// "runtime=libstdc++12/cxx11abi=1;compiler=gcc-12". The host refuses a plugin whose runtime part
+// differs from its own; the compiler part is informational (clang and gcc share libstdc++'s ABI).
+#define REEL_BUILD_TAG "runtime=" REEL_CXX_RUNTIME_ ";compiler=" REEL_COMPILER_
+
+#endif  // REEL_VERSION_H_
