@@ -1,0 +1,39 @@
+// The reel command's plumbing: a subcommand is a name, a one-line summary, a usage line and a
+// function. Core subcommands (plugins, version, train, eval, ...) are listed in CoreCommands()
+// (commands.cc); plugins add theirs as `command` components, which the dispatcher also finds.
+#ifndef REEL_CLI_CLI_H_
+#define REEL_CLI_CLI_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "reel/core/host.h"
+#include "reel/status.h"
+
+namespace reel::cli {
+
+struct CliEnv {
+  core::Host& host;
+  std::ostream& out;
+  std::ostream& err;
+  bool err_is_tty = false;               // progress lines redraw in place only on a terminal
+  std::vector<std::string> plugin_dirs;  // the --plugin-dir flags given
+  std::string argv0;                     // how reel was invoked, to start child processes
+};
+
+struct CliCommand {
+  std::string name;
+  std::string summary;  // one line for `reel --help`
+  std::string usage;    // "reel train --config FILE [--set section.field=value ...]"
+  // `args` are the words after the subcommand. Usage errors are InvalidArgument.
+  std::function<Status(CliEnv& env, const std::vector<std::string>& args)> run;
+};
+
+// The core's subcommands, in the order `reel --help` lists them.
+std::vector<CliCommand> CoreCommands();
+
+}  // namespace reel::cli
+
+#endif  // REEL_CLI_CLI_H_
