@@ -1,0 +1,47 @@
+// Learning-rate schedules and global gradient-norm clipping, the two knobs the trainer turns
+// between Backward() and Optimizer::Step().
+//
+// A schedule is a pure function of the step, so a resumed run gets the same learning rates as an
+// uninterrupted one from the step alone. Thread-safety: values; const methods from any thread.
+#ifndef REEL_CORE_SCHEDULE_H_
+#define REEL_CORE_SCHEDULE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "reel/status.h"
+
+namespace reel::core {
+
+struct LrScheduleConfig {
+  double base = 0.001;
+  std::string schedule = "constant";  // constant | exponential (staircase) | cosine
+  int64_t decay_steps = 0;            // exponential: multiply by decay_rate every decay_steps
+  double decay_rate = 0.95;           // exponential
+  double min_lr = 0.0;                // cosine: the rate at total_steps
+  int64_t warmup_steps = 0;           // linear ramp from base/warmup to base over these steps
+  int64_t total_steps = 0;            // cosine: the length of the run
+};
+
+class LrSchedule {
+ public:
+  // InvalidArgument naming the field for an unknown schedule or inconsistent numbers.
+  static Result<LrSchedule> Create(const LrScheduleConfig& config);
+
+  // The learning rate for 0-based `step`.
+  double At(int64_t step) const;
+  const LrScheduleConfig& config() const { return config_; }
+
+ private:
+  explicit LrSchedule(LrScheduleConfig c) : config_(std::move(c)) {}
+  LrScheduleConfig config_;
+};
+
+// Scales `grads` in place so their global L2 norm is at most `max_norm` (as
+// tf.clip_by_global_norm); max_norm <= 0 disables clipping. Returns the norm before clipping.
+double ClipByGlobalNorm(std::span<float> grads, double max_norm);
+
+}  // namespace reel::core
+
+#endif  // REEL_CORE_SCHEDULE_H_

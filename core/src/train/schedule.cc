@@ -1,0 +1,60 @@
+// Learning-rate schedules and gradient clipping (see reel/core/schedule.h).
+#include "reel/core/schedule.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace reel::core {
+
+Result<LrSchedule> LrSchedule::Create(const LrScheduleConfig& c) {
+  LrScheduleConfig config = c;
+  if (config.schedule.empty()) config.schedule = "constant";
+  if (!(config.base > 0.0))
+    return InvalidArgumentError("learning_rate.base must be > 0, got " + std::to_string(c.base));
+  if (config.warmup_steps < 0)
+    return InvalidArgumentError("learning_rate.warmup_steps must be >= 0");
+  if (config.schedule == "exponential") {
+    if (config.decay_steps <= 0)
+      return InvalidArgumentError(
+          "learning_rate.decay_steps must be > 0 for the exponential "
+          "schedule");
+    if (!(config.decay_rate > 0.0))
+      return InvalidArgumentError("learning_rate.decay_rate must be > 0");
+  } else if (config.schedule == "cosine") {
+    if (config.total_steps <= 0)
+      return InvalidArgumentError("the cosine schedule needs a step budget (trainer.steps)");
+    if (config.min_lr < 0 || config.min_lr > config.base)
+      return InvalidArgumentError("learning_rate.min_lr must be in [0, base]");
+  } else if (config.schedule != "constant") {
+    return InvalidArgumentError("learning_rate.schedule '" + config.schedule +
+                                "' is unknown (known: constant, exponential, cosine)");
+  }
+  return LrSchedule(std::move(config));
+}
+
+double LrSchedule::At(int64_t step) const {
+  const LrScheduleConfig& c = config_;
+  if (step < c.warmup_steps)
+    return c.base * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
+  if (c.schedule == "exponential")
+    return c.base * std::pow(c.decay_rate, static_cast<double>(step / c.decay_steps));
+  if (c.schedule == "cosine") {
+    const double span = static_cast<double>(std::max<int64_t>(1, c.total_steps - c.warmup_steps));
+    const double t = std::min(1.0, static_cast<double>(step - c.warmup_steps) / span);
+    return c.min_lr + (c.base - c.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
+  }
+  return c.base;
+}
+
+double ClipByGlobalNorm(std::span<float> grads, double max_norm) {
+  double sq = 0.0;
+  for (float g : grads) sq += static_cast<double>(g) * g;
+  const double norm = std::sqrt(sq);
+  if (max_norm > 0.0 && norm > max_norm) {
+    const float scale = static_cast<float>(max_norm / norm);
+    for (float& g : grads) g *= scale;
+  }
+  return norm;
+}
+
+}  // namespace reel::core
