@@ -51,7 +51,8 @@ class Args {
         continue;
       }
       if (!inline_value) {
-        if (i + 1 >= words.size()) return InvalidArgumentError("flag '--" + name + "' needs a value");
+        if (i + 1 >= words.size())
+          return InvalidArgumentError("flag '--" + name + "' needs a value");
         value = words[++i];
       }
       if (it->second == Kind::kValue && values_.count(name))
@@ -76,7 +77,8 @@ class Args {
     std::string v = Get(name);
     char* end = nullptr;
     long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') return InvalidArgumentError("flag '--" + name + "': '" + v + "' is not an integer");
+    if (v.empty() || *end != '\0')
+      return InvalidArgumentError("flag '--" + name + "': '" + v + "' is not an integer");
     return static_cast<int64_t>(n);
   }
   const std::vector<std::string>& positional() const { return positional_; }

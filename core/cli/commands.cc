@@ -1,0 +1,17 @@
+// The core's subcommands, in the order `reel --help` lists them. Each lives in its own cmd_*.cc;
+// add a line here for a new one.
+#include "cli.h"
+
+namespace reel::cli {
+
+CliCommand PluginsCliCommand();
+CliCommand VersionCliCommand();
+
+std::vector<CliCommand> CoreCommands() {
+  return {
+      PluginsCliCommand(),
+      VersionCliCommand(),
+  };
+}
+
+}  // namespace reel::cli

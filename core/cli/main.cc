@@ -1,0 +1,109 @@
+// The reel command: the first host application of the core.
+//
+//   reel [--plugin-dir DIR]... COMMAND [ARGS...]
+//
+// Core commands come from CoreCommands(); any other COMMAND is looked up among the `command`
+// components that plugins registered (e.g. `reel synth` from the tfrecord plugin).
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli.h"
+#include "reel/core/host.h"
+
+namespace reel::cli {
+namespace {
+
+void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
+  env.out << "reel — train multi-label video classifiers (YouTube-8M style)\n\n"
+          << "usage: reel [--plugin-dir DIR]... COMMAND [ARGS...]\n\ncommands:\n";
+  auto line = [&](const std::string& name, const std::string& summary) {
+    env.out << "  " << name << std::string(name.size() < 10 ? 10 - name.size() : 1, ' ') << summary
+            << "\n";
+  };
+  for (const CliCommand& c : commands) line(c.name, c.summary);
+  for (const core::ComponentEntry* e : env.host.registry().List(ComponentKind::kCommand))
+    line(e->info.name, e->info.description + " [" + e->provider + "]");
+  env.out << "\nglobal flags:\n"
+          << "  --plugin-dir DIR  search DIR for plugins first (then $REEL_PLUGIN_PATH, then the\n"
+          << "                    install's lib/reel/plugins)\n"
+          << "\n`reel COMMAND --help` shows a command's usage.\n";
+}
+
+int Run(int argc, char** argv) {
+  std::vector<std::string> plugin_dirs, rest;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--plugin-dir" && i + 1 < argc) {
+      plugin_dirs.push_back(argv[++i]);
+    } else if (a.rfind("--plugin-dir=", 0) == 0) {
+      plugin_dirs.push_back(a.substr(13));
+    } else if (a == "--plugin-dir") {
+      std::cerr << "reel: flag '--plugin-dir' needs a value\n";
+      return 2;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  core::HostOptions options;
+  options.plugin_dirs = plugin_dirs;
+  Result<std::unique_ptr<core::Host>> host = core::Host::Create(std::move(options));
+  if (!host.ok()) {
+    std::cerr << "reel: " << host.status() << "\n";
+    return 1;
+  }
+  CliEnv env{**host, std::cout, std::cerr, static_cast<bool>(::isatty(2)), plugin_dirs, argv[0]};
+  std::vector<CliCommand> commands = CoreCommands();
+
+  if (rest.empty() || rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help") {
+    PrintHelp(env, commands);
+    return rest.empty() ? 2 : 0;
+  }
+  const std::string name = rest[0];
+  std::vector<std::string> args(rest.begin() + 1, rest.end());
+  bool wants_help = !args.empty() && (args[0] == "--help" || args[0] == "-h");
+
+  for (const CliCommand& c : commands) {
+    if (c.name != name) continue;
+    if (wants_help) {
+      env.out << "usage: " << c.usage << "\n" << c.summary << "\n";
+      return 0;
+    }
+    Status s = c.run(env, args);
+    if (s.ok()) return 0;
+    env.err << "reel " << name << ": " << s << "\n";
+    if (s.code() == StatusCode::kInvalidArgument && s.message().find("flag") != std::string::npos)
+      env.err << "usage: " << c.usage << "\n";
+    return s.code() == StatusCode::kCancelled ? 130 : 1;
+  }
+
+  if (env.host.registry().Find(ComponentKind::kCommand, name) != nullptr) {
+    Result<core::Owned<Command>> cmd = env.host.registry().CreateCommand(name);
+    if (!cmd.ok()) {
+      env.err << "reel " << name << ": " << cmd.status() << "\n";
+      return 1;
+    }
+    if (wants_help) {
+      env.out << "usage: " << (*cmd)->Usage() << "\n";
+      return 0;
+    }
+    CommandContext ctx{&env.host.storage(), &env.out, &env.err};
+    Status s = (*cmd)->Run(args, ctx);
+    if (s.ok()) return 0;
+    env.err << "reel " << name << ": " << s << "\n";
+    if (s.code() == StatusCode::kInvalidArgument) env.err << "usage: " << (*cmd)->Usage() << "\n";
+    return 1;
+  }
+
+  env.err << "reel: unknown command '" << name << "' (commands:";
+  for (const CliCommand& c : commands) env.err << " " << c.name;
+  for (const core::ComponentEntry* e : env.host.registry().List(ComponentKind::kCommand))
+    env.err << " " << e->info.name;
+  env.err << "; `reel plugins` shows which plugins were found)\n";
+  return 2;
+}
+
+}  // namespace
+}  // namespace reel::cli
+
+int main(int argc, char** argv) { return reel::cli::Run(argc, argv); }
