@@ -1,0 +1,88 @@
+// Test helpers shared by the model plugins' tests: a local copy of the training loss (the real one
+// is the core's; models only ever see dlogits) and finite-difference gradient checks.
+//
+// Thread-safety: pure functions.
+#ifndef REEL_LAYERS_TESTING_H_
+#define REEL_LAYERS_TESTING_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reel/batch.h"
+#include "reel/layers/init.h"
+#include "reel/tensor.h"
+
+namespace reel::layers::testing {
+
+struct LossAndGrad {
+  double loss = 0;
+  std::vector<float> dlogits;  // [B, C]
+};
+
+// Per-class sigmoid cross-entropy from logits, summed over classes, averaged over the batch,
+// in the stable form max(x, 0) - x y + log(1 + exp(-|x|)); d/dx = sigmoid(x) - y.
+inline LossAndGrad SigmoidCrossEntropy(const Tensor& logits, const Batch& batch) {
+  const int64_t b_n = logits.dim(0), c_n = logits.dim(1);
+  std::vector<float> y(static_cast<size_t>(b_n * c_n), 0.0f);
+  for (int64_t b = 0; b < b_n; ++b)
+    for (int32_t c : batch.labels(b)) y[static_cast<size_t>(b * c_n + c)] = 1.0f;
+  LossAndGrad out;
+  out.dlogits.resize(y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double x = logits.data()[i];
+    out.loss += std::max(x, 0.0) - x * y[i] + std::log1p(std::exp(-std::abs(x)));
+    out.dlogits[i] =
+        static_cast<float>((1.0 / (1.0 + std::exp(-x)) - y[i]) / static_cast<double>(b_n));
+  }
+  out.loss /= static_cast<double>(b_n);
+  return out;
+}
+
+// Random values in [-scale, scale).
+inline std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.Symmetric(scale);
+  return v;
+}
+
+// Compares `analytic` (dLoss/dparams) with central differences of `loss` at up to `max_checks`
+// indices of `params` (all of them when there are fewer), perturbing params in place.
+inline ::testing::AssertionResult CheckGradient(std::span<float> params,
+                                                std::span<const float> analytic,
+                                                const std::function<double()>& loss, float eps,
+                                                double rtol, double atol, int max_checks = 24,
+                                                uint64_t seed = 7, const std::string& what = "") {
+  std::vector<size_t> idx;
+  if (params.size() <= static_cast<size_t>(max_checks)) {
+    for (size_t i = 0; i < params.size(); ++i) idx.push_back(i);
+  } else {
+    Rng rng(seed);
+    for (int i = 0; i < max_checks; ++i) idx.push_back(rng.Next() % params.size());
+  }
+  for (size_t i : idx) {
+    const float saved = params[i];
+    params[i] = saved + eps;
+    const double up = loss();
+    params[i] = saved - eps;
+    const double down = loss();
+    params[i] = saved;
+    const double numeric = (up - down) / (2.0 * static_cast<double>(eps));
+    const double a = analytic[i];
+    if (std::abs(a - numeric) > atol + rtol * std::max(std::abs(a), std::abs(numeric)))
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: analytic " << a << " vs numeric " << numeric;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace reel::layers::testing
+
+#endif  // REEL_LAYERS_TESTING_H_
