@@ -1,0 +1,39 @@
+// Collectives on top of point-to-point: the core's ring algorithms for any Communicator.
+//
+// A transport backend (inproc, tcp, ...) implements tagged Send/Recv; WithRingCollectives() wraps
+// it into a Communicator whose AllReduce, Broadcast, AllGather and Barrier work. Calls the backend
+// implements natively (capabilities().native_*) are forwarded to it; the others run here:
+//   - AllReduce: ring reduce-scatter followed by ring allgather over size() segments, each rank
+//     sending 2(n-1)/n of the buffer; the send to the right neighbour runs on a helper thread
+//     while this thread receives from the left, so neither direction waits for the other;
+//   - Broadcast: a pipelined chain along the ring starting at the root, in chunks;
+//   - AllGather: ring, n-1 steps;
+//   - Barrier: dissemination (ceil(log2 n) rounds of empty messages).
+//
+// Tags: tags >= kCollectiveTagBase are reserved for collectives. The wrapper's Send/Recv refuse
+// them (InvalidArgument), so a user's point-to-point message can never be taken for a
+// collective's, nor the reverse. Every collective call takes a fresh tag from a per-communicator
+// sequence (identical on all ranks because collectives are called in the same order), so the
+// leftovers of a collective that failed on one rank cannot be mistaken for the next one's data.
+//
+// Ownership: the wrapper owns the backend. Thread-safety: as Communicator — Send and Recv from
+// any threads; collectives from one thread per rank, in the same order on every rank.
+#ifndef REEL_CORE_COLLECTIVES_H_
+#define REEL_CORE_COLLECTIVES_H_
+
+#include <memory>
+
+#include "reel/transport.h"
+
+namespace reel::core {
+
+// First tag reserved for collectives; user tags must lie in [0, kCollectiveTagBase).
+inline constexpr int kCollectiveTagBase = 1 << 30;
+
+// Wraps `backend` (must not be null) so that every collective works. The result reports the
+// backend's capabilities unchanged (they say which collectives are native).
+std::unique_ptr<Communicator> WithRingCollectives(std::unique_ptr<Communicator> backend);
+
+}  // namespace reel::core
+
+#endif  // REEL_CORE_COLLECTIVES_H_

@@ -1,0 +1,179 @@
+// The "sync" optimizer (see sync_optimizer.h).
+//
+// State format (SaveState/RestoreState), little-endian as the host writes it:
+//   "RSYN" | uint32 version (1) | uint32 rule-name length | rule name | the rule's own state
+//   (reel/update_rule.h: int64 steps, then per moment uint64 count + floats).
+#include "comm/sync_optimizer.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "builtins.h"
+#include "reel/update_rule.h"
+
+namespace reel::core {
+namespace {
+
+constexpr char kMagic[4] = {'R', 'S', 'Y', 'N'};
+constexpr uint32_t kVersion = 1;
+
+// Reads the moment counts out of a rule state that UpdateRule::RestoreState already accepted.
+std::vector<uint64_t> MomentCounts(std::string_view rule_state) {
+  std::vector<uint64_t> counts;
+  size_t pos = sizeof(int64_t);
+  while (pos + sizeof(uint64_t) <= rule_state.size()) {
+    uint64_t n;
+    std::memcpy(&n, rule_state.data() + pos, sizeof n);
+    counts.push_back(n);
+    pos += sizeof n + n * sizeof(float);
+  }
+  return counts;
+}
+
+class SyncOptimizer final : public Optimizer {
+ public:
+  SyncOptimizer(UpdateRuleConfig config, std::unique_ptr<UpdateRule> rule, int64_t timeout_ms)
+      : config_(std::move(config)), rule_(std::move(rule)), timeout_ms_(timeout_ms) {}
+
+  Status Setup(ParamArena& arena, Communicator& comm) override {
+    if (!arena.finalized())
+      return FailedPreconditionError("sync optimizer: the arena is not finalized");
+    arena_ = &arena;
+    comm_ = &comm;
+    REEL_RETURN_IF_ERROR(CheckSameLayout());
+    REEL_RETURN_IF_ERROR(CheckMoments(restored_counts_));
+    if (comm.size() > 1) {
+      Status s = comm.Broadcast(std::as_writable_bytes(arena.values()), 0, NextDeadline());
+      if (!s.ok()) return s.WithContext("sync optimizer: broadcasting rank 0's initial parameters");
+    }
+    return Status::Ok();
+  }
+
+  Status Step(float lr) override {
+    if (arena_ == nullptr) return FailedPreconditionError("sync optimizer: Step() before Setup()");
+    std::span<float> grads = arena_->grads();
+    if (comm_->size() > 1) {
+      Status s = comm_->AllReduce(grads, ReduceOp::kSum, NextDeadline());
+      if (!s.ok())
+        return s.WithContext("sync optimizer: step " + std::to_string(rule_->steps() + 1));
+      const float inv = 1.0f / static_cast<float>(comm_->size());
+      for (float& g : grads) g *= inv;
+    }
+    rule_->Apply(arena_->values(), grads, lr);
+    return Status::Ok();
+  }
+
+  Result<std::string> SaveState() const override {
+    std::string out(kMagic, sizeof kMagic);
+    auto put32 = [&out](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put32(kVersion);
+    put32(static_cast<uint32_t>(config_.rule.size()));
+    out += config_.rule;
+    out += rule_->SaveState();
+    return out;
+  }
+
+  Status RestoreState(std::string_view state) override {
+    auto get32 = [&state](uint32_t& v) {
+      if (state.size() < sizeof v) return false;
+      std::memcpy(&v, state.data(), sizeof v);
+      state.remove_prefix(sizeof v);
+      return true;
+    };
+    if (state.size() < sizeof kMagic || std::memcmp(state.data(), kMagic, sizeof kMagic) != 0)
+      return DataLossError("sync optimizer state: missing the 'RSYN' header");
+    state.remove_prefix(sizeof kMagic);
+    uint32_t version, name_len;
+    if (!get32(version) || !get32(name_len) || state.size() < name_len)
+      return DataLossError("sync optimizer state is truncated");
+    if (version != kVersion)
+      return DataLossError("sync optimizer state has version " + std::to_string(version) +
+                           ", this build reads version " + std::to_string(kVersion));
+    std::string rule(state.substr(0, name_len));
+    state.remove_prefix(name_len);
+    if (rule != config_.rule)
+      return InvalidArgumentError("sync optimizer state was saved by update rule '" + rule +
+                                  "', this optimizer uses '" + config_.rule + "'");
+    REEL_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> restored, MakeUpdateRule(config_));
+    REEL_RETURN_IF_ERROR(restored->RestoreState(state).WithContext("sync optimizer state"));
+    std::vector<uint64_t> counts = MomentCounts(state);
+    REEL_RETURN_IF_ERROR(CheckMoments(counts));
+    rule_ = std::move(restored);
+    restored_counts_ = std::move(counts);
+    return Status::Ok();
+  }
+
+ private:
+  Deadline NextDeadline() const {
+    return timeout_ms_ == 0 ? NoDeadline() : DeadlineIn(std::chrono::milliseconds(timeout_ms_));
+  }
+
+  // Every rank must hold the same layout, or the fused allreduce would mix unrelated floats.
+  Status CheckSameLayout() {
+    const int n = comm_->size();
+    if (n == 1) return Status::Ok();
+    int64_t mine = arena_->total_size();
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    Status s = comm_->AllGather(std::as_bytes(std::span<const int64_t>(&mine, 1)),
+                                std::as_writable_bytes(std::span<int64_t>(all)), NextDeadline());
+    if (!s.ok()) return s.WithContext("sync optimizer: comparing parameter counts");
+    for (int r = 0; r < n; ++r)
+      if (all[r] != mine)
+        return InvalidArgumentError("sync optimizer: rank " + std::to_string(comm_->rank()) +
+                                    " has " + std::to_string(mine) + " parameter floats, rank " +
+                                    std::to_string(r) + " has " + std::to_string(all[r]) +
+                                    " (different models?)");
+    return Status::Ok();
+  }
+
+  // Moments are empty (no step taken, or a rule without state) or sized to the whole arena.
+  Status CheckMoments(const std::vector<uint64_t>& counts) const {
+    if (arena_ == nullptr) return Status::Ok();  // checked again at Setup()
+    for (uint64_t c : counts)
+      if (c != 0 && c != static_cast<uint64_t>(arena_->total_size()))
+        return InvalidArgumentError("sync optimizer state holds moments for " + std::to_string(c) +
+                                    " parameter floats, the model has " +
+                                    std::to_string(arena_->total_size()));
+    return Status::Ok();
+  }
+
+  UpdateRuleConfig config_;
+  std::unique_ptr<UpdateRule> rule_;
+  int64_t timeout_ms_;
+  ParamArena* arena_ = nullptr;   // not owned; outlives this optimizer
+  Communicator* comm_ = nullptr;  // not owned; outlives this optimizer
+  std::vector<uint64_t> restored_counts_;
+};
+
+}  // namespace
+
+OptionSchema SyncOptimizerOptions() {
+  OptionSchema schema = UpdateRuleOptions();
+  schema.push_back(
+      IntOption("timeout_ms", 600000,
+                "deadline of each collective in milliseconds (a lost rank fails the step "
+                "instead of hanging); 0 waits forever"));
+  return schema;
+}
+
+Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options) {
+  UpdateRuleConfig config = UpdateRuleConfigFrom(options);
+  REEL_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, MakeUpdateRule(config));
+  const int64_t timeout_ms = options.GetInt("timeout_ms");
+  if (timeout_ms < 0)
+    return InvalidArgumentError("option 'timeout_ms': " + std::to_string(timeout_ms) +
+                                " is negative");
+  return std::unique_ptr<Optimizer>(
+      new SyncOptimizer(std::move(config), std::move(rule), timeout_ms));
+}
+
+Status RegisterSyncOptimizer(Registrar& registrar) {
+  return registrar.Add<Optimizer>(
+      {"sync", "synchronous data parallelism: ring-allreduced gradients, then an update rule",
+       SyncOptimizerOptions()},
+      [](const Options& o) { return MakeSyncOptimizer(o); });
+}
+
+}  // namespace reel::core

@@ -1,0 +1,27 @@
+// The "sync" optimizer: synchronous data parallelism. Every step allreduces (sums) the arena's
+// gradients as one fused message, divides them by the world size and applies the configured
+// update rule (reel/update_rule.h) to the values; every rank then holds the same parameters.
+// Setup() checks that all ranks declared the same number of parameters and broadcasts rank 0's
+// initial values, so all ranks start identical whatever their seeds.
+//
+// Exposed here (core-internal) so tests can build it without the registry; hosts get it as the
+// registered optimizer "sync". Thread-safety: one thread per instance (the Optimizer contract).
+#ifndef REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
+#define REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
+
+#include <memory>
+
+#include "reel/optimizer.h"
+#include "reel/options.h"
+
+namespace reel::core {
+
+// The update-rule options plus `timeout_ms` (deadline of each collective; 0 waits forever).
+OptionSchema SyncOptimizerOptions();
+
+// Errors: InvalidArgument for an unknown update rule or a negative timeout.
+Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options);
+
+}  // namespace reel::core
+
+#endif  // REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
