@@ -73,7 +73,7 @@ Status Registry::AddComponent(ComponentInfo info, AnyFactory factory) {
     if (spec.name.empty())
       return fail(InvalidArgumentError(what + " declares an option with no name"));
   auto entry = std::make_unique<ComponentEntry>(ComponentEntry{
-      kind, std::move(info), std::move(factory), s.provider, s.provider_path, s.library});
+      s.library, kind, std::move(info), std::move(factory), s.provider, s.provider_path});
   s.entries.push_back(std::move(entry));
   return Status::Ok();
 }

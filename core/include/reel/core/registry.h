@@ -31,12 +31,13 @@ template <typename T>
 using Owned = std::unique_ptr<T, KeepLibraryDeleter>;
 
 struct ComponentEntry {
+  // First member, so it is destroyed last: the factory's code lives in this library.
+  std::shared_ptr<const void> library;  // null for built-ins
   ComponentKind kind;
   ComponentInfo info;
   AnyFactory factory;
   std::string provider;       // plugin name, or "builtin"
   std::string provider_path;  // the plugin file, empty for built-ins
-  std::shared_ptr<const void> library;
 };
 
 class Registry : public Registrar {

@@ -1,0 +1,78 @@
+// The reel command as a user runs it: `reel plugins` lists what was found and why files were
+// rejected, plugin commands dispatch, and mistakes get one clear line and a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+namespace {
+
+struct CliRun {
+  int exit_code;
+  std::string output;  // stdout and stderr
+};
+
+CliRun Reel(const std::string& args) {
+  std::string cmd = "env -u REEL_PLUGIN_PATH " REEL_BINARY_DIR "/bin/reel " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kDir = REEL_TEST_PLUGIN_DIR;
+
+TEST(ReelCliTest, PluginsListsFoundPluginsAndRejectedFiles) {
+  CliRun r = Reel("--plugin-dir " + kDir + "/good --plugin-dir " + kDir + "/bad_1 --plugin-dir " +
+                  kDir + "/no_entry plugins");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("good 1.2.3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model echo_model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("storage file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("libreel_test_bad_descriptor_1.so: built for plugin ABI version 999"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("libreel_test_no_entry.so: not a reel plugin"), std::string::npos)
+      << r.output;
+}
+
+TEST(ReelCliTest, PluginsShowPrintsTheOptionSchema) {
+  CliRun r = Reel("--plugin-dir " + kDir + "/good plugins show echo_model");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("scale"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("multiplier"), std::string::npos) << r.output;
+  CliRun missing = Reel("plugins show nothing_here");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("no plugin or component named 'nothing_here'"), std::string::npos)
+      << missing.output;
+}
+
+TEST(ReelCliTest, PluginCommandsDispatch) {
+  CliRun r = Reel("--plugin-dir " + kDir + "/good hello reel");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "hello reel\n");
+  CliRun bad = Reel("--plugin-dir " + kDir + "/good hello a b");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("usage: reel hello [NAME]"), std::string::npos) << bad.output;
+}
+
+TEST(ReelCliTest, UnknownCommandsAreOneClearLine) {
+  CliRun r = Reel("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos) << r.output;
+}
+
+TEST(ReelCliTest, VersionAndHelp) {
+  CliRun v = Reel("version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.output.find("plugin ABI 1"), std::string::npos) << v.output;
+  CliRun h = Reel("--help");
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_NE(h.output.find("plugins"), std::string::npos) << h.output;
+}
+
+}  // namespace

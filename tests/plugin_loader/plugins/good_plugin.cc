@@ -1,0 +1,74 @@
+// A well-formed test plugin: a model, a command and a storage, built the way plugin authors do.
+#include <memory>
+
+#include "reel/plugin.h"
+
+namespace {
+
+// Sums each video's first feature frame into every logit; enough to check calls cross the boundary.
+class EchoModel final : public reel::Model {
+ public:
+  EchoModel(int64_t scale, int64_t classes) : scale_(scale), classes_(classes) {}
+  std::vector<std::string> InputFeatures() const override { return {"x"}; }
+  reel::Status DeclareParams(reel::ParamArena& arena) override {
+    arena_ = &arena;
+    REEL_ASSIGN_OR_RETURN(w_, arena.Declare("w", {1}));
+    return reel::Status::Ok();
+  }
+  reel::Status Initialize(uint64_t) override {
+    arena_->values(w_)[0] = static_cast<float>(scale_);
+    return reel::Status::Ok();
+  }
+  reel::Result<reel::Tensor> Forward(const reel::Batch& batch, reel::Mode) override {
+    REEL_ASSIGN_OR_RETURN(const reel::Feature* x, batch.Find("x"));
+    reel::Tensor logits({batch.size(), classes_});
+    for (int64_t b = 0; b < batch.size(); ++b)
+      for (int64_t c = 0; c < classes_; ++c)
+        logits.data()[b * classes_ + c] =
+            arena_->values(w_)[0] * x->values.data()[b * x->values.dim(1) * x->values.dim(2)];
+    return logits;
+  }
+  reel::Status Backward(const reel::Batch&, const reel::Tensor&) override {
+    return reel::Status::Ok();
+  }
+
+ private:
+  int64_t scale_, classes_;
+  reel::ParamArena* arena_ = nullptr;
+  reel::ParamArena::BlockId w_ = 0;
+};
+
+class HelloCommand final : public reel::Command {
+ public:
+  std::string Usage() const override { return "reel hello [NAME]"; }
+  reel::Status Run(const std::vector<std::string>& args, reel::CommandContext& ctx) override {
+    if (args.size() > 1) return reel::InvalidArgumentError("hello takes at most one name");
+    *ctx.out << "hello " << (args.empty() ? "world" : args[0]) << "\n";
+    return reel::Status::Ok();
+  }
+};
+
+reel::Status Register(reel::Registrar& r) {
+  REEL_RETURN_IF_ERROR(r.Add<reel::Model>(
+      {"echo_model", "test model", {reel::IntOption("scale", 2, "multiplier")}},
+      [](const reel::Options& o,
+         const reel::ModelContext& ctx) -> reel::Result<std::unique_ptr<reel::Model>> {
+        if (o.GetInt("scale") < 0) return reel::InvalidArgumentError("option 'scale' must be >= 0");
+        return std::unique_ptr<reel::Model>(new EchoModel(o.GetInt("scale"), ctx.num_classes));
+      }));
+  REEL_RETURN_IF_ERROR(r.Add<reel::Model>(
+      {"throwing_model", "its factory throws", {}},
+      [](const reel::Options&, const reel::ModelContext&)
+          -> reel::Result<std::unique_ptr<reel::Model>> { throw std::runtime_error("boom"); }));
+  return r.Add<reel::Command>({"hello", "prints a greeting", {}},
+                              []() -> reel::Result<std::unique_ptr<reel::Command>> {
+                                return std::unique_ptr<reel::Command>(new HelloCommand());
+                              });
+}
+
+}  // namespace
+
+// Not exported: plugins are built with hidden visibility, so only the entry symbol is seen.
+int reel_test_internal_function() { return 42; }
+
+REEL_PLUGIN("good", "1.2.3", "A well-formed plugin for the loader tests", Register)
