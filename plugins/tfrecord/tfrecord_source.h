@@ -1,0 +1,33 @@
+// The `tfrecord` DataSource: YouTube-8M TFRecord files from any Storage into padded Batches.
+//
+// Pipeline per epoch: files (globbed once, sorted; permuted per epoch when shuffling) -> this
+// rank's records (by file when there are at least as many files as ranks, else by record index)
+// -> RecordReader (CRC-checked) -> DecodeVideo -> seeded shuffle buffer -> batches of
+// `batch_size`, each feature dequantized into [B, T, D] with T the longest video in the batch
+// (or max_frames with fixed_length). A prefetch thread runs the pipeline ahead of Next() when
+// prefetch > 0.
+//
+// Position() is "epoch + records delivered"; Restore() replays the epoch's deterministic record
+// order and drops the records already delivered (reading and decoding, but not dequantizing, them).
+//
+// Thread-safety: as DataSource (one driving thread); the prefetch thread is internal.
+#ifndef REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
+#define REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
+
+#include <memory>
+
+#include "reel/data_source.h"
+#include "reel/options.h"
+
+namespace reel::tfrecord {
+
+// The option schema (see `reel plugins show tfrecord`).
+OptionSchema TfRecordSourceSchema();
+
+// Resolves and globs the files now, so a missing input fails here: NotFound naming the pattern.
+Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
+                                                         const DataSourceContext& context);
+
+}  // namespace reel::tfrecord
+
+#endif  // REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
