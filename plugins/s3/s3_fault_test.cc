@@ -1,0 +1,187 @@
+// Faults a real server will not produce on demand, from a fake HTTP server on loopback:
+// throttling, 5xx, refused credentials, truncated bodies, a failing multipart completion.
+// Also checks the wire: virtual-hosted addressing and the signed headers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "s3_client.h"
+#include "s3_storage.h"
+#include "s3_test_env.h"
+
+namespace reel::s3 {
+namespace {
+
+using testing::FakeHttpServer;
+using testing::HttpRequestSeen;
+using testing::HttpResponse;
+
+std::string S3Error(const std::string& code, const std::string& message) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>" + code + "</Code><Message>" +
+         message + "</Message></Error>";
+}
+
+S3Config FakeConfig(int port) {
+  S3Config c;
+  c.endpoint = "http://127.0.0.1:" + std::to_string(port);
+  c.access_key_id = "AKIDEXAMPLE";
+  c.secret_access_key = "secret";
+  c.max_retries = 3;
+  c.retry_base_ms = 1;
+  c.retry_max_ms = 4;
+  return c;
+}
+
+std::unique_ptr<Storage> Make(const S3Config& c) {
+  auto s = MakeS3Storage(c);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+TEST(S3Faults, ThrottlingIsRetriedThenSucceeds) {
+  std::atomic<int> calls{0};
+  FakeHttpServer server([&](const HttpRequestSeen&) {
+    if (++calls <= 2)
+      return HttpResponse(503, S3Error("SlowDown", "Please reduce your request rate."));
+    return HttpResponse(200, "hello");
+  });
+  auto client = S3Client::Create(FakeConfig(server.port()));
+  ASSERT_TRUE(client.ok());
+  auto r = (*client)->Execute(MakeRequest("GET", "b", "k"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "hello");
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST(S3Faults, ServerErrorsExhaustRetriesIntoUnavailable) {
+  FakeHttpServer server([](const HttpRequestSeen&) {
+    return HttpResponse(500, S3Error("InternalError", "We encountered an internal error."));
+  });
+  auto storage = Make(FakeConfig(server.port()));
+  auto r = storage->Glob("s3://bkt/data/*");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  for (const char* part : {"bkt", "HTTP 500", "InternalError", "internal error", "4 attempts"})
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status();
+  EXPECT_EQ(server.requests().size(), 4u);  // 1 + max_retries
+}
+
+TEST(S3Faults, ClientErrorsAreNotRetried) {
+  FakeHttpServer server([](const HttpRequestSeen& req) {
+    if (req.method == "HEAD") return HttpResponse(403, "");
+    return HttpResponse(403, S3Error("AccessDenied", "Access Denied"));
+  });
+  auto storage = Make(FakeConfig(server.port()));
+  auto r = storage->OpenRead("s3://bkt/secret/key");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  for (const char* part :
+       {"bucket 'bkt'", "key 'secret/key'", "HTTP 403", "AccessDenied", "Access Denied"})
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status();
+  EXPECT_EQ(server.requests().size(), 2u);  // the HEAD, then one GET for the error body
+}
+
+TEST(S3Faults, TruncatedBodyIsRetriedThenUnavailable) {
+  // The HEAD answer must announce the size without a body.
+  FakeHttpServer sized([](const HttpRequestSeen& req) {
+    if (req.method == "HEAD")
+      return std::string("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n");
+    return std::string(
+        "HTTP/1.1 206 Partial Content\r\nContent-Length: 1000\r\n"
+        "Connection: close\r\n\r\n0123456789");
+  });
+  auto storage = Make(FakeConfig(sized.port()));
+  auto file = storage->OpenRead("s3://bkt/short");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*(*file)->Size(), 1000u);
+  std::string buf(1000, '\0');
+  auto n = (*file)->Read(0, std::as_writable_bytes(std::span<char>(buf)));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kUnavailable);
+  for (const char* part : {"truncated", "bucket 'bkt'", "key 'short'"})
+    EXPECT_NE(n.status().message().find(part), std::string::npos) << n.status();
+  EXPECT_EQ(sized.requests().size(), 1u + 4u);  // HEAD + 4 GET attempts
+}
+
+TEST(S3Faults, FailedMultipartCompletionAbortsTheUpload) {
+  FakeHttpServer server([](const HttpRequestSeen& req) {
+    if (req.method == "POST" && req.target.find("uploads=") != std::string::npos)
+      return HttpResponse(200,
+                          "<InitiateMultipartUploadResult><UploadId>up/1+x</UploadId>"
+                          "</InitiateMultipartUploadResult>");
+    if (req.method == "PUT") return HttpResponse(200, "", {"ETag: \"etag-part\""});
+    if (req.method == "DELETE") return HttpResponse(204, "");
+    // CompleteMultipartUpload: S3 may send 200 with an error inside.
+    return HttpResponse(
+        200, S3Error("InvalidPart", "One or more of the specified parts could not be found."));
+  });
+  S3Config c = FakeConfig(server.port());
+  c.part_size = 5 << 20;
+  auto storage = Make(c);
+  auto file = storage->OpenWrite("s3://bkt/ckpt/model.bin");
+  ASSERT_TRUE(file.ok());
+  std::string data((5 << 20) + 10, 'x');
+  ASSERT_TRUE((*file)->Append(std::as_bytes(std::span<const char>(data))).ok());
+  Status closed = (*file)->Close();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("InvalidPart"), std::string::npos) << closed;
+  auto reqs = server.requests();
+  ASSERT_FALSE(reqs.empty());
+  EXPECT_EQ(reqs.back().method, "DELETE");
+  EXPECT_EQ(reqs.back().target, "/bkt/ckpt/model.bin?uploadId=up%2F1%2Bx");
+  // The parts went up with their part numbers, in order.
+  EXPECT_EQ(reqs[1].target, "/bkt/ckpt/model.bin?partNumber=1&uploadId=up%2F1%2Bx");
+  EXPECT_EQ(reqs[2].target, "/bkt/ckpt/model.bin?partNumber=2&uploadId=up%2F1%2Bx");
+  EXPECT_EQ(reqs[2].body.size(), 10u);
+}
+
+TEST(S3Faults, RequestsCarrySignatureAndPayloadHash) {
+  FakeHttpServer server([](const HttpRequestSeen&) { return HttpResponse(200, ""); });
+  S3Config c = FakeConfig(server.port());
+  c.session_token = "tok";
+  auto storage = Make(c);
+  ASSERT_TRUE(WriteAll(*storage, "s3://bkt/a b/c+d", "abc").ok());
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  const auto& r = reqs[0];
+  EXPECT_EQ(r.method, "PUT");
+  EXPECT_EQ(r.target, "/bkt/a%20b/c%2Bd");
+  EXPECT_EQ(r.body, "abc");
+  // SHA-256("abc") from FIPS 180-2, appendix B.1.
+  EXPECT_EQ(r.headers.at("x-amz-content-sha256"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(r.headers.at("x-amz-security-token"), "tok");
+  const std::string& auth = r.headers.at("authorization");
+  EXPECT_EQ(auth.rfind("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/", 0), 0u) << auth;
+  EXPECT_NE(auth.find("/us-east-1/s3/aws4_request"), std::string::npos) << auth;
+  EXPECT_NE(auth.find("x-amz-content-sha256"), std::string::npos) << auth;
+  EXPECT_NE(auth.find("x-amz-security-token"), std::string::npos) << auth;
+}
+
+TEST(S3Faults, VirtualHostedAddressingPutsBucketInHost) {
+  FakeHttpServer server([](const HttpRequestSeen&) {
+    return HttpResponse(200,
+                        "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+  });
+  S3Config c = FakeConfig(server.port());
+  c.endpoint = "http://localhost:" + std::to_string(server.port());  // *.localhost is loopback
+  c.virtual_addressing = true;
+  auto storage = Make(c);
+  auto r = storage->Glob("s3://my-bucket/dir/*.tfrecord");
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].headers.at("host"), "my-bucket.localhost:" + std::to_string(server.port()));
+  EXPECT_EQ(reqs[0].target, "/?list-type=2&max-keys=1000&prefix=dir%2F");
+}
+
+TEST(S3Faults, MalformedUrisAreInvalidArgument) {
+  auto storage = Make(FakeConfig(1));
+  EXPECT_EQ(storage->OpenRead("s3://bucket-only").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage->OpenRead("s3:///key").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage->OpenWrite("gs://b/k").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage->Glob("s3://b*/k").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reel::s3
