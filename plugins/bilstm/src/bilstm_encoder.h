@@ -1,0 +1,105 @@
+// A stacked bidirectional LSTM over one frame-level feature, exact for variable lengths, pooled
+// into one vector per video.
+//
+// Exactness: every direction runs on oneDNN as a left-to-right LSTM with each sequence's padding at
+// the end. The forward direction reads the frames as they are; the backward direction reads each
+// sequence reversed within its own length (frame len-1-t at time t). Padding frames then only
+// influence later (padding) outputs, which are never read: pooling and the next layer's inputs use
+// frames t < length only, and on the way back the gradients of padding frames are zero. A video's
+// encoding and gradients therefore do not depend on its batch's padding. The batch is also trimmed
+// to its longest video, so padding past every length costs nothing.
+//
+// Layer k > 0 reads [forward output, backward output] of layer k-1 in original time order (as
+// torch.nn.LSTM(bidirectional=True) does). The encoding is [forward, backward] pooled: "last"
+// takes each direction's final state (the forward one at frame len-1, the backward one after it
+// has read frame 0, like torch's h_n); "mean" and "max" pool over the valid frames.
+//
+// Parameters, per layer k and direction d in {fwd, bwd}: "<prefix>/l<k>/<d>/wx" [I, 4, H],
+// ".../wh" [H, 4, H], ".../b" [4, H] (one bias; torch's b_ih + b_hh), gate order i, f, c~, o.
+//
+// Ownership: keeps a pointer to the arena given to Declare(); the engine must outlive it.
+// Thread-safety: one thread per instance.
+#ifndef REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
+#define REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
+
+#include <cstdint>
+#include <dnnl.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dnnl_lstm.h"
+#include "reel/batch.h"
+#include "reel/layers/sequence.h"
+#include "reel/param_arena.h"
+#include "reel/status.h"
+
+namespace reel::bilstm {
+
+struct EncoderConfig {
+  std::string feature;  // batch feature name, e.g. "rgb"
+  int64_t width = 0;    // D, the feature's per-frame width
+  int64_t hidden = 0;   // H per direction
+  int64_t layers = 1;
+  layers::Pooling pooling = layers::Pooling::kLast;
+};
+
+class BiLstmEncoder {
+ public:
+  BiLstmEncoder(EncoderConfig config, std::string prefix, const dnnl::engine& engine);
+
+  Status Declare(ParamArena& arena);
+  // Uniform in +-1/sqrt(H), as torch.nn.LSTM. REQUIRES: the arena is finalized.
+  void Initialize(uint64_t seed);
+
+  // The feature from `batch`, checked: present, [B, T, width], lengths 1..T. Errors are
+  // InvalidArgument naming the feature (and the video for a bad length).
+  Result<const Feature*> FindFeature(const Batch& batch) const;
+
+  // Writes the encoding [B, 2H] into columns [col, col + 2H) of enc [B, enc_ld].
+  // REQUIRES: `feature` passed FindFeature().
+  Status Forward(const Feature& feature, bool train, float* enc, int64_t enc_ld, int64_t col);
+  // REQUIRES: the last Forward() had train=true. Writes every parameter's gradient (overwriting)
+  // from denc's columns [col, col + 2H).
+  Status Backward(const float* denc, int64_t enc_ld, int64_t col);
+
+  // The top layer's outputs of the last Forward(), [B, T, 2H] in original time order
+  // ([forward, backward] per frame, as torch.nn.LSTM's output), zero past each length; T is the
+  // batch's longest length. For tests and inspection.
+  std::vector<float> TopOutputs() const;
+
+  int64_t output_width() const { return 2 * config_.hidden; }
+  const EncoderConfig& config() const { return config_; }
+  // Summed over every layer and direction.
+  DnnlLstm::CacheStats cache_stats() const;
+
+ private:
+  struct Dir {
+    std::unique_ptr<DnnlLstm> lstm;
+    ParamArena::BlockId wx = -1, wh = -1, b = -1;
+    std::vector<float> in, out;  // [T, B, I] and [T, B, H], in this direction's time order
+  };
+  struct Layer {
+    Dir fwd, bwd;
+  };
+  Status RunForward(Dir& d, bool train);
+  Status RunBackward(Dir& d, const std::vector<float>& dout, std::vector<float>& din);
+  void BuildLayerInputs(size_t k);
+
+  EncoderConfig config_;
+  std::string prefix_;
+  dnnl::engine engine_;
+  ParamArena* arena_ = nullptr;
+  std::vector<Layer> layers_;
+  // State of the last Forward().
+  int64_t batch_ = 0, steps_ = 0;
+  std::vector<int32_t> lengths_;
+  bool trained_ = false;
+  std::vector<int32_t> argmax_fwd_, argmax_bwd_;
+  // Backward scratch.
+  std::vector<float> dout_fwd_, dout_bwd_, din_fwd_, din_bwd_;
+};
+
+}  // namespace reel::bilstm
+
+#endif  // REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_

@@ -1,0 +1,172 @@
+#include "bilstm_model.h"
+
+#include "reel/layers/sequence.h"
+
+namespace reel::bilstm {
+namespace {
+
+OptionSchema WithCommon(OptionSchema schema) {
+  schema.push_back(IntOption("layers", 1, "stacked bidirectional layers"));
+  schema.push_back(StringOption("pooling", "last",
+                                "sequence encoding: last (final states of both directions), "
+                                "mean or max over the valid frames"));
+  for (OptionSpec& s : layers::HeadOptions("moe")) schema.push_back(std::move(s));
+  return schema;
+}
+
+Status CheckPositive(const Options& o, const std::string& name) {
+  if (o.GetInt(name) < 1)
+    return InvalidArgumentError("option '" + name + "': " + std::to_string(o.GetInt(name)) +
+                                " is not >= 1");
+  return Status::Ok();
+}
+
+Result<EncoderConfig> StreamConfig(const Options& o, const std::string& feature_key,
+                                   const std::string& width_key, const std::string& hidden_key) {
+  for (const std::string& k : {width_key, hidden_key, std::string("layers")})
+    REEL_RETURN_IF_ERROR(CheckPositive(o, k));
+  EncoderConfig c;
+  c.feature = o.GetString(feature_key);
+  if (c.feature.empty()) return InvalidArgumentError("option '" + feature_key + "' is empty");
+  c.width = o.GetInt(width_key);
+  c.hidden = o.GetInt(hidden_key);
+  c.layers = o.GetInt("layers");
+  REEL_ASSIGN_OR_RETURN(c.pooling, layers::ParsePooling(o.GetString("pooling")));
+  return c;
+}
+
+}  // namespace
+
+OptionSchema BiLstmOptions(const std::string& feature, int64_t width, int64_t hidden) {
+  return WithCommon({StringOption("feature", feature, "frame-level input feature name"),
+                     IntOption("width", width, "values per frame of the input feature"),
+                     IntOption("hidden", hidden, "LSTM units per direction")});
+}
+
+OptionSchema TwoStreamOptions() {
+  return WithCommon({StringOption("video_feature", "rgb", "frame-level video feature name"),
+                     StringOption("audio_feature", "audio", "frame-level audio feature name"),
+                     IntOption("video_width", 1024, "values per frame of the video feature"),
+                     IntOption("audio_width", 128, "values per frame of the audio feature"),
+                     IntOption("video_hidden", 256, "video LSTM units per direction"),
+                     IntOption("audio_hidden", 128, "audio LSTM units per direction")});
+}
+
+Result<std::unique_ptr<BiLstmModel>> BiLstmModel::Create(const std::string& kind,
+                                                         const Options& options,
+                                                         const ModelContext& context) {
+  if (context.num_classes < 1)
+    return InvalidArgumentError("model '" + kind + "': num_classes is " +
+                                std::to_string(context.num_classes));
+  std::unique_ptr<BiLstmModel> m(new BiLstmModel());
+  m->kind_ = kind;
+  m->classes_ = context.num_classes;
+  try {
+    m->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
+  } catch (const dnnl::error& e) {
+    return InternalError("model '" + kind + "': no oneDNN CPU engine: " + e.what());
+  }
+  std::vector<std::pair<std::string, EncoderConfig>> streams;
+  if (kind == "two_stream") {
+    REEL_ASSIGN_OR_RETURN(EncoderConfig v,
+                          StreamConfig(options, "video_feature", "video_width", "video_hidden"));
+    REEL_ASSIGN_OR_RETURN(EncoderConfig a,
+                          StreamConfig(options, "audio_feature", "audio_width", "audio_hidden"));
+    if (v.feature == a.feature)
+      return InvalidArgumentError(
+          "model 'two_stream': options 'video_feature' and "
+          "'audio_feature' are both '" +
+          v.feature + "'");
+    streams = {{"video", v}, {"audio", a}};
+  } else {
+    REEL_ASSIGN_OR_RETURN(EncoderConfig c, StreamConfig(options, "feature", "width", "hidden"));
+    streams = {{kind == "bilstm_audio" ? "audio" : "video", c}};
+  }
+  for (auto& [prefix, config] : streams) {
+    m->streams_.push_back(std::make_unique<BiLstmEncoder>(config, prefix, m->engine_));
+    m->enc_width_ += m->streams_.back()->output_width();
+  }
+  REEL_ASSIGN_OR_RETURN(m->head_, layers::MakeHead(options, "head", m->enc_width_, m->classes_));
+  return m;
+}
+
+std::vector<std::string> BiLstmModel::InputFeatures() const {
+  std::vector<std::string> out;
+  for (const auto& s : streams_) out.push_back(s->config().feature);
+  return out;
+}
+
+Status BiLstmModel::DeclareParams(ParamArena& arena) {
+  arena_ = &arena;
+  for (auto& s : streams_) REEL_RETURN_IF_ERROR(s->Declare(arena));
+  return head_->Declare(arena);
+}
+
+Status BiLstmModel::Initialize(uint64_t seed) {
+  if (arena_ == nullptr || !arena_->finalized())
+    return FailedPreconditionError("model '" + kind_ +
+                                   "': Initialize() before the arena is finalized");
+  for (auto& s : streams_) s->Initialize(seed);
+  head_->Initialize(seed);
+  return Status::Ok();
+}
+
+Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
+  trained_ = false;
+  if (arena_ == nullptr || !arena_->finalized())
+    return FailedPreconditionError("model '" + kind_ +
+                                   "': Forward() before the arena is finalized");
+  std::vector<const Feature*> features;
+  for (auto& s : streams_) {
+    REEL_ASSIGN_OR_RETURN(const Feature* f, s->FindFeature(batch));
+    if (!features.empty() && f->values.dim(0) != features[0]->values.dim(0))
+      return InvalidArgumentError("feature '" + s->config().feature + "' has " +
+                                  std::to_string(f->values.dim(0)) + " videos, feature '" +
+                                  streams_[0]->config().feature + "' has " +
+                                  std::to_string(features[0]->values.dim(0)));
+    features.push_back(f);
+  }
+  const int64_t b_n = features[0]->values.dim(0);
+  const bool train = mode == Mode::kTrain;
+  enc_.assign(static_cast<size_t>(b_n * enc_width_), 0.0f);
+  int64_t col = 0;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    REEL_RETURN_IF_ERROR(streams_[i]->Forward(*features[i], train, enc_.data(), enc_width_, col));
+    col += streams_[i]->output_width();
+  }
+  Tensor logits({b_n, classes_});
+  head_->Forward(enc_.data(), b_n, logits.data());
+  batch_ = b_n;
+  trained_ = train;
+  return logits;
+}
+
+Status BiLstmModel::Backward(const Batch& batch, const Tensor& dlogits) {
+  (void)batch;  // everything Backward needs was kept by Forward
+  if (!trained_)
+    return FailedPreconditionError("model '" + kind_ +
+                                   "': Backward() without a training Forward()");
+  if (dlogits.rank() != 2 || dlogits.dim(0) != batch_ || dlogits.dim(1) != classes_)
+    return InvalidArgumentError("model '" + kind_ + "': dlogits have shape " +
+                                ShapeToString(dlogits.shape()) + ", want [" +
+                                std::to_string(batch_) + ", " + std::to_string(classes_) + "]");
+  denc_.resize(enc_.size());
+  head_->Backward(enc_.data(), dlogits.data(), batch_, denc_.data());
+  int64_t col = 0;
+  for (auto& s : streams_) {
+    REEL_RETURN_IF_ERROR(s->Backward(denc_.data(), enc_width_, col));
+    col += s->output_width();
+  }
+  return Status::Ok();
+}
+
+DnnlLstm::CacheStats BiLstmModel::cache_stats() const {
+  DnnlLstm::CacheStats total;
+  for (const auto& s : streams_) {
+    total.hits += s->cache_stats().hits;
+    total.misses += s->cache_stats().misses;
+  }
+  return total;
+}
+
+}  // namespace reel::bilstm

@@ -1,0 +1,239 @@
+// Tests of the bilstm models: whole-model finite-difference gradients, padding invariance,
+// determinism, the primitive cache, bad inputs and a few SGD steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "reel/layers/testing.h"
+#include "test_batches.h"
+
+namespace reel::bilstm {
+namespace {
+
+using layers::testing::CheckGradient;
+using layers::testing::SigmoidCrossEntropy;
+using testing::AddFeature;
+using testing::AddIdsAndLabels;
+using testing::Build;
+
+constexpr int64_t kClasses = 5;
+
+// A tiny batch for `kind` with videos of different lengths (and padding past every length).
+Batch TinyBatch(const std::string& kind, const std::vector<int32_t>& lengths, int64_t steps,
+                const std::vector<uint64_t>& seeds) {
+  Batch batch;
+  AddIdsAndLabels(batch, seeds, kClasses);
+  if (kind != "bilstm_audio") AddFeature(batch, "rgb", 6, steps, lengths, seeds);
+  if (kind != "bilstm_video") AddFeature(batch, "audio", 4, steps, lengths, seeds);
+  return batch;
+}
+
+std::map<std::string, std::string> TinyOptions(const std::string& kind, const std::string& head,
+                                               const std::string& pooling, int layers) {
+  std::map<std::string, std::string> o = {
+      {"head", head}, {"pooling", pooling}, {"layers", std::to_string(layers)}};
+  if (kind == "two_stream") {
+    o.insert(
+        {{"video_width", "6"}, {"audio_width", "4"}, {"video_hidden", "3"}, {"audio_hidden", "2"}});
+  } else {
+    o.insert({{"width", kind == "bilstm_video" ? "6" : "4"}, {"hidden", "3"}});
+  }
+  return o;
+}
+
+struct GradCase {
+  std::string kind, head, pooling;
+  int layers;
+};
+
+class ModelGradientTest : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(ModelGradientTest, EveryBlockMatchesFiniteDifferences) {
+  const GradCase& c = GetParam();
+  auto built = Build(c.kind, TinyOptions(c.kind, c.head, c.pooling, c.layers), kClasses, 3);
+  ASSERT_TRUE(built.model);
+  Batch batch = TinyBatch(c.kind, {4, 2, 3}, 5, {11, 12, 13});
+  auto logits = built.model->Forward(batch, Mode::kTrain);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  auto lg = SigmoidCrossEntropy(*logits, batch);
+  ASSERT_TRUE(built.model->Backward(batch, Tensor({3, kClasses}, lg.dlogits)).ok());
+  std::vector<float> analytic(built.arena->grads().begin(), built.arena->grads().end());
+  auto loss = [&] {
+    return SigmoidCrossEntropy(*built.model->Forward(batch, Mode::kInfer), batch).loss;
+  };
+  for (ParamArena::BlockId id = 0; id < static_cast<int>(built.arena->blocks().size()); ++id) {
+    const auto& block = built.arena->block(id);
+    std::span<const float> g(analytic.data() + block.offset, static_cast<size_t>(block.size));
+    EXPECT_TRUE(
+        CheckGradient(built.arena->values(id), g, loss, 1e-2f, 2e-2, 3e-4, 8, id, block.name));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradientTest,
+                         ::testing::Values(GradCase{"bilstm_video", "moe", "last", 2},
+                                           GradCase{"bilstm_audio", "logistic", "mean", 1},
+                                           GradCase{"two_stream", "moe", "max", 1},
+                                           GradCase{"two_stream", "logistic", "last", 2}),
+                         [](const auto& info) {
+                           return info.param.kind + "_" + info.param.head + "_" +
+                                  info.param.pooling + "_" + std::to_string(info.param.layers);
+                         });
+
+class PaddingInvarianceTest : public ::testing::TestWithParam<std::string> {};
+
+// Video 21 (length 3) alone, then between longer neighbours in a batch padded to 7 frames:
+// its logits and its parameter gradients (dlogits only on its row) must agree.
+TEST_P(PaddingInvarianceTest, SameVideoAloneAndInPaddedBatch) {
+  auto alone = Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2), kClasses, 4);
+  auto padded = Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2), kClasses, 4);
+  ASSERT_TRUE(alone.model && padded.model);
+  Batch one = TinyBatch("two_stream", {3}, 3, {21});
+  Batch three = TinyBatch("two_stream", {7, 3, 5}, 7, {20, 21, 22});
+  auto l1 = alone.model->Forward(one, Mode::kTrain);
+  auto l3 = padded.model->Forward(three, Mode::kTrain);
+  ASSERT_TRUE(l1.ok() && l3.ok());
+  std::vector<float> d1 = SigmoidCrossEntropy(*l1, one).dlogits;
+  std::vector<float> d3(3 * kClasses, 0.0f);
+  std::copy(d1.begin(), d1.end(), d3.begin() + kClasses);
+  for (int64_t c = 0; c < kClasses; ++c) EXPECT_NEAR(l1->data()[c], l3->data()[kClasses + c], 1e-5);
+  ASSERT_TRUE(alone.model->Backward(one, Tensor({1, kClasses}, d1)).ok());
+  ASSERT_TRUE(padded.model->Backward(three, Tensor({3, kClasses}, d3)).ok());
+  for (const auto& block : alone.arena->blocks())
+    for (int64_t i = 0; i < block.size; ++i) {
+      const float a = alone.arena->grads()[block.offset + i],
+                  b = padded.arena->grads()[block.offset + i];
+      ASSERT_NEAR(a, b, 1e-5 + 1e-4 * std::abs(a)) << block.name << "[" << i << "]";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Poolings, PaddingInvarianceTest, ::testing::Values("last", "mean", "max"));
+
+TEST(BiLstmModelTest, DeterministicUnderSeed) {
+  auto a = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 9);
+  auto b = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 9);
+  auto c = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 10);
+  auto values = [](const ParamArena& p) {
+    return std::vector<float>(p.values().begin(), p.values().end());
+  };
+  EXPECT_EQ(values(*a.arena), values(*b.arena));
+  EXPECT_NE(values(*a.arena), values(*c.arena));
+  Batch batch = TinyBatch("bilstm_video", {2, 4}, 4, {1, 2});
+  auto la = a.model->Forward(batch, Mode::kTrain), lb = b.model->Forward(batch, Mode::kTrain);
+  ASSERT_TRUE(la.ok() && lb.ok());
+  EXPECT_EQ(std::vector<float>(la->values().begin(), la->values().end()),
+            std::vector<float>(lb->values().begin(), lb->values().end()));
+}
+
+TEST(BiLstmModelTest, PrimitivesAreCreatedOncePerShape) {
+  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "logistic", "last", 2), kClasses);
+  Batch batch = TinyBatch("bilstm_audio", {4, 2}, 4, {1, 2});
+  auto step = [&](const Batch& b) {
+    auto logits = built.model->Forward(b, Mode::kTrain);
+    ASSERT_TRUE(logits.ok());
+    ASSERT_TRUE(
+        built.model
+            ->Backward(b, Tensor({b.size(), kClasses}, SigmoidCrossEntropy(*logits, b).dlogits))
+            .ok());
+  };
+  step(batch);
+  const auto first = built.model->cache_stats();
+  EXPECT_EQ(first.misses, 4);  // 2 layers x 2 directions, one plan each
+  for (int i = 0; i < 3; ++i) step(batch);
+  const auto later = built.model->cache_stats();
+  EXPECT_EQ(later.misses, first.misses);
+  EXPECT_EQ(later.hits, first.hits + 3 * 8);           // forward + backward per LSTM per step
+  step(TinyBatch("bilstm_audio", {3, 2}, 4, {1, 2}));  // longest video 3: a new shape
+  EXPECT_EQ(built.model->cache_stats().misses, first.misses + 4);
+}
+
+TEST(BiLstmModelTest, BackwardNeedsATrainingForward) {
+  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "logistic", "last", 1), kClasses);
+  Batch batch = TinyBatch("bilstm_audio", {2}, 2, {1});
+  Tensor d({1, kClasses});
+  EXPECT_EQ(built.model->Backward(batch, d).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(built.model->Forward(batch, Mode::kInfer).ok());
+  EXPECT_EQ(built.model->Backward(batch, d).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(built.model->Forward(batch, Mode::kTrain).ok());
+  EXPECT_EQ(built.model->Backward(batch, Tensor({2, kClasses})).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(built.model->Backward(batch, d).ok());
+}
+
+void ExpectInvalidNaming(const Result<Tensor>& r, const std::string& text) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status();
+}
+
+TEST(BiLstmModelTest, BadInputsAreInvalidArgumentsNamingTheFeature) {
+  auto built = Build("two_stream", TinyOptions("two_stream", "moe", "last", 1), kClasses);
+  Batch good = TinyBatch("two_stream", {3, 2}, 3, {1, 2});
+  ASSERT_TRUE(built.model->Forward(good, Mode::kTrain).ok());
+
+  Batch missing = good;
+  missing.features.erase("audio");
+  ExpectInvalidNaming(built.model->Forward(missing, Mode::kTrain), "'audio'");
+
+  Batch wide = TinyBatch("bilstm_video", {3, 2}, 3, {1, 2});
+  AddFeature(wide, "audio", 5, 3, {3, 2}, {1, 2});
+  ExpectInvalidNaming(built.model->Forward(wide, Mode::kTrain), "'audio' has width 5, want 4");
+
+  Batch zero = good;
+  zero.features["rgb"].lengths[1] = 0;
+  ExpectInvalidNaming(built.model->Forward(zero, Mode::kTrain), "'rgb' of video 'v2' has length 0");
+
+  Batch too_long = good;
+  too_long.features["audio"].lengths[0] = 4;
+  ExpectInvalidNaming(built.model->Forward(too_long, Mode::kInfer),
+                      "'audio' of video 'v1' has length 4, want 1..3");
+
+  Batch flat = good;
+  flat.features["rgb"].values.Reshape({2, 18});
+  ExpectInvalidNaming(built.model->Forward(flat, Mode::kTrain), "'rgb' has shape [2, 18]");
+  // After every refusal the model still works.
+  EXPECT_TRUE(built.model->Forward(good, Mode::kTrain).ok());
+}
+
+TEST(BiLstmModelTest, BadOptionsAreInvalidArgumentsNamingTheOption) {
+  ModelContext context;
+  auto make = [&](std::map<std::string, std::string> given) {
+    auto o = ParseOptions(BiLstmOptions("rgb", 1024, 256), given);
+    EXPECT_TRUE(o.ok());
+    return BiLstmModel::Create("bilstm_video", *o, context);
+  };
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"head", "svm"},
+                                                        {"pooling", "median"},
+                                                        {"hidden", "0"},
+                                                        {"layers", "0"},
+                                                        {"experts", "0"}}) {
+    auto m = make({{key, value}});
+    ASSERT_FALSE(m.ok()) << key;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find("'" + key + "'"), std::string::npos) << m.status();
+  }
+  auto o = ParseOptions(TwoStreamOptions(), {{"audio_feature", "rgb"}});
+  auto same = BiLstmModel::Create("two_stream", *o, context);
+  ASSERT_FALSE(same.ok());
+  EXPECT_NE(same.status().message().find("'audio_feature'"), std::string::npos);
+}
+
+TEST(BiLstmModelTest, SgdStepsLowerTheLoss) {
+  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "moe", "mean", 1), kClasses, 5);
+  Batch batch = TinyBatch("bilstm_audio", {5, 3, 4, 2}, 5, {31, 32, 33, 34});
+  double first = 0, last = 0;
+  for (int step = 0; step < 40; ++step) {
+    auto logits = built.model->Forward(batch, Mode::kTrain);
+    ASSERT_TRUE(logits.ok());
+    auto lg = SigmoidCrossEntropy(*logits, batch);
+    (step == 0 ? first : last) = lg.loss;
+    ASSERT_TRUE(built.model->Backward(batch, Tensor({4, kClasses}, lg.dlogits)).ok());
+    auto v = built.arena->values();
+    auto g = built.arena->grads();
+    for (size_t i = 0; i < v.size(); ++i) v[i] -= 4.0f * g[i];
+  }
+  EXPECT_LT(last, 0.5 * first) << "first " << first << ", last " << last;
+}
+
+}  // namespace
+}  // namespace reel::bilstm
