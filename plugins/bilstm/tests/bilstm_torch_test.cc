@@ -2,6 +2,8 @@
 // packed sequences (tests/torch_reference.py, run as a subprocess), for given weights and a padded
 // batch of different lengths: outputs, encodings and every weight gradient to 1e-4 relative.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -21,16 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using Arrays = std::map<std::string, std::vector<double>>;
 
-// The first interpreter that can import torch: $REEL_PYTHON, python3 on PATH, /usr/bin/python3
-// (Debian's python3-torch installs for the system interpreter, which a PATH python may shadow).
-std::string FindTorchPython() {
+// Interpreters to try: $REEL_PYTHON, python3 on PATH, /usr/bin/python3 (Debian's python3-torch
+// installs for the system interpreter, which a PATH python such as pyenv's may shadow).
+std::vector<std::string> PythonCandidates() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("REEL_PYTHON")) candidates.push_back(env);
   candidates.push_back("python3");
   candidates.push_back("/usr/bin/python3");
-  for (const std::string& c : candidates)
-    if (std::system((c + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return c;
-  return "";
+  return candidates;
 }
 
 void WriteArray(std::ostream& out, const std::string& name, const auto& values) {
@@ -71,10 +71,6 @@ void ExpectClose(const std::string& what, std::span<const float> got,
 }
 
 TEST(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
-  const std::string python = FindTorchPython();
-  if (python.empty())
-    GTEST_SKIP() << "no python3 with torch (tried $REEL_PYTHON, python3, /usr/bin/python3); "
-                    "install Debian's python3-torch to run the PyTorch agreement test";
   const int64_t width = 5, hidden = 4, layers = 2, steps = 7;
   const std::vector<int32_t> lengths = {6, 2, 4};  // padded to 7; the longest is 6
   Batch batch;
@@ -120,9 +116,27 @@ TEST(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
           std::vector<float>(arena.grads(id).begin(), arena.grads(id).end());
   }
   in.close();
-  const std::string cmd = python + " " + REEL_BILSTM_TORCH_SCRIPT + " " +
-                          (dir / "in.txt").string() + " " + (dir / "out.txt").string();
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // The script exits with 77 when its interpreter has no torch, the shell with 127 when there is
+  // no such interpreter: then try the next one.
+  int rc = 77;
+  std::string cmd;
+  for (const std::string& python : PythonCandidates()) {
+    cmd = python + " " + REEL_BILSTM_TORCH_SCRIPT + " " + (dir / "in.txt").string() + " " +
+          (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
+    const int status = std::system(cmd.c_str());
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (rc != 77 && rc != 127) break;
+  }
+  if (rc == 77 || rc == 127) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "no python3 with torch (tried $REEL_PYTHON, python3, /usr/bin/python3); "
+                    "install Debian's python3-torch to run the PyTorch agreement test";
+  }
+  if (rc != 0) {
+    std::ifstream err(dir / "err.txt");
+    FAIL() << cmd << " exited with " << rc << ":\n"
+           << std::string(std::istreambuf_iterator<char>(err), {});
+  }
   Arrays want = ReadArrays(dir / "out.txt");
   fs::remove_all(dir);
 
