@@ -2,8 +2,10 @@
 # lib/reel/plugins/libreel_<NAME>.so with hidden visibility, so only the entry symbol is exported.
 function(reel_add_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIR" "SOURCES;LIBS" ${ARGN})
+  set(installable OFF)
   if(NOT ARG_OUTPUT_DIR)
     set(ARG_OUTPUT_DIR ${REEL_PLUGIN_OUTPUT_DIR})
+    set(installable ON)  # test plugins name their own directory and are not installed
   endif()
   add_library(reel_plugin_${name} MODULE ${ARG_SOURCES})
   target_link_libraries(reel_plugin_${name} PRIVATE reel::sdk ${ARG_LIBS})
@@ -14,6 +16,9 @@ function(reel_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
   target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
+  if(installable)
+    install(TARGETS reel_plugin_${name} LIBRARY DESTINATION lib/reel/plugins)
+  endif()
 endfunction()
 
 # reel_add_tests(TARGET SOURCES ... LIBS ...): one GoogleTest binary, registered with CTest.
