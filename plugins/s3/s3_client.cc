@@ -243,7 +243,9 @@ Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.empty() ? "" : r.body.data());
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
     headers.push_back("Content-Type: application/octet-stream");
-    headers.push_back("Expect:");  // no 100-continue round trip
+    // No "Expect:" override to suppress 100-continue: curl would sign the emptied header, and
+    // the server would not see it. A short wait instead of curl's 1 s, for servers that ignore it.
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 300L);
   } else if (r.method != "GET") {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
   }
