@@ -113,6 +113,7 @@ class TfRecordSource : public DataSource {
     stream_ = std::make_unique<EpochStream>(&config_, epoch);
     to_drop_ = skip;
     last_skipped_ = 0;
+    final_ = Status::Ok();
     if (options_.prefetch > 0) {
       stop_ = false;
       producer_ = std::thread([this] { ProducerLoop(); });

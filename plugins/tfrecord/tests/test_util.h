@@ -71,9 +71,10 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    static int counter = 0;
     path_ = std::filesystem::temp_directory_path() /
             ("reel_tfrecord_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
-             info->name());
+             info->name() + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
