@@ -9,6 +9,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libeigen3-dev libdnnl-dev
   libprotobuf-dev protobuf-compiler libfmt-dev zlib1g-dev libcurl4-openssl-dev
   libopenmpi-dev openmpi-bin
+  libssl-dev  # s3 plugin: SHA-256 of request payloads (OpenSSL EVP)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch libopenblas0-pthread python3-numpy
