@@ -5,7 +5,9 @@
 #include <openssl/hmac.h>
 
 #include <atomic>
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "s3_client.h"
 #include "s3_storage.h"
@@ -103,6 +105,24 @@ TEST(S3Faults, TruncatedBodyIsRetriedThenUnavailable) {
   for (const char* part : {"truncated", "bucket 'bkt'", "key 'short'"})
     EXPECT_NE(n.status().message().find(part), std::string::npos) << n.status();
   EXPECT_EQ(sized.requests().size(), 1u + 4u);  // HEAD + 4 GET attempts
+}
+
+TEST(S3Faults, StalledServerTimesOutIntoUnavailable) {
+  // Answers each request only after 1.5 s; the client gives up on a transfer silent for 1 s.
+  FakeHttpServer server([](const HttpRequestSeen&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return HttpResponse(200, "late");
+  });
+  S3Config c = FakeConfig(server.port());
+  c.timeout_ms = 1000;
+  c.max_retries = 1;
+  auto client = S3Client::Create(c);
+  ASSERT_TRUE(client.ok());
+  auto r = (*client)->Execute(MakeRequest("GET", "bkt", "slow/key"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  for (const char* part : {"gave up after 2 attempts", "bucket 'bkt'", "key 'slow/key'", "curl 28"})
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status();
 }
 
 TEST(S3Faults, FailedMultipartCompletionAbortsTheUpload) {
