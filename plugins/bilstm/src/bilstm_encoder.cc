@@ -1,8 +1,12 @@
 #include "bilstm_encoder.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include "reel/layers/init.h"
 
@@ -15,6 +19,29 @@ inline void CopyOrZero(float* dst, const float* src, int64_t n) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   else
     std::memset(dst, 0, static_cast<size_t>(n) * sizeof(float));
+}
+
+// Runs a() and b() concurrently, each on half of the OpenMP threads. The two directions of a layer
+// are independent, so this replaces oneDNN's per-time-step thread barriers (hundreds per sequence,
+// and costly whenever a core is shared) with one join per layer; with 2 threads each direction
+// runs single-threaded. With one thread it runs them in turn.
+Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& b) {
+  const int threads = omp_get_max_threads();
+  if (threads < 2) {
+    REEL_RETURN_IF_ERROR(a());
+    return b();
+  }
+  Status sa;
+  std::thread worker([&] {
+    omp_set_num_threads(threads / 2);
+    sa = a();
+  });
+  omp_set_num_threads(threads - threads / 2);
+  Status sb = b();
+  worker.join();
+  omp_set_num_threads(threads);
+  REEL_RETURN_IF_ERROR(sa);
+  return sb;
 }
 
 }  // namespace
@@ -133,8 +160,9 @@ Status BiLstmEncoder::Forward(const Feature& feature, bool train, float* enc, in
                    first.bwd.in.data());
   for (size_t k = 0; k < layers_.size(); ++k) {
     if (k > 0) BuildLayerInputs(k);
-    REEL_RETURN_IF_ERROR(RunForward(layers_[k].fwd, train));
-    REEL_RETURN_IF_ERROR(RunForward(layers_[k].bwd, train));
+    Layer& layer = layers_[k];
+    REEL_RETURN_IF_ERROR(RunBoth([&] { return RunForward(layer.fwd, train); },
+                                 [&] { return RunForward(layer.bwd, train); }));
   }
   const Layer& top = layers_.back();
   argmax_fwd_.resize(static_cast<size_t>(batch_ * h));
@@ -159,8 +187,9 @@ Status BiLstmEncoder::Backward(const float* denc, int64_t enc_ld, int64_t col) {
   layers::PoolBackward(config_.pooling, denc, enc_ld, col + h, steps_, batch_, h, lengths_,
                        argmax_bwd_.data(), dout_bwd_.data());
   for (size_t k = layers_.size(); k-- > 0;) {
-    REEL_RETURN_IF_ERROR(RunBackward(layers_[k].fwd, dout_fwd_, din_fwd_));
-    REEL_RETURN_IF_ERROR(RunBackward(layers_[k].bwd, dout_bwd_, din_bwd_));
+    Layer& layer = layers_[k];
+    REEL_RETURN_IF_ERROR(RunBoth([&] { return RunBackward(layer.fwd, dout_fwd_, din_fwd_); },
+                                 [&] { return RunBackward(layer.bwd, dout_bwd_, din_bwd_); }));
     if (k == 0) break;
     // Route the input gradients of layer k back to layer k-1's outputs, undoing the reversal of
     // BuildLayerInputs(): din_* are [T, B, 2H] in each direction's own time order.

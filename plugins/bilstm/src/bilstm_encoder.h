@@ -18,7 +18,8 @@
 // ".../wh" [H, 4, H], ".../b" [4, H] (one bias; torch's b_ih + b_hh), gate order i, f, c~, o.
 //
 // Ownership: keeps a pointer to the arena given to Declare(); the engine must outlive it.
-// Thread-safety: one thread per instance.
+// Thread-safety: one thread per instance. Internally, the two directions of a layer run on two
+// threads, splitting the OpenMP threads (omp_get_max_threads()) between them.
 #ifndef REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
 #define REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
 

@@ -54,6 +54,8 @@ struct DnnlLstm::Plan {
   // Explicit zero initial states: without them oneDNN 2.6's backward reads an uninitialised
   // state for t = -1 when computing the weights_iter gradient (caught by the gradient tests).
   memory zero_iter, diff_iter, diff_iter_c;
+  // Each primitive gets its own scratchpad, so the two directions can run concurrently.
+  memory fwd_scratch, bwd_scratch;
   dnnl::lstm_forward::primitive_desc fwd_pd;
   dnnl::lstm_forward fwd;
   Slot wx_fwd, wh_fwd;
@@ -86,7 +88,10 @@ DnnlLstm::Plan* DnnlLstm::BuildPlan(int64_t steps, int64_t batch, bool train) {
   dnnl::lstm_forward::desc fwd_desc(
       train ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, dir,
       plan->src_md, iter_md, iter_md, wx_any, wh_any, plan->bias_md, plan->dst_md, none, none);
-  plan->fwd_pd = dnnl::lstm_forward::primitive_desc(fwd_desc, engine_);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  plan->fwd_pd = dnnl::lstm_forward::primitive_desc(fwd_desc, attr, engine_);
+  plan->fwd_scratch = memory(plan->fwd_pd.scratchpad_desc(), engine_);
   plan->fwd = dnnl::lstm_forward(plan->fwd_pd);
   plan->wx_fwd.Init(engine_, wx_user, plan->fwd_pd.weights_layer_desc(), false);
   plan->wh_fwd.Init(engine_, wh_user, plan->fwd_pd.weights_iter_desc(), false);
@@ -98,7 +103,8 @@ DnnlLstm::Plan* DnnlLstm::BuildPlan(int64_t steps, int64_t batch, bool train) {
                                        iter_md, wx_any, wh_any, plan->bias_md, plan->dst_md, none,
                                        none, plan->src_md, iter_md, iter_md, wx_any, wh_any,
                                        plan->bias_md, plan->dst_md, none, none);
-    plan->bwd_pd = dnnl::lstm_backward::primitive_desc(bwd_desc, engine_, plan->fwd_pd);
+    plan->bwd_pd = dnnl::lstm_backward::primitive_desc(bwd_desc, attr, engine_, plan->fwd_pd);
+    plan->bwd_scratch = memory(plan->bwd_pd.scratchpad_desc(), engine_);
     plan->bwd = dnnl::lstm_backward(plan->bwd_pd);
     plan->wx_bwd.Init(engine_, wx_user, plan->bwd_pd.weights_layer_desc(), false);
     plan->wh_bwd.Init(engine_, wh_user, plan->bwd_pd.weights_iter_desc(), false);
@@ -137,7 +143,8 @@ Status DnnlLstm::Forward(bool train, int64_t steps, int64_t batch, const float* 
         {DNNL_ARG_WEIGHTS_LAYER, p->wx_fwd.In(engine_, stream_, wx)},
         {DNNL_ARG_WEIGHTS_ITER, p->wh_fwd.In(engine_, stream_, wh)},
         {DNNL_ARG_BIAS, memory(p->bias_md, engine_, const_cast<float*>(bias))},
-        {DNNL_ARG_DST_LAYER, memory(p->dst_md, engine_, dst)}};
+        {DNNL_ARG_DST_LAYER, memory(p->dst_md, engine_, dst)},
+        {DNNL_ARG_SCRATCHPAD, p->fwd_scratch}};
     if (train) args.insert({DNNL_ARG_WORKSPACE, p->workspace});
     p->fwd.execute(stream_, args);
     stream_.wait();
@@ -171,7 +178,8 @@ Status DnnlLstm::Backward(int64_t steps, int64_t batch, const float* src, const 
                     {DNNL_ARG_DIFF_SRC_LAYER, memory(p->src_md, engine_, dsrc)},
                     {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwx_mem},
                     {DNNL_ARG_DIFF_WEIGHTS_ITER, dwh_mem},
-                    {DNNL_ARG_DIFF_BIAS, db}});
+                    {DNNL_ARG_DIFF_BIAS, db},
+                    {DNNL_ARG_SCRATCHPAD, p->bwd_scratch}});
     p->dwx.Finish(engine_, stream_, dwx);
     p->dwh.Finish(engine_, stream_, dwh);
     stream_.wait();

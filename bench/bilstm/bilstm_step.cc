@@ -1,0 +1,191 @@
+// One process, one measurement for run_bench.py: times reel's full BiLSTM training step (forward,
+// loss, backward, Adam update) at a given shape, or dnnl_sgemm's 2048x2048 rate, and prints one
+// JSON object on stdout.
+//
+//   reel_bilstm_step --shape video|audio --lengths 300,300,... [--steps 3] [--warmup 1]
+//   reel_bilstm_step --sgemm [--steps 5]
+//
+// Threads: oneDNN's OpenMP runtime, so OMP_NUM_THREADS sets them.
+#include <dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bilstm_model.h"
+#include "reel/layers/init.h"
+#include "reel/update_rule.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int Sgemm(int steps) {
+  const int64_t n = 2048;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  reel::layers::Rng rng(1);
+  for (float& x : a) x = rng.Symmetric(1);
+  for (float& x : b) x = rng.Symmetric(1);
+  std::vector<double> times;
+  for (int i = 0; i < steps + 1; ++i) {
+    auto t0 = Clock::now();
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    if (i > 0) times.push_back(Seconds(t0, Clock::now()));
+  }
+  const double med = Median(times);
+  std::printf("{\"sgemm_n\": %ld, \"median_s\": %.6f, \"gflops\": %.3f}\n", static_cast<long>(n),
+              med, 2.0 * n * n * n / med / 1e9);
+  return 0;
+}
+
+// Per-class sigmoid cross-entropy, summed over classes, averaged over the batch (the core's loss,
+// copied so the benchmark needs no core build).
+double Loss(const reel::Tensor& logits, const reel::Batch& batch, std::vector<float>& d) {
+  const int64_t b_n = logits.dim(0), c_n = logits.dim(1);
+  d.assign(static_cast<size_t>(b_n * c_n), 0.0f);
+  double loss = 0;
+  for (int64_t b = 0; b < b_n; ++b) {
+    std::vector<char> y(static_cast<size_t>(c_n), 0);
+    for (int32_t c : batch.labels(b)) y[static_cast<size_t>(c)] = 1;
+    for (int64_t c = 0; c < c_n; ++c) {
+      const float x = logits.data()[b * c_n + c];
+      loss += std::max(x, 0.0f) - x * y[c] + std::log1p(std::exp(-std::abs(x)));
+      d[b * c_n + c] = (1.0f / (1.0f + std::exp(-x)) - y[c]) / static_cast<float>(b_n);
+    }
+  }
+  return loss / static_cast<double>(b_n);
+}
+
+int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup) {
+  const bool video = shape == "video";
+  const int64_t width = video ? 1024 : 128, hidden = video ? 256 : 128, steps_t = 300;
+  const int64_t b_n = static_cast<int64_t>(lengths.size()), classes = 3862;
+  const std::string kind = video ? "bilstm_video" : "bilstm_audio";
+  auto options =
+      reel::ParseOptions(reel::bilstm::BiLstmOptions(video ? "rgb" : "audio", width, hidden),
+                         {{"hidden", std::to_string(hidden)}, {"head", "moe"}});
+  reel::ModelContext context;
+  context.num_classes = classes;
+  auto model = reel::bilstm::BiLstmModel::Create(kind, *options, context);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  reel::ParamArena arena;
+  if (!(*model)->DeclareParams(arena).ok()) return 1;
+  arena.Finalize();
+  if (!(*model)->Initialize(1).ok()) return 1;
+
+  reel::Batch batch;
+  reel::Feature f;
+  f.values = reel::Tensor({b_n, steps_t, width});
+  f.lengths = lengths;
+  reel::layers::Rng rng(2);
+  for (int64_t b = 0; b < b_n; ++b) {
+    batch.ids.push_back("v" + std::to_string(b));
+    for (int k = 0; k < 3; ++k)
+      batch.label_ids.push_back(static_cast<int32_t>(rng.Next() % classes));
+    batch.label_offsets.push_back(static_cast<int64_t>(batch.label_ids.size()));
+    for (int64_t j = 0; j < lengths[b] * width; ++j)
+      f.values.data()[b * steps_t * width + j] = rng.Symmetric(2.0f);
+  }
+  batch.features[video ? "rgb" : "audio"] = std::move(f);
+
+  auto adam = reel::MakeUpdateRule(reel::UpdateRuleConfig{});
+  std::vector<double> total, fwd, bwd, upd;
+  std::vector<float> dlogits;
+  double first_loss = 0, last_loss = 0;
+  for (int i = 0; i < warmup + steps; ++i) {
+    auto t0 = Clock::now();
+    auto logits = (*model)->Forward(batch, reel::Mode::kTrain);
+    if (!logits.ok()) {
+      std::fprintf(stderr, "%s\n", logits.status().ToString().c_str());
+      return 1;
+    }
+    const double loss = Loss(*logits, batch, dlogits);
+    auto t1 = Clock::now();
+    reel::Status s = (*model)->Backward(batch, reel::Tensor({b_n, classes}, dlogits));
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    auto t2 = Clock::now();
+    (*adam)->Apply(arena.values(), arena.grads(), 1e-3f);
+    auto t3 = Clock::now();
+    if (i == 0) first_loss = loss;
+    last_loss = loss;
+    if (i < warmup) continue;
+    total.push_back(Seconds(t0, t3));
+    fwd.push_back(Seconds(t0, t1));
+    bwd.push_back(Seconds(t1, t2));
+    upd.push_back(Seconds(t2, t3));
+  }
+  int64_t frames = 0;
+  for (int32_t l : lengths) frames += l;
+  const auto cache = (*model)->cache_stats();
+  std::printf(
+      "{\"shape\": \"%s\", \"batch\": %ld, \"frames\": %ld, \"params\": %ld, \"median_s\": %.6f, "
+      "\"forward_loss_s\": %.6f, \"backward_s\": %.6f, \"adam_s\": %.6f, \"first_loss\": %.5f, "
+      "\"last_loss\": %.5f, \"cache_hits\": %ld, \"cache_misses\": %ld}\n",
+      shape.c_str(), static_cast<long>(b_n), static_cast<long>(frames),
+      static_cast<long>(arena.total_size()), Median(total), Median(fwd), Median(bwd), Median(upd),
+      first_loss, last_loss, static_cast<long>(cache.hits), static_cast<long>(cache.misses));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape = "video";
+  std::vector<int32_t> lengths;
+  int steps = 3, warmup = 1;
+  bool sgemm = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--shape") {
+      shape = next();
+    } else if (a == "--lengths") {
+      const std::string list = next();
+      size_t pos = 0;
+      while (pos < list.size()) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        lengths.push_back(std::stoi(list.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else if (a == "--steps") {
+      steps = std::stoi(next());
+    } else if (a == "--warmup") {
+      warmup = std::stoi(next());
+    } else if (a == "--sgemm") {
+      sgemm = true;
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (sgemm) return Sgemm(steps);
+  if ((shape != "video" && shape != "audio") || lengths.empty()) {
+    std::fprintf(stderr, "usage: reel_bilstm_step --shape video|audio --lengths L1,L2,...\n");
+    return 2;
+  }
+  for (int32_t l : lengths)
+    if (l < 1 || l > 300) {
+      std::fprintf(stderr, "length %d outside 1..300\n", l);
+      return 2;
+    }
+  return Step(shape, lengths, steps, warmup);
+}
