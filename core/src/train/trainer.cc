@@ -1,0 +1,352 @@
+// The training loop (see reel/core/trainer.h).
+#include "reel/core/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "reel/core/checkpoint.h"
+#include "reel/core/evaluator.h"
+#include "reel/core/loss.h"
+#include "train/progress.h"
+#include "train/run_log.h"
+
+namespace reel::core {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+std::string Fixed(double v, int digits = 4) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+class Loop {
+ public:
+  Loop(const TrainerOptions& o, const RankComponents& r, StorageResolver& s)
+      : o_(o),
+        r_(r),
+        storage_(s),
+        progress_(IsRank0(r) ? o.progress : nullptr, o.tty, o.verbosity) {}
+
+  Result<TrainResult> Run();
+
+ private:
+  static bool IsRank0(const RankComponents& r) { return r.comm->rank() == 0; }
+  bool rank0() const { return IsRank0(r_); }
+  int world() const { return r_.comm->size(); }
+
+  Status Init();
+  Status OpenLogs();
+  Result<bool> ResumeFromCheckpoint();
+  Status TrainStep(const Batch& batch);
+  Status LogWindow();
+  Status RunEval();
+  Status SaveCheckpoint(const std::string& my_position);
+  // Sums `values` over ranks in place (no-op for one rank).
+  Status SumOverRanks(std::span<float> values);
+  ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
+
+  const TrainerOptions& o_;
+  const RankComponents& r_;
+  StorageResolver& storage_;
+  Progress progress_;
+  std::optional<LrSchedule> schedule_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<EventWriter> events_;
+  TrainResult result_;
+
+  int64_t step_ = 0, epoch_ = 0, examples_ = 0;
+  int64_t steps_per_epoch_ = 0;  // known after the first full epoch
+  int64_t eval_round_ = 0;
+  double prior_seconds_ = 0.0;  // training time of earlier sessions (resume)
+  SteadyClock::time_point start_ = SteadyClock::now();
+  int64_t session_start_step_ = 0;
+  // The current logging window (this rank).
+  SteadyClock::time_point window_start_ = SteadyClock::now();
+  double window_loss_sum_ = 0.0;  // sum of loss * batch size
+  int64_t window_examples_ = 0;
+  double last_lr_ = 0.0, last_grad_norm_ = 0.0;
+  int64_t last_eval_step_ = -1, last_checkpoint_step_ = -1;
+};
+
+Status Loop::SumOverRanks(std::span<float> values) {
+  if (world() == 1) return Status::Ok();
+  return r_.comm->AllReduce(values, ReduceOp::kSum, NoDeadline());
+}
+
+Status Loop::OpenLogs() {
+  if (!rank0()) return Status::Ok();
+  if (!o_.metrics_log.empty()) {
+    REEL_ASSIGN_OR_RETURN(auto sink, AppendSink::Open(storage_, o_.metrics_log, !o_.resume));
+    metrics_ = std::make_unique<MetricsLog>(std::move(sink));
+  }
+  if (!o_.tensorboard_dir.empty()) {
+    REEL_ASSIGN_OR_RETURN(events_, EventWriter::Create(storage_, o_.tensorboard_dir));
+  }
+  return Status::Ok();
+}
+
+Result<bool> Loop::ResumeFromCheckpoint() {
+  std::string uri;
+  Result<CheckpointState> state = checkpoints_->LoadNewest(&uri);
+  if (!state.ok()) {
+    if (state.status().code() == StatusCode::kNotFound) {
+      progress_.Note("resume: " + state.status().message() + "; starting from scratch");
+      return false;
+    }
+    return state.status();
+  }
+  if (state->world_size != world())
+    return FailedPreconditionError(uri + ": checkpoint was written by " +
+                                   std::to_string(state->world_size) + " ranks, this run has " +
+                                   std::to_string(world()));
+  // Check everything before changing anything: parameters last-but-one, the data position last.
+  REEL_RETURN_IF_ERROR(RestoreParams(*state, o_.model_name, *r_.arena, uri));
+  REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
+  REEL_RETURN_IF_ERROR(r_.optimizer->RestoreState(state->optimizer_state).WithContext(uri));
+  const int rank = r_.comm->rank();
+  if (static_cast<int>(state->data_positions.size()) != world())
+    return DataLossError(uri + ": checkpoint has " + std::to_string(state->data_positions.size()) +
+                         " data positions for " + std::to_string(world()) + " ranks");
+  REEL_RETURN_IF_ERROR(r_.train->Restore(state->data_positions[rank]).WithContext(uri));
+  step_ = state->step;
+  epoch_ = state->epoch;
+  examples_ = state->examples_seen;
+  prior_seconds_ = state->train_seconds;
+  result_.resumed = true;
+  progress_.Note("resumed from " + uri + " at step " + std::to_string(step_));
+  return true;
+}
+
+Status Loop::Init() {
+  if (!r_.train || !r_.model || !r_.arena || !r_.optimizer || !r_.comm)
+    return InvalidArgumentError("trainer: a rank component is missing");
+  if (!r_.arena->finalized()) return FailedPreconditionError("trainer: arena is not finalized");
+  if (o_.steps < 0 || (o_.steps == 0 && o_.epochs <= 0))
+    return InvalidArgumentError(
+        "trainer: set trainer.steps or trainer.epochs to a positive number");
+  LrScheduleConfig lr = o_.learning_rate;
+  if (lr.total_steps == 0) lr.total_steps = o_.steps;
+  REEL_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr));
+  schedule_ = std::move(schedule);
+  if (!o_.checkpoint_dir.empty())
+    checkpoints_ =
+        std::make_unique<CheckpointManager>(storage_, o_.checkpoint_dir, o_.keep_checkpoints);
+  if (o_.resume && !checkpoints_)
+    return InvalidArgumentError("--resume needs trainer.checkpoint_dir");
+  bool resumed = false;
+  if (o_.resume) {
+    REEL_ASSIGN_OR_RETURN(resumed, ResumeFromCheckpoint());
+  }
+  if (!resumed) {
+    REEL_RETURN_IF_ERROR(r_.model->Initialize(o_.seed));
+    REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
+  }
+  session_start_step_ = step_;
+  return OpenLogs();
+}
+
+Status Loop::TrainStep(const Batch& batch) {
+  REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
+  REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
+  REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
+  last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
+  last_lr_ = schedule_->At(step_);
+  REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  ++step_;
+  window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
+  window_examples_ += batch.size();
+  return Status::Ok();
+}
+
+ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec) const {
+  ProgressSnapshot s;
+  s.epoch = epoch_;
+  s.step = step_;
+  s.loss = loss;
+  s.lr = last_lr_;
+  s.examples_per_sec = examples_per_sec;
+  int64_t total =
+      o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
+  s.total_steps = total;
+  const double elapsed = SecondsSince(start_);
+  const int64_t done = step_ - session_start_step_;
+  if (total > 0 && done > 0) s.eta_seconds = elapsed / static_cast<double>(done) * (total - step_);
+  return s;
+}
+
+Status Loop::LogWindow() {
+  float sums[2] = {static_cast<float>(window_loss_sum_), static_cast<float>(window_examples_)};
+  REEL_RETURN_IF_ERROR(SumOverRanks(sums));
+  const double seconds = std::max(1e-9, SecondsSince(window_start_));
+  const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  const double rate = sums[1] / seconds;
+  examples_ += static_cast<int64_t>(sums[1]);
+  window_loss_sum_ = 0.0;
+  window_examples_ = 0;
+  window_start_ = SteadyClock::now();
+  if (sums[1] == 0) return Status::Ok();  // nothing trained since the last line
+  result_.last_loss = loss;
+  if (!rank0()) return Status::Ok();
+  progress_.Log(Snapshot(loss, rate));
+  if (metrics_) {
+    REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
+                                          {"epoch", epoch_},
+                                          {"wall_time", WallTime()},
+                                          {"elapsed", prior_seconds_ + SecondsSince(start_)},
+                                          {"loss", loss},
+                                          {"lr", last_lr_},
+                                          {"examples_per_sec", rate},
+                                          {"grad_norm", last_grad_norm_}}));
+    REEL_RETURN_IF_ERROR(metrics_->Flush());
+  }
+  if (events_) {
+    REEL_RETURN_IF_ERROR(events_->WriteScalars(step_, {{"train/loss", loss},
+                                                       {"train/learning_rate", last_lr_},
+                                                       {"train/examples_per_sec", rate},
+                                                       {"train/grad_norm", last_grad_norm_}}));
+    REEL_RETURN_IF_ERROR(events_->Flush());
+  }
+  return Status::Ok();
+}
+
+Status Loop::RunEval() {
+  if (r_.eval == nullptr) return Status::Ok();
+  REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
+  Model* models[] = {r_.model};
+  REEL_ASSIGN_OR_RETURN(EvalMetrics m,
+                        Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, r_.comm));
+  result_.final_eval = m;
+  last_eval_step_ = step_;
+  if (!rank0()) return Status::Ok();
+  progress_.Note("eval @ step " + std::to_string(step_) + ": GAP " + Fixed(m.gap) + "  Hit@1 " +
+                 Fixed(m.hit_at_1) + "  PERR " + Fixed(m.perr) + "  mAP " + Fixed(m.map) + "  (" +
+                 std::to_string(m.videos) + " videos)");
+  if (metrics_) {
+    REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
+                                          {"wall_time", WallTime()},
+                                          {"eval_gap", m.gap},
+                                          {"eval_hit_at_1", m.hit_at_1},
+                                          {"eval_perr", m.perr},
+                                          {"eval_map", m.map},
+                                          {"eval_videos", static_cast<double>(m.videos)}}));
+    REEL_RETURN_IF_ERROR(metrics_->Flush());
+  }
+  if (events_) {
+    REEL_RETURN_IF_ERROR(events_->WriteScalars(step_, {{"eval/gap", m.gap},
+                                                       {"eval/hit_at_1", m.hit_at_1},
+                                                       {"eval/perr", m.perr},
+                                                       {"eval/map", m.map}}));
+    REEL_RETURN_IF_ERROR(events_->Flush());
+  }
+  return Status::Ok();
+}
+
+Status Loop::SaveCheckpoint(const std::string& my_position) {
+  if (!checkpoints_) return Status::Ok();
+  last_checkpoint_step_ = step_;
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions, GatherBytes(*r_.comm, my_position));
+  if (!rank0()) return Status::Ok();
+  CheckpointState s;
+  s.model_name = o_.model_name;
+  s.CaptureParams(*r_.arena);
+  REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->SaveState());
+  s.step = step_;
+  s.epoch = epoch_;
+  s.schedule_step = step_;
+  s.data_positions = std::move(positions);
+  s.config_text = o_.config_text;
+  s.seed = o_.seed;
+  s.examples_seen = examples_ + window_examples_ * world();
+  s.world_size = world();
+  s.wall_time = WallTime();
+  s.train_seconds = prior_seconds_ + SecondsSince(start_);
+  REEL_ASSIGN_OR_RETURN(result_.last_checkpoint, checkpoints_->Save(s));
+  progress_.Note("checkpoint " + result_.last_checkpoint, 2);
+  return Status::Ok();
+}
+
+Result<TrainResult> Loop::Run() {
+  REEL_RETURN_IF_ERROR(Init());
+  int64_t batches_this_epoch = 0;
+  bool interrupted = false;
+  std::string position_before;  // this rank's position before the batch in hand
+  while (o_.steps == 0 || step_ < o_.steps) {
+    REEL_ASSIGN_OR_RETURN(position_before, r_.train->Position());
+    Result<Batch> batch = r_.train->Next();
+    if (!batch.ok() && batch.status().code() != StatusCode::kOutOfRange)
+      return batch.status().WithContext("rank " + std::to_string(r_.comm->rank()) +
+                                        ": training data");
+    const bool stop = o_.should_stop && o_.should_stop(step_);
+    // Ranks agree on leaving the epoch and on stopping, so their collectives stay in step.
+    float agree[2] = {batch.ok() ? 1.0f : 0.0f, stop ? 1.0f : 0.0f};
+    REEL_RETURN_IF_ERROR(SumOverRanks(agree));
+    if (agree[1] > 0) {
+      interrupted = true;
+      break;
+    }
+    if (agree[0] < static_cast<float>(world())) {
+      if (batches_this_epoch == 0)
+        return FailedPreconditionError("training data yields no batch in epoch " +
+                                       std::to_string(epoch_) + " on some rank");
+      if (steps_per_epoch_ == 0) steps_per_epoch_ = batches_this_epoch;
+      batches_this_epoch = 0;
+      ++epoch_;
+      if (o_.steps == 0 && epoch_ >= o_.epochs) break;
+      REEL_RETURN_IF_ERROR(r_.train->StartEpoch(epoch_));
+      continue;
+    }
+    REEL_RETURN_IF_ERROR(TrainStep(*batch).WithContext("step " + std::to_string(step_)));
+    ++batches_this_epoch;
+    if (rank0()) {
+      const double secs = std::max(1e-9, SecondsSince(window_start_));
+      progress_.Tick(Snapshot(window_examples_ > 0 ? window_loss_sum_ / window_examples_ : 0.0,
+                              static_cast<double>(window_examples_ * world()) / secs));
+    }
+    if (o_.log_every_steps > 0 && step_ % o_.log_every_steps == 0)
+      REEL_RETURN_IF_ERROR(LogWindow());
+    if (o_.eval_every_steps > 0 && step_ % o_.eval_every_steps == 0)
+      REEL_RETURN_IF_ERROR(RunEval());
+    if (o_.checkpoint_every_steps > 0 && step_ % o_.checkpoint_every_steps == 0) {
+      REEL_ASSIGN_OR_RETURN(std::string pos, r_.train->Position());
+      REEL_RETURN_IF_ERROR(SaveCheckpoint(pos));
+    }
+  }
+  // Every rank took the same path out of the loop, so these collectives match up.
+  if (window_examples_ > 0 || world() > 1) REEL_RETURN_IF_ERROR(LogWindow());
+  if (interrupted) {
+    progress_.Note("interrupted at step " + std::to_string(step_) + "; saving a checkpoint");
+    REEL_RETURN_IF_ERROR(SaveCheckpoint(position_before));
+  } else {
+    if (last_eval_step_ != step_) REEL_RETURN_IF_ERROR(RunEval());
+    if (last_checkpoint_step_ != step_) {
+      REEL_ASSIGN_OR_RETURN(std::string pos, r_.train->Position());
+      REEL_RETURN_IF_ERROR(SaveCheckpoint(pos));
+    }
+  }
+  REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+  progress_.Finish();
+  result_.steps = step_;
+  result_.examples = examples_;
+  result_.epoch = epoch_;
+  result_.interrupted = interrupted;
+  return result_;
+}
+
+}  // namespace
+
+Result<TrainResult> RunTrainer(const TrainerOptions& options, const RankComponents& rank,
+                               StorageResolver& storage) {
+  if (rank.comm == nullptr) return InvalidArgumentError("trainer: no communicator");
+  Loop loop(options, rank, storage);
+  return loop.Run();
+}
+
+}  // namespace reel::core

@@ -1,0 +1,359 @@
+#include "reel/core/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "checkpoint.pb.h"
+#include "checkpoint/crc32c.h"
+#include "event.pb.h"
+#include "reel/core/checkpoint.h"
+#include "reel/core/collectives.h"
+#include "reel/core/inproc.h"
+#include "reel/core/metrics.h"
+#include "train/testing.h"
+
+namespace reel::core {
+namespace {
+
+using testing::MemStorage;
+using testing::TinyModel;
+using testing::TinySgd;
+using testing::TinySource;
+
+constexpr int kDim = 6, kClasses = 12, kVideos = 48, kBatch = 8;
+
+std::unique_ptr<Communicator> Solo() {
+  auto group = CreateInprocGroup(1);
+  EXPECT_TRUE(group.ok());
+  return WithRingCollectives(std::move((*group)[0]));
+}
+
+// Everything one rank needs, built from scratch like a fresh process would.
+struct Rank {
+  Rank(int rank, int world, uint64_t seed, int model_dim = kDim)
+      : train(kVideos, kDim, kClasses, kBatch, seed, {rank, world}),
+        eval(24, kDim, kClasses, kBatch, 999, {rank, world}, false),
+        model(model_dim, kClasses) {
+    EXPECT_TRUE(model.DeclareParams(arena).ok());
+    arena.Finalize();
+  }
+  RankComponents components(Communicator* comm, bool with_eval = true) {
+    return {&train, with_eval ? &eval : nullptr, &model, &arena, &optimizer, comm};
+  }
+  std::vector<float> params() const { return {arena.values().begin(), arena.values().end()}; }
+  TinySource train, eval;
+  TinyModel model;
+  ParamArena arena;
+  TinySgd optimizer;
+};
+
+TrainerOptions BaseOptions() {
+  TrainerOptions o;
+  o.steps = 30;
+  o.seed = 5;
+  o.learning_rate = {.base = 0.5, .schedule = "cosine", .warmup_steps = 3};
+  o.log_every_steps = 5;
+  o.num_classes = kClasses;
+  o.model_name = "tiny";
+  o.config_text = "model { name: \"tiny\" }";
+  return o;
+}
+
+// GAP of scoring every class by its frequency in the training data (the baseline to beat).
+double FrequencyBaselineGap() {
+  TinySource train(kVideos, kDim, kClasses, kBatch, 1, {0, 1}, false);
+  TinySource eval(24, kDim, kClasses, kBatch, 999, {0, 1}, false);
+  std::vector<float> freq(kClasses, 0.0f);
+  for (auto b = train.Next(); b.ok(); b = train.Next())
+    for (int32_t c : b->label_ids) freq[c] += 1.0f;
+  MetricsAccumulator acc(kClasses, 20);
+  for (auto b = eval.Next(); b.ok(); b = eval.Next())
+    for (int64_t i = 0; i < b->size(); ++i) EXPECT_TRUE(acc.AddVideo(freq, b->labels(i)).ok());
+  return acc.Compute().gap;
+}
+
+TEST(TrainerTest, LearnsBeyondFrequencyBaseline) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  auto comm = Solo();
+  auto result = RunTrainer(BaseOptions(), r.components(comm.get()), storage);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 30);
+  EXPECT_EQ(result->examples, 30 * kBatch);
+  ASSERT_TRUE(result->final_eval.has_value());
+  EXPECT_EQ(result->final_eval->videos, 24);
+  EXPECT_GT(result->final_eval->gap, FrequencyBaselineGap() + 0.1);
+  EXPECT_FALSE(result->interrupted);
+}
+
+TEST(TrainerTest, SameSeedIsBitReproducibleAndOtherSeedDiffers) {
+  MemStorage storage;
+  std::vector<float> p[3];
+  for (int i = 0; i < 3; ++i) {
+    Rank r(0, 1, i < 2 ? 5 : 6);
+    TrainerOptions o = BaseOptions();
+    o.seed = i < 2 ? 5 : 6;
+    auto comm = Solo();
+    ASSERT_TRUE(RunTrainer(o, r.components(comm.get(), false), storage).ok());
+    p[i] = r.params();
+  }
+  EXPECT_EQ(p[0], p[1]);
+  EXPECT_NE(p[0], p[2]);
+}
+
+TEST(TrainerTest, EpochBudget) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 2;
+  o.learning_rate = {.base = 0.1};
+  auto comm = Solo();
+  auto result = RunTrainer(o, r.components(comm.get(), false), storage);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 2 * kVideos / kBatch);
+  EXPECT_EQ(result->epoch, 2);
+}
+
+TEST(TrainerTest, InterruptThenResumeEqualsUninterrupted) {
+  MemStorage storage;
+  std::vector<float> want;
+  {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    ASSERT_TRUE(RunTrainer(BaseOptions(), r.components(comm.get(), false), storage).ok());
+    want = r.params();
+  }
+  TrainerOptions o = BaseOptions();
+  o.checkpoint_dir = "mem://run/ckpt";
+  o.checkpoint_every_steps = 4;
+  o.keep_checkpoints = 2;
+  {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    TrainerOptions first = o;
+    first.should_stop = [](int64_t step) { return step >= 11; };  // "Ctrl-C" after step 11
+    auto result = RunTrainer(first, r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->interrupted);
+    EXPECT_EQ(result->steps, 11);
+    EXPECT_EQ(result->last_checkpoint, "mem://run/ckpt/" + CheckpointName(11));
+  }
+  {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    TrainerOptions second = o;
+    second.resume = true;
+    second.seed = 77;  // a different init seed: the parameters must come from the checkpoint
+    auto result = RunTrainer(second, r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->resumed);
+    EXPECT_EQ(result->steps, 30);
+    EXPECT_EQ(result->examples, 30 * kBatch);
+    EXPECT_EQ(r.params(), want);
+  }
+  int kept = 0;
+  for (const auto& [uri, bytes] : storage.objects())
+    kept += uri.find("/ckpt/ckpt-") != std::string::npos;
+  EXPECT_EQ(kept, 2);
+}
+
+TEST(TrainerTest, CorruptCheckpointStopsResumeAndChangesNothing) {
+  MemStorage storage;
+  TrainerOptions o = BaseOptions();
+  o.steps = 6;
+  o.checkpoint_dir = "mem://c";
+  {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    ASSERT_TRUE(RunTrainer(o, r.components(comm.get(), false), storage).ok());
+  }
+  const std::string uri = "mem://c/" + CheckpointName(6);
+  std::string bytes = storage.objects()[uri];
+  bytes[bytes.size() / 2] ^= 0x10;
+  storage.Put(uri, bytes);
+  auto before = storage.objects();
+  Rank r(0, 1, 5);
+  auto initial = r.params();
+  auto comm = Solo();
+  o.resume = true;
+  o.steps = 12;
+  auto result = RunTrainer(o, r.components(comm.get(), false), storage);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(result.status().message().find(uri), std::string::npos) << result.status();
+  EXPECT_EQ(storage.objects(), before);
+  EXPECT_EQ(r.params(), initial);
+}
+
+TEST(TrainerTest, ResumeWithDifferentModelIsRefused) {
+  MemStorage storage;
+  TrainerOptions o = BaseOptions();
+  o.steps = 3;
+  o.checkpoint_dir = "mem://c";
+  {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    ASSERT_TRUE(RunTrainer(o, r.components(comm.get(), false), storage).ok());
+  }
+  auto before = storage.objects();
+  o.resume = true;
+  {
+    o.model_name = "other";
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    auto result = RunTrainer(o, r.components(comm.get(), false), storage);
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.status().message().find("holds model 'tiny', not 'other'"), std::string::npos);
+  }
+  {
+    o.model_name = "tiny";
+    Rank r(0, 1, 5, kDim + 1);  // same name, other layout: feature width differs
+    r.train = TinySource(kVideos, kDim, kClasses, kBatch, 5, {0, 1});
+    auto comm = Solo();
+    auto result = RunTrainer(o, r.components(comm.get(), false), storage);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(storage.objects(), before);
+}
+
+// Reads a TFRecord file, checking both CRCs of every record.
+std::vector<std::string> ReadRecords(const std::string& file) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  auto u32 = [&](size_t p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= static_cast<uint32_t>(static_cast<unsigned char>(file[p + i])) << (8 * i);
+    return v;
+  };
+  while (at < file.size()) {
+    EXPECT_LE(at + 12, file.size());
+    uint64_t len = u32(at) | (static_cast<uint64_t>(u32(at + 4)) << 32);
+    EXPECT_EQ(u32(at + 8), MaskCrc32c(Crc32c(file.substr(at, 8))));
+    std::string data = file.substr(at + 12, len);
+    EXPECT_EQ(u32(at + 12 + len), MaskCrc32c(Crc32c(data)));
+    out.push_back(data);
+    at += 16 + len;
+  }
+  return out;
+}
+
+TEST(TrainerTest, WritesMetricsLogAndTensorBoardEvents) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  TrainerOptions o = BaseOptions();
+  o.steps = 10;
+  o.eval_every_steps = 5;
+  o.metrics_log = "mem://run/metrics.jsonl";
+  o.tensorboard_dir = "mem://run/tb";
+  std::ostringstream progress;
+  o.progress = &progress;
+  auto comm = Solo();
+  ASSERT_TRUE(RunTrainer(o, r.components(comm.get()), storage).ok());
+
+  std::string log = storage.objects()["mem://run/metrics.jsonl"];
+  std::istringstream lines(log);
+  int train_lines = 0, eval_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_EQ(line.front(), '{');
+    ASSERT_EQ(line.back(), '}');
+    if (line.find("\"loss\"") != std::string::npos) {
+      ++train_lines;
+      for (const char* key : {"\"step\"", "\"wall_time\"", "\"lr\"", "\"examples_per_sec\""})
+        EXPECT_NE(line.find(key), std::string::npos) << line;
+    }
+    if (line.find("\"eval_gap\"") != std::string::npos) ++eval_lines;
+  }
+  EXPECT_EQ(train_lines, 2);  // steps 5 and 10
+  EXPECT_EQ(eval_lines, 2);   // steps 5 and 10, no repeat at the end
+
+  std::string events_uri;
+  for (const auto& [uri, bytes] : storage.objects())
+    if (uri.find("mem://run/tb/events.out.tfevents.") == 0) events_uri = uri;
+  ASSERT_FALSE(events_uri.empty());
+  auto records = ReadRecords(storage.objects()[events_uri]);
+  ASSERT_GE(records.size(), 5u);
+  reel::tensorboard::Event first;
+  ASSERT_TRUE(first.ParseFromString(records[0]));
+  EXPECT_EQ(first.file_version(), "brain.Event:2");
+  std::set<std::string> tags;
+  for (size_t i = 1; i < records.size(); ++i) {
+    reel::tensorboard::Event e;
+    ASSERT_TRUE(e.ParseFromString(records[i]));
+    for (const auto& v : e.summary().value()) tags.insert(v.tag());
+  }
+  EXPECT_TRUE(tags.count("train/loss"));
+  EXPECT_TRUE(tags.count("eval/gap"));
+  EXPECT_NE(progress.str().find("eval @ step 10: GAP"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("step 10/10"), std::string::npos) << progress.str();
+}
+
+TEST(TrainerTest, QuietPrintsNothing) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  TrainerOptions o = BaseOptions();
+  o.steps = 10;
+  std::ostringstream progress;
+  o.progress = &progress;
+  o.verbosity = 0;
+  auto comm = Solo();
+  ASSERT_TRUE(RunTrainer(o, r.components(comm.get()), storage).ok());
+  EXPECT_EQ(progress.str(), "");
+}
+
+TEST(TrainerTest, TwoInprocRanksStayInSyncAndCheckpointBoth) {
+  MemStorage storage;
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 3;  // 24 videos per rank: 3 batches an epoch
+  o.learning_rate = {.base = 0.3};
+  o.checkpoint_dir = "mem://multi";
+  std::vector<Result<TrainResult>> results(2, Result<TrainResult>(InternalError("not run")));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back(
+        [&, i] { results[i] = RunTrainer(o, ranks[i]->components(comms[i].get()), storage); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(results[i].ok()) << "rank " << i << ": " << results[i].status();
+    EXPECT_EQ(results[i]->steps, 9);
+    EXPECT_EQ(results[i]->examples, kVideos * 3);
+  }
+  EXPECT_EQ(ranks[0]->params(), ranks[1]->params());
+  ASSERT_TRUE(results[0]->final_eval.has_value());
+  EXPECT_EQ(results[0]->final_eval->videos, 24);  // both shards of the eval set
+  EXPECT_EQ(results[0]->final_eval->gap, results[1]->final_eval->gap);
+  auto ckpt = LoadCheckpoint(storage, "mem://multi");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->world_size, 2);
+  ASSERT_EQ(ckpt->data_positions.size(), 2u);
+  EXPECT_EQ(ckpt->step, 9);
+}
+
+TEST(TrainerTest, BadOptionsAreInvalidArgument) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  auto comm = Solo();
+  TrainerOptions o = BaseOptions();
+  o.resume = true;  // without a checkpoint directory
+  EXPECT_EQ(RunTrainer(o, r.components(comm.get()), storage).status().code(),
+            StatusCode::kInvalidArgument);
+  o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 0;
+  EXPECT_EQ(RunTrainer(o, r.components(comm.get()), storage).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reel::core
