@@ -236,7 +236,7 @@ RecordReader::RecordReader(RandomAccessFile* file, RecordReaderOptions options) 
       stream_ = std::make_unique<PlainStream>(file, *size, options.buffer_size);
     }
   } else {
-    stream_ = std::make_unique<InflateStream>(file, options.compression, options.buffer_size);
+    stream_ = std::make_unique<InflateStream>(file, options.compression, options.inflate_chunk);
   }
 }
 

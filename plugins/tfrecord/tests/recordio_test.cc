@@ -164,7 +164,7 @@ TEST_P(RoundTripTest, WriterThenReader) {
   }
 
   MemFile file("rt", bytes);
-  RecordReader r(&file, {.compression = GetParam(), .buffer_size = 1000});
+  RecordReader r(&file, {.compression = GetParam(), .buffer_size = 1000, .inflate_chunk = 1000});
   std::string rec;
   for (const auto& want : recs) {
     ASSERT_TRUE(r.ReadRecord(&rec).ok());

@@ -72,7 +72,10 @@ inline constexpr uint64_t kRecordOverhead = 16;
 
 struct RecordReaderOptions {
   Compression compression = Compression::kNone;
-  size_t buffer_size = 256 << 10;  // read-ahead (file bytes) and inflate chunk size
+  // Read-ahead for uncompressed files. Small on purpose: a payload that is not in the buffer is
+  // read straight into the caller's string, so large records are copied once, not twice.
+  size_t buffer_size = 32 << 10;
+  size_t inflate_chunk = 256 << 10;  // compressed files: file bytes per read and inflate output
 };
 
 class RecordReader {
