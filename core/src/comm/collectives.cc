@@ -135,10 +135,10 @@ class RingCommunicator final : public Communicator {
   }
   Status Broadcast(std::span<std::byte> data, int root, Deadline deadline) override {
     if (caps_.native_broadcast) return backend_->Broadcast(data, root, deadline);
-    const int tag = NextTag();
     if (root < 0 || root >= size())
       return InvalidArgumentError(Where() + ": Broadcast from root " + std::to_string(root) +
                                   " outside [0, " + std::to_string(size()) + ")");
+    const int tag = NextTag();
     if (size() == 1 || data.empty()) return Status::Ok();
     return Context(
         ChainBroadcast(data, root, tag, deadline),
@@ -147,11 +147,11 @@ class RingCommunicator final : public Communicator {
   Status AllGather(std::span<const std::byte> in, std::span<std::byte> out,
                    Deadline deadline) override {
     if (caps_.native_allgather) return backend_->AllGather(in, out, deadline);
-    const int tag = NextTag();
     if (out.size() != in.size() * static_cast<size_t>(size()))
       return InvalidArgumentError(Where() + ": AllGather output has " + std::to_string(out.size()) +
                                   " bytes, expected " + std::to_string(size()) + " x " +
                                   std::to_string(in.size()));
+    const int tag = NextTag();
     return Context(RingAllGather(in, out, tag, deadline),
                    "AllGather of " + std::to_string(in.size()) + " bytes per rank");
   }

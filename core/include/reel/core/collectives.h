@@ -15,6 +15,7 @@
 // collective's, nor the reverse. Every collective call takes a fresh tag from a per-communicator
 // sequence (identical on all ranks because collectives are called in the same order), so the
 // leftovers of a collective that failed on one rank cannot be mistaken for the next one's data.
+// A call refused for its arguments before any message (bad root, wrong output size) takes no tag.
 //
 // Ownership: the wrapper owns the backend. Thread-safety: as Communicator — Send and Recv from
 // any threads; collectives from one thread per rank, in the same order on every rank.

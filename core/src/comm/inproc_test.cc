@@ -1,0 +1,167 @@
+// The inproc transport: the conformance suite twice (direct API and named groups through the
+// Transport API), plus what is specific to it (rendezvous errors, registration).
+#include "reel/core/inproc.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "comm/transport_conformance.h"
+#include "reel/core/collectives.h"
+#include "reel/core/registry.h"
+
+namespace reel::core {
+namespace {
+
+using conformance::Communicators;
+using conformance::ConnectOnThreads;
+using conformance::TransportUnderTest;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+Result<Communicators> DirectGroup(int n) {
+  REEL_ASSIGN_OR_RETURN(Communicators raw, CreateInprocGroup(n));
+  Communicators out;
+  for (auto& c : raw) out.push_back(WithRingCollectives(std::move(c)));
+  return out;
+}
+
+// Every call forms a fresh group under a new name, as separate test runs would.
+Result<Communicators> NamedGroup(int n) {
+  static std::atomic<int> counter{0};
+  auto transport = MakeInprocTransport("conformance-" + std::to_string(counter.fetch_add(1)));
+  return ConnectOnThreads(*transport, n, "", DeadlineIn(60s));
+}
+
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(Inproc, (TransportUnderTest{"inproc", DirectGroup}));
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(InprocNamed,
+                                       (TransportUnderTest{"inproc_named", NamedGroup}));
+
+TEST(InprocTransport, GroupOfZeroRanksIsRefused) {
+  EXPECT_EQ(CreateInprocGroup(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(InprocTransport, SendToARankThatLeftIsUnavailable) {
+  auto comms = CreateInprocGroup(3);
+  ASSERT_TRUE(comms.ok());
+  (*comms)[1].reset();
+  Status s = (*comms)[0]->Send(1, 0, {}, NoDeadline());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("rank 1 has left"));
+  // Rank 2 is still there, so a receive from any source keeps waiting (until its deadline)...
+  EXPECT_EQ((*comms)[0]->Recv(kAnySource, 0, DeadlineIn(10ms)).status().code(),
+            StatusCode::kDeadlineExceeded);
+  // ...and once every other rank has left it reports that instead of waiting.
+  (*comms)[2].reset();
+  Status any = (*comms)[0]->Recv(kAnySource, 0, NoDeadline()).status();
+  EXPECT_EQ(any.code(), StatusCode::kUnavailable) << any;
+  EXPECT_THAT(any.message(), HasSubstr("every other rank has left"));
+}
+
+TEST(InprocTransport, RankMaySendToItself) {
+  auto comms = CreateInprocGroup(1);
+  ASSERT_TRUE(comms.ok());
+  std::vector<std::byte> data(5, std::byte{3});
+  ASSERT_TRUE((*comms)[0]->Send(0, 1, data, NoDeadline()).ok());
+  auto m = (*comms)[0]->Recv(kAnySource, 1, NoDeadline());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->payload, data);
+}
+
+TEST(InprocTransport, ConnectRejectsBadRanksAndSizes) {
+  auto t = MakeInprocTransport("connect-errors");
+  EXPECT_EQ(t->Connect({2, 2, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t->Connect({-1, 2, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t->Connect({0, 0, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Two threads race to be rank 0 of `world`, asking for sizes `size_a` and `size_b`: whichever
+// comes second must be refused at once with `code`; the group the first one started is then
+// completed by the main thread, so nothing is left waiting. Either order is checked the same way.
+void RaceForRankZero(const std::string& world, int size_a, int size_b, StatusCode code,
+                     const std::string& text) {
+  auto t = MakeInprocTransport(world);
+  auto a = std::async(std::launch::async, [&] {
+    return t->Connect({0, size_a, ""}, DeadlineIn(60s));
+  });
+  auto b = std::async(std::launch::async, [&] {
+    return t->Connect({0, size_b, ""}, DeadlineIn(60s));
+  });
+  bool a_first_done = false;
+  while (true) {  // the refused one returns at once; the other waits for its group
+    if (a.wait_for(1ms) == std::future_status::ready) {
+      a_first_done = true;
+      break;
+    }
+    if (b.wait_for(1ms) == std::future_status::ready) break;
+  }
+  auto refused = a_first_done ? a.get() : b.get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), code) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(text));
+  const int size = a_first_done ? size_b : size_a;
+  std::vector<std::future<Result<std::unique_ptr<Communicator>>>> rest;
+  for (int r = 1; r < size; ++r)
+    rest.push_back(std::async(std::launch::async, [&, r] {
+      return t->Connect({r, size, ""}, DeadlineIn(60s));
+    }));
+  auto winner = a_first_done ? b.get() : a.get();
+  ASSERT_TRUE(winner.ok()) << winner.status();
+  EXPECT_EQ((*winner)->size(), size);
+  for (auto& f : rest) EXPECT_TRUE(f.get().ok());
+}
+
+TEST(InprocTransport, ConnectRefusesAWorldSizeThatDiffersFromTheGroup) {
+  RaceForRankZero("size-mismatch", 2, 3, StatusCode::kInvalidArgument,
+                  "the group was started with");
+}
+
+TEST(InprocTransport, ConnectRefusesARankThatAlreadyJoined) {
+  RaceForRankZero("duplicate-rank", 2, 2, StatusCode::kAlreadyExists, "rank 0 has already joined");
+}
+
+TEST(InprocTransport, ConnectTimesOutNamingTheMissingRanks) {
+  auto t = MakeInprocTransport("missing-ranks");
+  auto c = t->Connect({1, 4, ""}, DeadlineIn(20ms));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(c.status().message(), HasSubstr("rank(s) 0, 2, 3"));
+  // The slot was given back: the group can still form under the same name.
+  Communicators comms;
+  auto formed = ConnectOnThreads(*t, 4, "", DeadlineIn(60s));
+  ASSERT_TRUE(formed.ok()) << formed.status();
+}
+
+TEST(InprocTransport, NameIsReusableAfterTheGroupFormed) {
+  auto t = MakeInprocTransport("reused");
+  for (int run = 0; run < 3; ++run) {
+    auto comms = ConnectOnThreads(*t, 2, "", DeadlineIn(60s));
+    ASSERT_TRUE(comms.ok()) << comms.status();
+    std::vector<float> x = {1.0f};
+    auto st = conformance::RunOnRanks(*comms, [&](Communicator& c) {
+      std::vector<float> v = {static_cast<float>(c.rank() + run)};
+      return c.AllReduce(v, ReduceOp::kSum, DeadlineIn(60s));
+    });
+    for (const auto& s : st) EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+TEST(InprocTransport, RegisteredAsBuiltinWithWorldOption) {
+  Registry registry;
+  ASSERT_TRUE(registry.RegisterBuiltins().ok());
+  auto bad = registry.CreateTransport("inproc", {{"wrld", "x"}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("wrld"));
+  auto t = registry.CreateTransport("inproc", {{"world", "registered"}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto comms = ConnectOnThreads(**t, 3, "", DeadlineIn(60s));
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  EXPECT_EQ((*comms)[2]->rank(), 2);
+}
+
+}  // namespace
+}  // namespace reel::core

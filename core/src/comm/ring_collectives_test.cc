@@ -1,0 +1,83 @@
+// The collectives wrapper beyond the conformance suite: native collectives are forwarded, ring
+// fallbacks are used otherwise, and wrapping leaves point-to-point untouched.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "reel/core/collectives.h"
+#include "reel/core/inproc.h"
+
+namespace reel::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A backend that claims a native AllReduce (and nothing else) and records its calls.
+class NativeAllReduceBackend final : public Communicator {
+ public:
+  NativeAllReduceBackend(std::unique_ptr<Communicator> inner, int* calls)
+      : inner_(std::move(inner)), calls_(calls) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(int d, int t, std::span<const std::byte> b, Deadline dl) override {
+    return inner_->Send(d, t, b, dl);
+  }
+  Result<Message> Recv(int s, int t, Deadline dl) override { return inner_->Recv(s, t, dl); }
+  CommunicatorCapabilities capabilities() const override { return {.native_allreduce = true}; }
+  Status AllReduce(std::span<float> data, ReduceOp, Deadline) override {
+    ++*calls_;
+    for (float& v : data) v = -7.0f;  // a mark no ring could produce from the inputs below
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  int* calls_;
+};
+
+TEST(RingCollectives, NativeCollectivesAreForwardedOthersRunOnTheRing) {
+  auto raw = CreateInprocGroup(1);
+  ASSERT_TRUE(raw.ok());
+  int calls = 0;
+  auto comm =
+      WithRingCollectives(std::make_unique<NativeAllReduceBackend>(std::move((*raw)[0]), &calls));
+  EXPECT_TRUE(comm->capabilities().native_allreduce);
+  EXPECT_FALSE(comm->capabilities().native_allgather);
+  std::vector<float> data = {1.0f, 2.0f};
+  ASSERT_TRUE(comm->AllReduce(data, ReduceOp::kSum, NoDeadline()).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(data, (std::vector<float>{-7.0f, -7.0f}));
+  // AllGather is not native: the wrapper's ring (one rank: a copy) answers.
+  std::vector<std::byte> in = {std::byte{1}, std::byte{2}}, out(2);
+  ASSERT_TRUE(comm->AllGather(in, out, NoDeadline()).ok());
+  EXPECT_EQ(out, in);
+  EXPECT_TRUE(comm->Barrier(NoDeadline()).ok());
+}
+
+TEST(RingCollectives, UnwrappedBackendHasNoCollectives) {
+  auto raw = CreateInprocGroup(2);
+  ASSERT_TRUE(raw.ok());
+  std::vector<float> data(4);
+  EXPECT_EQ((*raw)[0]->AllReduce(data, ReduceOp::kSum, NoDeadline()).code(),
+            StatusCode::kUnimplemented);
+}
+
+TEST(RingCollectives, AllGatherMayUseItsOwnOutputBlockAsInput) {
+  auto raw = CreateInprocGroup(1);
+  ASSERT_TRUE(raw.ok());
+  auto comm = WithRingCollectives(std::move((*raw)[0]));
+  std::vector<std::byte> buf = {std::byte{9}, std::byte{8}};
+  ASSERT_TRUE(comm->AllGather(std::span<const std::byte>(buf), buf, NoDeadline()).ok());
+  EXPECT_EQ(buf, (std::vector<std::byte>{std::byte{9}, std::byte{8}}));
+}
+
+TEST(RingCollectives, TagErrorNamesTheReservedRange) {
+  auto raw = CreateInprocGroup(2);
+  ASSERT_TRUE(raw.ok());
+  auto comm = WithRingCollectives(std::move((*raw)[0]));
+  Status s = comm->Send(1, kCollectiveTagBase, {}, NoDeadline());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("reserved for collectives"));
+}
+
+}  // namespace
+}  // namespace reel::core

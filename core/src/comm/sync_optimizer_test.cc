@@ -1,0 +1,197 @@
+// The "sync" optimizer: N ranks with different gradients end with identical parameters, equal to
+// one rank stepping on the averaged gradient.
+#include "comm/sync_optimizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "comm/transport_conformance.h"
+#include "reel/core/collectives.h"
+#include "reel/core/inproc.h"
+#include "reel/core/registry.h"
+#include "reel/update_rule.h"
+
+namespace reel::core {
+namespace {
+
+using conformance::Communicators;
+using conformance::RunOnRanks;
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 4;
+
+Result<std::unique_ptr<Optimizer>> MakeSync(const std::map<std::string, std::string>& given) {
+  REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(), given));
+  return MakeSyncOptimizer(o);
+}
+
+Communicators Group(int n) {
+  auto raw = CreateInprocGroup(n);
+  EXPECT_TRUE(raw.ok());
+  Communicators out;
+  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
+  return out;
+}
+
+// Two blocks, so the fused message spans padding between them.
+void Declare(ParamArena& arena, int64_t extra = 0) {
+  ASSERT_TRUE(arena.Declare("w", {3, 5}).ok());
+  ASSERT_TRUE(arena.Declare("b", {7 + extra}).ok());
+  arena.Finalize();
+}
+
+float RankGrad(int rank, int step, size_t i) {
+  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.1 * rank + 0.5 * step));
+}
+
+class SyncOptimizerTest : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(SyncOptimizerTest, RanksEndIdenticalAndEqualToAveragedSingleRankSteps) {
+  const auto& [n, rule] = GetParam();
+  const std::map<std::string, std::string> options = {{"rule", rule}};
+  Communicators comms = Group(n);
+  std::vector<ParamArena> arenas(static_cast<size_t>(n));
+  for (auto& a : arenas) Declare(a);
+  const size_t total = static_cast<size_t>(arenas[0].total_size());
+  // Different initial values per rank: Setup must replace them with rank 0's.
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < total; ++i)
+      arenas[r].values()[i] = static_cast<float>(r * 100 + i) * 0.01f;
+  std::vector<float> initial0(arenas[0].values().begin(), arenas[0].values().end());
+
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+    REEL_ASSIGN_OR_RETURN(auto opt, MakeSync(options));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    for (int step = 1; step <= kSteps; ++step) {
+      for (size_t i = 0; i < total; ++i) arena.grads()[i] = RankGrad(c.rank(), step, i);
+      REEL_RETURN_IF_ERROR(opt->Step(0.1f));
+    }
+    return opt->Finish();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+
+  // The reference: one rule, rank 0's initial values, the mean gradient computed here.
+  auto ref_rule = MakeUpdateRule(UpdateRuleConfigFrom(*ParseOptions(UpdateRuleOptions(), options)));
+  ASSERT_TRUE(ref_rule.ok());
+  std::vector<float> want = initial0, mean(total);
+  for (int step = 1; step <= kSteps; ++step) {
+    for (size_t i = 0; i < total; ++i) {
+      double sum = 0;
+      for (int r = 0; r < n; ++r) sum += RankGrad(r, step, i);
+      mean[i] = static_cast<float>(sum / n);
+    }
+    (*ref_rule)->Apply(want, mean, 0.1f);
+  }
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < total; ++i) {
+      EXPECT_EQ(arenas[r].values()[i], arenas[0].values()[i])
+          << "rank " << r << " differs at " << i;
+      EXPECT_NEAR(arenas[r].values()[i], want[i], 1e-4) << "rank " << r << " index " << i;
+    }
+  }
+  EXPECT_NE(want[0], initial0[0]);  // the steps moved the parameters
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SyncOptimizerTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values("sgd", "adam")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
+                                  std::get<1>(info.param);
+                         });
+
+TEST(SyncOptimizer, StateRoundTripContinuesIdentically) {
+  Communicators comms = Group(1);
+  ParamArena a, b;
+  Declare(a);
+  Declare(b);
+  auto opt_a = MakeSync({{"rule", "adam"}});
+  auto opt_b = MakeSync({{"rule", "adam"}});
+  ASSERT_TRUE(opt_a.ok() && opt_b.ok());
+  ASSERT_TRUE((*opt_a)->Setup(a, *comms[0]).ok());
+  ASSERT_TRUE((*opt_b)->Setup(b, *comms[0]).ok());
+  auto fill = [](ParamArena& arena, int step) {
+    for (size_t i = 0; i < arena.grads().size(); ++i) arena.grads()[i] = RankGrad(0, step, i);
+  };
+  for (int s = 1; s <= 2; ++s) {
+    fill(a, s);
+    ASSERT_TRUE((*opt_a)->Step(0.1f).ok());
+  }
+  auto state = (*opt_a)->SaveState();
+  ASSERT_TRUE(state.ok());
+  ASSERT_TRUE((*opt_b)->RestoreState(*state).ok());
+  std::copy(a.values().begin(), a.values().end(), b.values().begin());
+  for (int s = 3; s <= 4; ++s) {
+    fill(a, s);
+    fill(b, s);
+    ASSERT_TRUE((*opt_a)->Step(0.1f).ok());
+    ASSERT_TRUE((*opt_b)->Step(0.1f).ok());
+  }
+  EXPECT_TRUE(std::equal(a.values().begin(), a.values().end(), b.values().begin()));
+}
+
+TEST(SyncOptimizer, BadStateIsRefusedWithAReason) {
+  Communicators comms = Group(1);
+  ParamArena arena, other;
+  Declare(arena);
+  Declare(other, /*extra=*/40);
+  auto adam = MakeSync({{"rule", "adam"}});
+  ASSERT_TRUE((*adam)->Setup(other, *comms[0]).ok());
+  ASSERT_TRUE((*adam)->Step(0.1f).ok());
+  const std::string good = *(*adam)->SaveState();
+
+  auto fresh = MakeSync({{"rule", "adam"}});
+  ASSERT_TRUE((*fresh)->Setup(arena, *comms[0]).ok());
+  EXPECT_EQ((*fresh)->RestoreState("nonsense").code(), StatusCode::kDataLoss);
+  EXPECT_EQ((*fresh)->RestoreState(good.substr(0, good.size() - 3)).code(), StatusCode::kDataLoss);
+  Status wrong_model = (*fresh)->RestoreState(good);
+  EXPECT_EQ(wrong_model.code(), StatusCode::kInvalidArgument) << wrong_model;
+  EXPECT_THAT(wrong_model.message(), HasSubstr("moments for"));
+  auto sgd = MakeSync({{"rule", "sgd"}});
+  Status wrong_rule = (*sgd)->RestoreState(good);
+  EXPECT_EQ(wrong_rule.code(), StatusCode::kInvalidArgument) << wrong_rule;
+  EXPECT_THAT(wrong_rule.message(), HasSubstr("'adam'"));
+}
+
+TEST(SyncOptimizer, RanksWithDifferentModelsAreRefused) {
+  Communicators comms = Group(2);
+  ParamArena a, b;
+  Declare(a);
+  Declare(b, /*extra=*/40);
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    REEL_ASSIGN_OR_RETURN(auto opt, MakeSync({}));
+    return opt->Setup(c.rank() == 0 ? a : b, c);
+  });
+  for (const Status& s : st) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("parameter floats"));
+  }
+}
+
+TEST(SyncOptimizer, MisuseAndBadOptionsAreReported) {
+  auto opt = MakeSync({});
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ((*opt)->Step(0.1f).code(), StatusCode::kFailedPrecondition);
+  ParamArena unfinalized;
+  Communicators comms = Group(1);
+  EXPECT_EQ((*opt)->Setup(unfinalized, *comms[0]).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MakeSync({{"rule", "lbfgs"}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeSync({{"timeout_ms", "-1"}}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SyncOptimizer, RegisteredAsBuiltin) {
+  Registry registry;
+  ASSERT_TRUE(registry.RegisterBuiltins().ok());
+  auto opt = registry.CreateOptimizer("sync", {{"rule", "momentum"}, {"nesterov", "true"}});
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  auto bad = registry.CreateOptimizer("sync", {{"rule", "nope"}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("nope"));
+}
+
+}  // namespace
+}  // namespace reel::core
