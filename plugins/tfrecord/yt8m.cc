@@ -201,6 +201,37 @@ bool Floats(std::string_view list, std::string_view* packed, std::vector<float>*
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
+// Reads a varint of at most 5 bytes at p (< end); nullptr if malformed.
+const char* Varint32(const char* p, const char* end, uint32_t* v) {
+  uint32_t result = 0;
+  for (int shift = 0; shift < 35 && p < end; shift += 7) {
+    auto b = static_cast<uint8_t>(*p++);
+    result |= static_cast<uint32_t>(b & 0x7f) << shift;
+    if (b < 0x80) {
+      *v = result;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+// The common frame encoding, Feature{bytes_list = 1: BytesList{value = 1: <bytes>}} with nothing
+// else, recognised without a CodedInputStream (two of them per frame dominate decoding otherwise).
+// False when the feature is anything else; the general path then decides.
+bool SimpleBytesFrame(std::string_view feature, std::string_view* frame) {
+  const char* p = feature.data();
+  const char* end = p + feature.size();
+  uint32_t len;
+  if (p == end || *p != 0x0a || (p = Varint32(p + 1, end, &len)) == nullptr ||
+      len != static_cast<size_t>(end - p))
+    return false;
+  if (p == end || *p != 0x0a || (p = Varint32(p + 1, end, &len)) == nullptr ||
+      len != static_cast<size_t>(end - p))
+    return false;
+  *frame = std::string_view(p, len);
+  return true;
+}
+
 // Frames of a FeatureList (repeated Feature = 1), each a BytesList with one value of `dim` bytes.
 Status DecodeFrames(std::string_view list, const FeatureSpec& spec, int64_t max_frames,
                     std::string_view id, FeatureView* fv) {
@@ -212,7 +243,15 @@ Status DecodeFrames(std::string_view list, const FeatureSpec& spec, int64_t max_
     }
     std::string_view feature, bytes_list, frame;
     int kind;
-    if (!w.View(&feature) || !FeatureKind(feature, &kind, &bytes_list))
+    if (!w.View(&feature))
+      return Unparsable("video " + Quote(id) + ": feature list " + Quote(spec.name));
+    if (SimpleBytesFrame(feature, &frame) && static_cast<int64_t>(frame.size()) == spec.dim) {
+      if (fv->total_frames < max_frames)
+        fv->frames.push_back(reinterpret_cast<const uint8_t*>(frame.data()));
+      ++fv->total_frames;
+      continue;
+    }
+    if (!FeatureKind(feature, &kind, &bytes_list))
       return Unparsable("video " + Quote(id) + ": feature list " + Quote(spec.name));
     if (kind != 1)
       return DataLossError("video " + Quote(id) + ": feature " + Quote(spec.name) + " frame " +
