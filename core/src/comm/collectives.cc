@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace reel::core {
 namespace {
@@ -77,22 +78,19 @@ class SendWorker {
   std::thread thread_;
 };
 
-// dst[i] = op(dst[i], src[i]); src is read through memcpy because a received payload is bytes.
-void Reduce(float* dst, const std::byte* src, size_t n, ReduceOp op) {
-  auto load = [src](size_t i) {
-    float v;
-    std::memcpy(&v, src + i * sizeof(float), sizeof(float));
-    return v;
-  };
+// dst[i] = op(dst[i], src[i]).
+void Reduce(float* __restrict dst, std::span<const float> src_span, ReduceOp op) {
+  const float* __restrict src = src_span.data();
+  const size_t n = src_span.size();
   switch (op) {
     case ReduceOp::kSum:
-      for (size_t i = 0; i < n; ++i) dst[i] += load(i);
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
       break;
     case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], load(i));
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
       break;
     case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], load(i));
+      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
       break;
   }
 }
@@ -198,6 +196,7 @@ class RingCommunicator final : public Communicator {
   Status RingAllReduce(std::span<float> data, ReduceOp op, int tag, Deadline deadline) {
     const size_t n = static_cast<size_t>(size()), r = static_cast<size_t>(rank());
     const Segments seg{data.size(), n};
+    if (scratch_.size() < seg.length(0)) scratch_.resize(seg.length(0));
     auto bytes = [&](size_t i) {
       return std::as_bytes(data.subspan(seg.offset(i), seg.length(i)));
     };
@@ -206,15 +205,14 @@ class RingCommunicator final : public Communicator {
     for (size_t s = 0; s + 1 < n; ++s) {
       const size_t send_i = (r + n - s) % n, recv_i = (r + 2 * n - s - 1) % n;
       PostSend(Right(), tag, bytes(send_i), deadline);
-      Result<Message> m = backend_->Recv(Left(), tag, deadline);
-      Status st = m.ok() ? Status::Ok() : m.status();
-      if (st.ok() && m->payload.size() != seg.length(recv_i) * sizeof(float))
-        st = InvalidArgumentError("rank " + std::to_string(Left()) + " sent " +
-                                  std::to_string(m->payload.size()) + " bytes for a segment of " +
-                                  std::to_string(seg.length(recv_i)) +
-                                  " floats (do all ranks pass the same size?)");
-      if (st.ok())
-        Reduce(data.data() + seg.offset(recv_i), m->payload.data(), seg.length(recv_i), op);
+      // Received into a scratch buffer that lives as long as the communicator, so that a
+      // backend may reuse its own buffers (RecvInto) and no step allocates.
+      std::span<float> in(scratch_.data(), seg.length(recv_i));
+      Status st = backend_->RecvInto(Left(), tag, std::as_writable_bytes(in), deadline);
+      if (st.code() == StatusCode::kInvalidArgument)
+        st = st.WithContext("segment of " + std::to_string(in.size()) +
+                            " floats (do all ranks pass the same size?)");
+      if (st.ok()) Reduce(data.data() + seg.offset(recv_i), in, op);
       REEL_RETURN_IF_ERROR(FinishStep(st));
     }
     // Allgather: pass the complete segments around the ring.
@@ -273,7 +271,8 @@ class RingCommunicator final : public Communicator {
   std::unique_ptr<Communicator> backend_;
   const CommunicatorCapabilities caps_;
   int64_t seq_ = 0;
-  SendWorker worker_;  // declared last: its thread stops before backend_ goes away
+  std::vector<float> scratch_;  // one allreduce segment
+  SendWorker worker_;           // declared last: its thread stops before backend_ goes away
 };
 
 }  // namespace

@@ -60,7 +60,8 @@ class Group {
       return UnavailableError(Where(from) + ": Send to rank " + std::to_string(dest) + " tag " +
                               std::to_string(tag) + ": rank " + std::to_string(dest) +
                               " has left the group");
-    Queued q{arrivals_.fetch_add(1), std::vector<std::byte>(data.begin(), data.end())};
+    Queued q{arrivals_.fetch_add(1), TakeBuffer(data.size())};
+    q.payload.assign(data.begin(), data.end());
     Mailbox& box = *boxes_[dest];
     {
       std::lock_guard<std::mutex> lock(box.mu);
@@ -87,6 +88,27 @@ class Group {
                                      std::to_string(tag) + " passed its deadline");
       }
     }
+  }
+
+  // Payload buffers are recycled: a fresh multi-megabyte vector per message would cost page
+  // faults on every touch (the allocator returns big blocks to the kernel), which dominated
+  // large allreduces. RecvInto hands its buffer back; Recv gives the payload to the caller.
+  std::vector<std::byte> TakeBuffer(size_t bytes) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto best = pool_.end();
+    for (auto it = pool_.begin(); it != pool_.end(); ++it)
+      if (it->capacity() >= bytes && (best == pool_.end() || it->capacity() < best->capacity()))
+        best = it;
+    if (best == pool_.end()) return {};
+    std::vector<std::byte> out = std::move(*best);
+    pool_.erase(best);
+    return out;
+  }
+  void ReturnBuffer(std::vector<std::byte> buffer) {
+    if (buffer.capacity() < kMinPooledBytes) return;  // small ones are cheap to allocate
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pool_.size() < kMaxPooledPerRank * static_cast<size_t>(size_))
+      pool_.push_back(std::move(buffer));
   }
 
   // Marks `rank` gone and wakes every waiting receiver so they notice.
@@ -139,8 +161,13 @@ class Group {
                             ": every other rank has left the group");
   }
 
+  static constexpr size_t kMinPooledBytes = 64 << 10;
+  static constexpr size_t kMaxPooledPerRank = 4;
+
   const std::string name_;
   const int size_;
+  std::mutex pool_mu_;
+  std::vector<std::vector<std::byte>> pool_;  // guarded by pool_mu_
   std::vector<std::unique_ptr<Mailbox>> boxes_;
   std::vector<std::atomic<bool>> left_;
   std::atomic<uint64_t> arrivals_{0};
@@ -159,6 +186,17 @@ class InprocCommunicator final : public Communicator {
   }
   Result<Message> Recv(int source, int tag, Deadline deadline) override {
     return group_->Recv(rank_, source, tag, deadline);
+  }
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override {
+    REEL_ASSIGN_OR_RETURN(Message m, group_->Recv(rank_, source, tag, deadline));
+    if (m.payload.size() != out.size())
+      return InvalidArgumentError("rank " + std::to_string(rank_) + ": message from rank " +
+                                  std::to_string(m.source) + " tag " + std::to_string(tag) +
+                                  " has " + std::to_string(m.payload.size()) + " bytes, expected " +
+                                  std::to_string(out.size()));
+    if (!out.empty()) std::memcpy(out.data(), m.payload.data(), out.size());
+    group_->ReturnBuffer(std::move(m.payload));
+    return Status::Ok();
   }
 
  private:
