@@ -195,7 +195,10 @@ namespace {
 std::string RequestUrl(const S3Config& c, const S3Request& r) {
   std::string path = "/" + UriEncode(r.key, /*keep_slash=*/true);
   std::string url;
-  if (c.virtual_addressing) {
+  // "a.b.s3.amazonaws.com" does not match the "*.s3.amazonaws.com" certificate, so a dotted
+  // bucket over https goes path-style (S3 serves both), as the AWS SDKs do.
+  bool dotted_tls = r.bucket.find('.') != std::string::npos && c.endpoint.starts_with("https://");
+  if (c.virtual_addressing && !dotted_tls) {
     size_t host = c.endpoint.find("://") + 3;
     url = c.endpoint.substr(0, host) + r.bucket + "." + c.endpoint.substr(host) + path;
   } else {
@@ -210,11 +213,10 @@ std::string Describe(const S3Request& r) {
          r.key + "'" + (r.query.empty() ? "" : ", query '" + r.query + "'") + ")";
 }
 
-// One HTTP exchange on handle `h`.
-Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S3Response& out) {
-  out = S3Response{};
-  Transfer t{h, r.sink, 0, false, &out};
-  std::string url = RequestUrl(c, r);
+// Sets every option of one exchange on `h`. `url` and `sigv4` must outlive the transfer; the
+// returned header list is the caller's to free after it.
+curl_slist* Prepare(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r,
+                    const std::string& url, const std::string& sigv4, Transfer* t) {
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_SHARE, share);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -225,9 +227,9 @@ Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>((c.timeout_ms + 999) / 1000));
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
 
   std::vector<std::string> headers;
   headers.push_back("x-amz-content-sha256: " +
@@ -252,18 +254,17 @@ Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S
   curl_slist* list = nullptr;
   for (const auto& hd : headers) list = curl_slist_append(list, hd.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
-  std::string sigv4 = "aws:amz:" + c.region + ":s3";
   if (!c.access_key_id.empty()) {
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(h, CURLOPT_USERNAME, c.access_key_id.c_str());
     curl_easy_setopt(h, CURLOPT_PASSWORD, c.secret_access_key.c_str());
   }
-  char err[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
-  CURLcode rc = curl_easy_perform(h);
-  curl_slist_free_all(list);
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
+  return list;
+}
 
+// Turns curl's result and the HTTP answer into a Status and whether a retry may help.
+Attempt Classify(CURLcode rc, const char* err, const Transfer& t, const S3Request& r,
+                 const S3Response& out) {
   if (t.overflow)
     return {DataLossError(Describe(r) + ": server sent more than the " +
                           std::to_string(r.sink.size()) + " requested bytes (Range ignored?)"),
@@ -287,6 +288,21 @@ Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S
                          " of " + std::to_string(r.sink.size()) + " bytes"),
         true};
   return {Status::Ok(), false};
+}
+
+// One HTTP exchange on handle `h`.
+Attempt RunOnce(CURL* h, CURLSH* share, const S3Config& c, const S3Request& r, S3Response& out) {
+  out = S3Response{};
+  Transfer t{h, r.sink, 0, false, &out};
+  const std::string url = RequestUrl(c, r);
+  const std::string sigv4 = "aws:amz:" + c.region + ":s3";
+  curl_slist* headers = Prepare(h, share, c, r, url, sigv4, &t);
+  char err[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+  CURLcode rc = curl_easy_perform(h);
+  curl_slist_free_all(headers);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
+  return Classify(rc, err, t, r, out);
 }
 
 }  // namespace
