@@ -6,9 +6,17 @@ namespace reel::cli {
 
 CliCommand PluginsCliCommand();
 CliCommand VersionCliCommand();
+CliCommand TrainCliCommand();
+CliCommand EvalCliCommand();
+CliCommand PredictCliCommand();
+CliCommand DemoCliCommand();
 
 std::vector<CliCommand> CoreCommands() {
   return {
+      DemoCliCommand(),
+      TrainCliCommand(),
+      EvalCliCommand(),
+      PredictCliCommand(),
       PluginsCliCommand(),
       VersionCliCommand(),
   };

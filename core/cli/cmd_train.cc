@@ -1,0 +1,94 @@
+// `reel train --config FILE [--set section.field=value ...] [--resume] [--quiet|--verbose]`.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "args.h"
+#include "cli.h"
+#include "train_cli.h"
+
+namespace reel::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void OnSigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+// Installs the handler for the lifetime of a training run.
+class SigintScope {
+ public:
+  SigintScope() {
+    g_interrupted.store(false);
+    previous_ = std::signal(SIGINT, OnSigint);
+  }
+  ~SigintScope() { std::signal(SIGINT, previous_); }
+
+ private:
+  void (*previous_)(int) = SIG_DFL;
+};
+
+std::string Fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
+}  // namespace
+
+Result<core::ConfigFile> LoadConfigWithOverrides(const std::string& path,
+                                                 const std::vector<std::string>& overrides) {
+  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, core::LoadConfigFile(path));
+  for (const std::string& o : overrides) REEL_RETURN_IF_ERROR(core::ApplyOverride(cfg, o));
+  return cfg;
+}
+
+Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int verbosity,
+                      core::TrainResult* out) {
+  SigintScope sigint;
+  core::TrainJobOptions job;
+  job.resume = resume;
+  job.verbosity = verbosity;
+  job.tty = env.err_is_tty;
+  job.progress = &env.err;
+  job.should_stop = [](int64_t) { return g_interrupted.load(); };
+  REEL_ASSIGN_OR_RETURN(core::TrainResult r, core::RunTrainJob(env.host, cfg, job));
+  if (out) *out = r;
+  if (verbosity >= 1) {
+    env.out << "trained " << r.steps << " steps (" << r.examples << " examples, epoch " << r.epoch
+            << "), final loss " << Fixed(r.last_loss) << "\n";
+    if (r.final_eval)
+      env.out << "eval: GAP " << Fixed(r.final_eval->gap) << "  Hit@1 "
+              << Fixed(r.final_eval->hit_at_1) << "  PERR " << Fixed(r.final_eval->perr) << "  mAP "
+              << Fixed(r.final_eval->map) << "  (" << r.final_eval->videos << " videos)\n";
+    if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
+  }
+  if (r.interrupted)
+    return CancelledError("interrupted at step " + std::to_string(r.steps) +
+                          (r.last_checkpoint.empty() ? std::string(" (no checkpoint_dir set)")
+                                                     : "; continue with --resume"));
+  return Status::Ok();
+}
+
+CliCommand TrainCliCommand() {
+  return {
+      "train", "train a model from a config (text-format RunConfig)",
+      "reel train --config FILE [--set section.field=value ...] [--resume] [--quiet|--verbose]",
+      [](CliEnv& env, const std::vector<std::string>& words) -> Status {
+        Args args;
+        args.Value("config").Value("set", true).Switch("resume").Switch("quiet").Switch("verbose");
+        REEL_RETURN_IF_ERROR(args.Parse(words));
+        if (!args.positional().empty())
+          return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
+                                      "' (flags: --config ...)");
+        if (!args.Has("config")) return InvalidArgumentError("flag '--config' is required");
+        REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg,
+                              LoadConfigWithOverrides(args.Get("config"), args.GetAll("set")));
+        const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
+        return TrainAndReport(env, cfg, args.Has("resume"), verbosity);
+      }};
+}
+
+}  // namespace reel::cli

@@ -1,0 +1,63 @@
+// A training job from a run configuration: builds every rank's data sources, model, arena and
+// optimizer through the registry, connects the ranks through the configured transport and runs
+// the trainer on each (reel/core/trainer.h). Also the pieces `reel eval` and `reel predict`
+// share: options with the trainer's defaults filled in, and a model rebuilt from a checkpoint.
+//
+// Ranks: trainer.local_ranks > 1 runs that many ranks as threads of this process (transport
+// `inproc` unless the config names another); otherwise this process is one rank, with rank and
+// world size from REEL_RANK / REEL_WORLD_SIZE (default 0 / 1) and REEL_COORDINATOR for
+// transports that rendezvous over a network.
+//
+// Thread-safety: RunTrainJob blocks the calling thread; it starts and joins the rank threads.
+#ifndef REEL_CORE_TRAIN_JOB_H_
+#define REEL_CORE_TRAIN_JOB_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "reel/core/config.h"
+#include "reel/core/host.h"
+#include "reel/core/trainer.h"
+
+namespace reel::core {
+
+struct TrainJobOptions {
+  bool resume = false;
+  int verbosity = 1;
+  bool tty = false;
+  std::ostream* progress = nullptr;
+  std::function<bool(int64_t step)> should_stop;
+};
+
+// Runs the job. Errors name the section and component at fault (an unregistered component
+// lists the registered ones) or the rank that failed.
+Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& options);
+
+// The number of classes of a run: trainer.num_classes, else the data section's num_classes
+// option, else 3862 (YouTube-8M 2018).
+int64_t NumClasses(const config::RunConfig& config);
+
+// A component's options plus the trainer-level settings its schema accepts and the config does
+// not set itself: batch_size and num_classes.
+std::map<std::string, std::string> ComponentOptions(const Registry& registry, ComponentKind kind,
+                                                    const config::Component& component,
+                                                    const config::RunConfig& config);
+
+// A model rebuilt from a checkpoint (its config names the model and options) with the
+// checkpoint's parameters.
+struct CheckpointModel {
+  Owned<Model> model;
+  std::unique_ptr<ParamArena> arena;
+  ConfigFile config;  // the run's config as recorded in the checkpoint
+  std::string uri;    // the checkpoint object read
+  int64_t step = 0;
+  int64_t num_classes = 0;
+};
+Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path);
+
+}  // namespace reel::core
+
+#endif  // REEL_CORE_TRAIN_JOB_H_
