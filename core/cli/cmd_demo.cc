@@ -26,11 +26,12 @@ Status MakeData(CliEnv& env, const std::string& dir) {
     std::error_code ec;
     fs::remove_all(test, ec);
     CommandContext ctx{&env.host.storage(), &env.err, &env.err};
-    REEL_RETURN_IF_ERROR(
-        synth->Run({"--out", train, "--videos", "1000", "--classes", std::to_string(kClasses),
-                    "--level", "frame", "--shards", "5", "--seed", "7", "--min-frames", "8",
-                    "--max-frames", "24", "--max-labels", "3"},
-                   ctx));
+    REEL_RETURN_IF_ERROR(synth->Run(
+        {"--out",        train,   "--videos",     "1000", "--classes",    std::to_string(kClasses),
+         "--level",      "frame", "--shards",     "5",    "--seed",       "7",
+         "--min-frames", "8",     "--max-frames", "24",   "--max-labels", "3",
+         "--amplitude",  "0.1",   "--noise",      "1.0"},
+        ctx));
     std::vector<fs::path> shards;
     for (const auto& e : fs::directory_iterator(train)) shards.push_back(e.path());
     std::sort(shards.begin(), shards.end());

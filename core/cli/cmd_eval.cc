@@ -26,7 +26,6 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
   if (checkpoints.empty()) return InvalidArgumentError("flag '--checkpoint' is required");
   if (pattern.empty()) return InvalidArgumentError("flag '--data' is required");
   REEL_RETURN_IF_ERROR(CheckPatternsMatch(env, pattern));
-  std::set<std::string> features;
   for (const std::string& path : checkpoints) {
     REEL_ASSIGN_OR_RETURN(core::CheckpointModel m, core::LoadModelFromCheckpoint(env.host, path));
     if (!out.checkpoints.empty() && m.num_classes != out.num_classes)
@@ -34,7 +33,6 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
                                   out.checkpoints[0].uri + " has " +
                                   std::to_string(out.num_classes));
     out.num_classes = m.num_classes;
-    for (const std::string& f : m.model->InputFeatures()) features.insert(f);
     out.checkpoints.push_back(std::move(m));
   }
   for (auto& c : out.checkpoints) out.models.push_back(c.model.get());
@@ -58,11 +56,9 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
   if (has("shuffle_buffer")) (*data.mutable_options())["shuffle_buffer"] = "0";
   if (batch_size > 0 && has("batch_size"))
     (*data.mutable_options())["batch_size"] = std::to_string(batch_size);
-  if (has("features") && checkpoints.size() > 1) {  // an ensemble may need every model's features
-    std::string list;
-    for (const std::string& f : features) list += (list.empty() ? "" : ",") + f;
-    (*data.mutable_options())["features"] = list;
-  }
+  // An ensemble may combine models reading different features (the seed's audio and video
+  // models): read the source's default feature set rather than the first model's choice.
+  if (checkpoints.size() > 1) data.mutable_options()->erase("features");
   DataSourceContext ctx{{0, 1}, rc.trainer().seed(), &env.host};
   REEL_ASSIGN_OR_RETURN(
       out.source,

@@ -1,0 +1,256 @@
+// `reel train/eval/predict` end to end: the example configs, bad input, and Ctrl-C + --resume.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "e2e_util.h"
+
+namespace reel::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRepo = REEL_SOURCE_DIR;
+const std::string kYt8m = std::string(REEL_SHARED_DATA_DIR) + "/yt8m";
+
+// Small frame-level data shared by the tests of this file: 16 classes, short videos.
+class CommandsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new std::string(ScratchDir("commands_data"));
+    RunResult r =
+        Reel({"synth", "--out", *data_ + "/train", "--videos", "96", "--classes", "16", "--level",
+              "frame", "--shards", "2", "--min-frames", "3", "--max-frames", "6", "--seed", "3"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = Reel({"synth", "--out", *data_ + "/test", "--videos", "32", "--classes", "16", "--level",
+              "frame", "--shards", "1", "--min-frames", "3", "--max-frames", "6", "--seed", "3",
+              "--prefix", "test"});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*data_);
+    delete data_;
+  }
+
+  // Overrides that point a frame-level config at the test data and a scratch run directory.
+  static std::vector<std::string> Small(const std::string& config, const std::string& run,
+                                        int steps) {
+    return {"train",
+            "--config",
+            kRepo + "/configs/" + config + ".pbtxt",
+            "--set",
+            "data.options.files=" + *data_ + "/train/*.tfrecord",
+            "--set",
+            "eval_data.options.files=" + *data_ + "/test/*.tfrecord",
+            "--set",
+            "data.options.max_frames=6",
+            "--set",
+            "eval_data.options.max_frames=6",
+            "--set",
+            "trainer.steps=" + std::to_string(steps),
+            "--set",
+            "trainer.batch_size=16",
+            "--set",
+            "trainer.checkpoint_dir=" + run + "/ckpt",
+            "--set",
+            "trainer.metrics_log=" + run + "/metrics.jsonl",
+            "--set",
+            "trainer.tensorboard_dir=" + run + "/tb",
+            "--set",
+            "trainer.eval_every_steps=0",
+            "--set",
+            "trainer.log_every_steps=1"};
+  }
+  static std::string* data_;
+};
+std::string* CommandsTest::data_ = nullptr;
+
+TEST_F(CommandsTest, FrameLevelConfigsRun) {
+  for (const char* config : {"two_stream", "bilstm_video", "bilstm_audio"}) {
+    const std::string run = ScratchDir(std::string("cfg_") + config);
+    auto args = Small(config, run, 3);
+    RunResult r = Reel(args);
+    ASSERT_EQ(r.code, 0) << config << ": " << r.err;
+    EXPECT_NE(r.out.find("trained 3 steps"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("eval: GAP"), std::string::npos) << r.out;
+    EXPECT_EQ(ListDir(run + "/ckpt").size(), 1u);
+    EXPECT_EQ(ListDir(run + "/tb").size(), 1u);
+    fs::remove_all(run);
+  }
+}
+
+TEST_F(CommandsTest, VideoLevelConfigsRunOnRealShards) {
+  for (const char* config : {"moe", "logistic"}) {
+    const std::string run = ScratchDir(std::string("cfg_") + config);
+    RunResult r = Reel({"train", "--config", kRepo + "/configs/" + config + ".pbtxt", "--set",
+                        "data.options.files=" + kYt8m + "/validate000[01].tfrecord", "--set",
+                        "eval_data.options.files=" + kYt8m + "/validate0002.tfrecord", "--set",
+                        "trainer.steps=2", "--set", "trainer.checkpoint_dir=" + run + "/c", "--set",
+                        "trainer.metrics_log=" + run + "/m.jsonl", "--set",
+                        "trainer.tensorboard_dir=" + run + "/tb"});
+    ASSERT_EQ(r.code, 0) << config << ": " << r.err;
+    EXPECT_NE(r.out.find("(313 videos)"), std::string::npos) << r.out;
+    fs::remove_all(run);
+  }
+}
+
+TEST_F(CommandsTest, EvalPredictAndEnsembleOnACheckpoint) {
+  const std::string run = ScratchDir("evalpredict");
+  ASSERT_EQ(Reel(Small("two_stream", run, 4)).code, 0);
+  const std::string data = *data_ + "/test/*.tfrecord";
+  RunResult json = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data, "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  for (const char* key : {"gap", "hit_at_1", "perr", "map"}) {
+    double v = JsonField(json.out, key);
+    EXPECT_GE(v, 0.0) << key << " in " << json.out;
+    EXPECT_LE(v, 1.0) << key;
+  }
+  EXPECT_EQ(JsonField(json.out, "videos"), 32.0) << json.out;
+
+  RunResult table = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("GAP@20"), std::string::npos);
+  EXPECT_NE(table.out.find("mAP"), std::string::npos);
+
+  // An ensemble of a checkpoint with itself averages identical probabilities: same metrics.
+  RunResult ens =
+      Reel({"eval", "--ensemble", run + "/ckpt", run + "/ckpt", "--data", data, "--json"});
+  ASSERT_EQ(ens.code, 0) << ens.err;
+  EXPECT_NEAR(JsonField(ens.out, "gap"), JsonField(json.out, "gap"), 1e-6);
+
+  RunResult pred = Reel({"predict", "--checkpoint", run + "/ckpt", "--data", data, "--top-k", "3"});
+  ASSERT_EQ(pred.code, 0) << pred.err;
+  std::istringstream lines(pred.out);
+  std::string header, row;
+  std::getline(lines, header);
+  EXPECT_EQ(header, "VideoId,LabelConfidencePairs");
+  int rows = 0;
+  while (std::getline(lines, row)) {
+    ++rows;
+    std::istringstream pairs(row.substr(row.find(',') + 1));
+    int n = 0;
+    for (std::string tok; pairs >> tok;) ++n;
+    EXPECT_EQ(n, 6) << row;  // three "class probability" pairs
+  }
+  EXPECT_EQ(rows, 32);
+  fs::remove_all(run);
+}
+
+TEST_F(CommandsTest, UnregisteredComponentListsRegisteredOnes) {
+  const std::string run = ScratchDir("unregistered");
+  auto args = Small("two_stream", run, 1);
+  args.insert(args.end(), {"--set", "model.name=no_such_model"});
+  RunResult r = Reel(args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no_such_model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("two_stream"), std::string::npos) << r.err;  // the list of registered ones
+  EXPECT_FALSE(fs::exists(run + "/ckpt"));
+  fs::remove_all(run);
+}
+
+TEST_F(CommandsTest, PatternMatchingNoFileIsAClearError) {
+  const std::string run = ScratchDir("nofile");
+  ASSERT_EQ(Reel(Small("bilstm_audio", run, 1)).code, 0);
+  RunResult r = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", run + "/none/*.tfrecord"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("matches no file"), std::string::npos) << r.err;
+  auto args = Small("bilstm_audio", run, 1);
+  args.insert(args.end(), {"--set", "data.options.files=" + run + "/none/*.tfrecord"});
+  RunResult t = Reel(args);
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find(run + "/none/*.tfrecord"), std::string::npos) << t.err;
+  fs::remove_all(run);
+}
+
+TEST_F(CommandsTest, CheckpointOfAnotherModelIsRefusedAndKept) {
+  const std::string run = ScratchDir("othermodel");
+  ASSERT_EQ(Reel(Small("bilstm_audio", run, 2)).code, 0);
+  auto before = ListDir(run + "/ckpt");
+  ASSERT_EQ(before.size(), 1u);
+  const std::string bytes = ReadFile(before[0]);
+  auto args = Small("bilstm_video", run, 4);
+  args.push_back("--resume");
+  RunResult r = Reel(args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("holds model 'bilstm_audio', not 'bilstm_video'"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(ListDir(run + "/ckpt"), before);
+  EXPECT_EQ(ReadFile(before[0]), bytes);
+  fs::remove_all(run);
+}
+
+TEST_F(CommandsTest, CorruptCheckpointIsDataLossAndKept) {
+  const std::string run = ScratchDir("corrupt");
+  ASSERT_EQ(Reel(Small("bilstm_audio", run, 2)).code, 0);
+  auto files = ListDir(run + "/ckpt");
+  ASSERT_EQ(files.size(), 1u);
+  std::string bytes = ReadFile(files[0]);
+  bytes[bytes.size() / 2] ^= 0x20;
+  WriteFile(files[0], bytes);
+  RunResult e =
+      Reel({"eval", "--checkpoint", run + "/ckpt", "--data", *data_ + "/test/*.tfrecord"});
+  EXPECT_EQ(e.code, 1);
+  EXPECT_NE(e.err.find("DATA_LOSS"), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find("checksum mismatch"), std::string::npos) << e.err;
+  auto args = Small("bilstm_audio", run, 4);
+  args.push_back("--resume");
+  RunResult t = Reel(args);
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find(files[0]), std::string::npos) << t.err;
+  EXPECT_EQ(ListDir(run + "/ckpt"), files);
+  EXPECT_EQ(ReadFile(files[0]), bytes);
+  fs::remove_all(run);
+}
+
+// Starts `reel train` in the background, sends SIGINT once it has logged a few steps, and
+// checks the final checkpoint and a clean exit; then --resume finishes the budget.
+TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
+  const std::string run = ScratchDir("sigint");
+  auto args = Small("bilstm_audio", run, 1000000);
+  std::vector<std::string> argv_s = {REEL_EXE};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    FILE* devnull = std::freopen("/dev/null", "w", stdout);
+    (void)devnull;
+    ::execv(REEL_EXE, argv.data());
+    ::_exit(127);
+  }
+  // Wait (up to a generous limit, not a timing assertion) for three logged steps.
+  for (int i = 0; i < 6000; ++i) {
+    std::string log = ReadFile(run + "/metrics.jsonl");
+    if (std::count(log.begin(), log.end(), '\n') >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  auto files = ListDir(run + "/ckpt");
+  ASSERT_EQ(files.size(), 1u);
+  const std::string name = fs::path(files[0]).filename().string();
+  const long step = std::stol(name.substr(5, 10));
+  EXPECT_GE(step, 3);
+
+  auto resume = Small("bilstm_audio", run, static_cast<int>(step) + 2);
+  resume.push_back("--resume");
+  RunResult r = Reel(resume);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("resumed from " + files[0]), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("trained " + std::to_string(step + 2) + " steps"), std::string::npos)
+      << r.out;
+  fs::remove_all(run);
+}
+
+}  // namespace
+}  // namespace reel::e2e
