@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <system_error>
 #include <thread>
 
 #include "reel/layers/init.h"
@@ -32,10 +33,16 @@ Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& 
     return b();
   }
   Status sa;
-  std::thread worker([&] {
-    omp_set_num_threads(threads / 2);
-    sa = a();
-  });
+  std::thread worker;
+  try {
+    worker = std::thread([&] {
+      omp_set_num_threads(threads / 2);
+      sa = a();
+    });
+  } catch (const std::system_error&) {  // no thread to be had: run them in turn
+    REEL_RETURN_IF_ERROR(a());
+    return b();
+  }
   omp_set_num_threads(threads - threads / 2);
   Status sb = b();
   worker.join();
