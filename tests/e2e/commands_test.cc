@@ -84,6 +84,18 @@ TEST_F(CommandsTest, FrameLevelConfigsRun) {
   }
 }
 
+// Synchronous data parallelism with two ranks as threads (inproc): twice the examples per step.
+TEST_F(CommandsTest, TwoLocalRanks) {
+  const std::string run = ScratchDir("two_ranks");
+  auto args = Small("bilstm_audio", run, 4);
+  args.insert(args.end(), {"--set", "trainer.local_ranks=2"});
+  RunResult r = Reel(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 4 steps (128 examples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(32 videos)"), std::string::npos) << r.out;  // both eval shards merged
+  fs::remove_all(run);
+}
+
 TEST_F(CommandsTest, VideoLevelConfigsRunOnRealShards) {
   for (const char* config : {"moe", "logistic"}) {
     const std::string run = ScratchDir(std::string("cfg_") + config);

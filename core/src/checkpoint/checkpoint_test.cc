@@ -42,8 +42,8 @@ class CheckpointTest : public ::testing::Test {
     arena_.Finalize();
     ASSERT_TRUE(model_.Initialize(3).ok());
   }
+  ParamArena arena_;  // outlives the model
   TinyModel model_{4, 3};
-  ParamArena arena_;
   MemStorage storage_;
 };
 

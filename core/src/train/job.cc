@@ -77,11 +77,11 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
                   c.eval_data().name(),
                   ComponentOptions(reg, ComponentKind::kDataSource, c.eval_data(), c), dctx));
   }
+  ParamArena arena;  // declared first: the model keeps a pointer to it and must not outlive it
   REEL_ASSIGN_OR_RETURN(
       auto model,
       reg.CreateModel(c.model().name(), ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
                       ModelContext{options.num_classes}));
-  ParamArena arena;
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena).WithContext("model '" + c.model().name() + "'"));
   arena.Finalize();
   const std::string opt_name = c.optimizer().name().empty() ? "sync" : c.optimizer().name();

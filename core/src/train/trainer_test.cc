@@ -44,8 +44,8 @@ struct Rank {
   }
   std::vector<float> params() const { return {arena.values().begin(), arena.values().end()}; }
   TinySource train, eval;
+  ParamArena arena;  // outlives the model, as the Model contract asks
   TinyModel model;
-  ParamArena arena;
   TinySgd optimizer;
 };
 

@@ -49,8 +49,8 @@ std::map<std::string, std::string> ComponentOptions(const Registry& registry, Co
 // A model rebuilt from a checkpoint (its config names the model and options) with the
 // checkpoint's parameters.
 struct CheckpointModel {
+  std::unique_ptr<ParamArena> arena;  // before `model`: it must outlive the model
   Owned<Model> model;
-  std::unique_ptr<ParamArena> arena;
   ConfigFile config;  // the run's config as recorded in the checkpoint
   std::string uri;    // the checkpoint object read
   int64_t step = 0;
