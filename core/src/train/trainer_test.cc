@@ -357,3 +357,46 @@ TEST(TrainerTest, BadOptionsAreInvalidArgument) {
 
 }  // namespace
 }  // namespace reel::core
+
+namespace reel::core {
+namespace {
+
+// Runs two inproc ranks to completion (or interruption) and returns rank 0's parameters.
+std::vector<float> TwoRanks(testing::MemStorage& storage, const TrainerOptions& o) {
+  auto group = CreateInprocGroup(2);
+  EXPECT_TRUE(group.ok());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      auto r = RunTrainer(o, ranks[i]->components(comms[i].get(), false), storage);
+      EXPECT_TRUE(r.ok()) << "rank " << i << ": " << r.status();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ranks[0]->params(), ranks[1]->params());
+  return ranks[0]->params();
+}
+
+TEST(TrainerTest, TwoRanksInterruptThenResumeEqualsUninterrupted) {
+  testing::MemStorage storage;
+  TrainerOptions o = BaseOptions();
+  o.steps = 10;  // 3 batches per rank and epoch: crosses epochs
+  std::vector<float> want = TwoRanks(storage, o);
+  o.checkpoint_dir = "mem://two";
+  TrainerOptions first = o;
+  // Both ranks poll the same flag; the ranks agree on stopping after step 4.
+  first.should_stop = [](int64_t step) { return step >= 4; };
+  TwoRanks(storage, first);
+  auto ckpt = LoadCheckpoint(storage, "mem://two");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->step, 4);
+  TrainerOptions second = o;
+  second.resume = true;
+  EXPECT_EQ(TwoRanks(storage, second), want);
+}
+
+}  // namespace
+}  // namespace reel::core
