@@ -162,7 +162,7 @@ class Group {
   }
 
   static constexpr size_t kMinPooledBytes = 64 << 10;
-  static constexpr size_t kMaxPooledPerRank = 4;
+  static constexpr size_t kMaxPooledPerRank = 2;
 
   const std::string name_;
   const int size_;
