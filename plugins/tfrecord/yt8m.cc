@@ -459,8 +459,10 @@ void DequantizeBytes(const uint8_t* q, size_t n, float* out) {
 }
 
 uint8_t Quantize(float x) {
-  float c = std::fmin(2.0f, std::fmax(-2.0f, x));
-  return static_cast<uint8_t>(std::lround((c + 2.0f) * 255.0f / 4.0f));
+  float c = x > -2.0f ? (x < 2.0f ? x : 2.0f) : -2.0f;  // NaN maps to -2
+  // The value is in [0, 255], so adding 0.5 and truncating rounds half up, as lround would;
+  // written out because the library calls dominated `reel synth`.
+  return static_cast<uint8_t>(static_cast<int>((c + 2.0f) * (255.0f / 4.0f) + 0.5f));
 }
 
 void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, float* dst) {

@@ -72,7 +72,7 @@ void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, fl
 float Dequantize(uint8_t q);
 // Dequantizes n bytes; uses AVX2 when the CPU has it.
 void DequantizeBytes(const uint8_t* q, size_t n, float* out);
-// Clips x to [-2, 2], then round((x + 2) * 255/4).
+// Clips x to [-2, 2] (NaN to -2), then round((x + 2) * 255/4), halves rounded up.
 uint8_t Quantize(float x);
 
 // A summary of any Example/SequenceExample for `reel inspect`: every feature with its kind and

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "example.pb.h"
 #include "reel/recordio.h"
 #include "test_util.h"
@@ -201,6 +203,9 @@ TEST(DequantizeTest, FormulaVectorPathAndQuantizeRoundTrip) {
   for (int v = 0; v < 256; ++v) EXPECT_EQ(Quantize(static_cast<float>(v * 4.0 / 255.0 - 2.0)), v);
   EXPECT_EQ(Quantize(-7.0f), 0);
   EXPECT_EQ(Quantize(9.0f), 255);
+  EXPECT_EQ(Quantize(std::nanf("")), 0);
+  EXPECT_EQ(Quantize(-2.0f + 4.0f / 255.0f * 0.49f), 0);
+  EXPECT_EQ(Quantize(-2.0f + 4.0f / 255.0f * 0.51f), 1);
 }
 
 TEST(FeatureSpecTest, ParsesAndRejects) {
