@@ -188,15 +188,18 @@ class InspectCommand : public Command {
     for (const std::string& pattern : a.positional) {
       REEL_ASSIGN_OR_RETURN(Storage * storage, ctx.storage->ForUri(pattern));
       REEL_ASSIGN_OR_RETURN(auto found, storage->Glob(pattern));
-      if (found.empty()) {
-        Status s = NotFoundError("no file matches '" + pattern + "'");
-        if (ctx.err) *ctx.err << s << "\n";
-        if (first_error.ok()) first_error = s;
-      }
-      for (const ObjectInfo& info : found) {
-        Status s = InspectFile(*storage, info, comp, id_key, labels_key, json, limit, ctx);
-        if (!s.ok() && first_error.ok()) first_error = s;
-      }
+      // The first error is returned (the host prints it); later ones are printed here.
+      auto note = [&](const Status& s) {
+        if (s.ok()) return;
+        if (first_error.ok()) {
+          first_error = s;
+        } else if (ctx.err) {
+          *ctx.err << s << "\n";
+        }
+      };
+      if (found.empty()) note(NotFoundError("no file matches '" + pattern + "'"));
+      for (const ObjectInfo& info : found)
+        note(InspectFile(*storage, info, comp, id_key, labels_key, json, limit, ctx));
     }
     return first_error;
   }
@@ -239,8 +242,6 @@ class InspectCommand : public Command {
           << recordio::CompressionName(c) << ")";
       if (!error.ok()) out << "; first error: " << error;
       out << "\n";
-    } else if (!error.ok() && ctx.err) {
-      *ctx.err << error << "\n";
     }
     return error;
   }

@@ -89,7 +89,11 @@ TEST_F(CommandsTest, InspectReportsTheFirstError) {
   std::ofstream(path, std::ios::binary) << bytes;
   s = Run(*inspect, {path, "--json"});
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(err_.str(), HasSubstr(path + ": offset 0: unparsable"));
+  EXPECT_THAT(s.message(), HasSubstr(path + ": offset 0: unparsable"));
+  // With several files, the first error is returned and later ones are printed.
+  s = Run(*inspect, {path, dir_ / "none*.tfrecord", "--json"});
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(err_.str(), HasSubstr("no file matches"));
   EXPECT_EQ(Run(*inspect, {dir_ / "none*.tfrecord"}).code(), StatusCode::kNotFound);
   EXPECT_EQ(Run(*inspect, {}).code(), StatusCode::kInvalidArgument);
 }
