@@ -25,7 +25,7 @@ std::string LocalPath(const std::string& uri) {
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::snprintf(buf, sizeof buf, "%.15g", v);  // wall_time needs ~13 digits for ms
   return buf;
 }
 
