@@ -71,7 +71,7 @@ class UpdateRule {
   Status RestoreState(std::string_view in) {
     auto take = [&](void* dst, size_t n) {
       if (in.size() < n) return false;
-      std::memcpy(dst, in.data(), n);
+      if (n > 0) std::memcpy(dst, in.data(), n);  // dst may be null when n == 0
       in.remove_prefix(n);
       return true;
     };
