@@ -87,7 +87,13 @@ Status PluginLoader::LoadFile(const std::string& path) {
     return Reject(path, InvalidArgumentError("not a shared library (no ELF header)"));
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
-  library->load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  // RTLD_NODELETE: a plugin's code stays mapped until the process ends. Plugins start threads
+  // the host cannot join (OpenMP/oneDNN worker pools); unmapping their code (and libgomp with it)
+  // at the last dlclose while those threads still run crashed `reel` at exit.
+  library->load(canonical,
+                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local |
+                    static_cast<boost::dll::load_mode::type>(RTLD_NODELETE),
+                ec);
   if (ec || !library->is_loaded())
     return Reject(path, InvalidArgumentError("not loadable: " + DlopenReason(canonical.string())));
   if (!library->has(kPluginEntrySymbol))
