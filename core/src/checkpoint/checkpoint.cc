@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "checkpoint.pb.h"
-#include "checkpoint/crc32c.h"
+#include "reel/recordio.h"
 
 namespace reel::core {
 namespace {
@@ -100,7 +100,7 @@ std::string EncodeCheckpoint(const CheckpointState& s) {
   reel::checkpoint::CheckpointFile f;
   f.set_format_version(kFormatVersion);
   f.set_payload(p.SerializeAsString());
-  f.set_payload_crc32c(Crc32c(f.payload()));
+  f.set_payload_crc32c(recordio::Crc32c(f.payload()));
   return f.SerializeAsString();
 }
 
@@ -113,7 +113,7 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
   if (f.format_version() != kFormatVersion)
     return DataLossError(w + ": checkpoint format version " + std::to_string(f.format_version()) +
                          " (this reel reads version " + std::to_string(kFormatVersion) + ")");
-  const uint32_t crc = Crc32c(f.payload());
+  const uint32_t crc = recordio::Crc32c(f.payload());
   if (crc != f.payload_crc32c())
     return DataLossError(w + ": checkpoint checksum mismatch (CRC32C of " +
                          std::to_string(f.payload().size()) + " payload bytes is " +

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/crc32c.h"
+#include "reel/recordio.h"
 #include "event.pb.h"
 
 namespace reel::core {
@@ -134,18 +134,8 @@ Status EventWriter::WriteScalars(int64_t step,
 }
 
 Status EventWriter::WriteRecord(const std::string& data) {
-  // TFRecord: uint64 length, masked crc of length, data, masked crc of data; little-endian.
-  std::string rec(12, '\0');
-  const uint64_t len = data.size();
-  for (int i = 0; i < 8; ++i) rec[i] = static_cast<char>((len >> (8 * i)) & 0xFF);
-  auto put32 = [](char* at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) at[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
-  };
-  put32(&rec[8], MaskCrc32c(Crc32c(std::string_view(rec.data(), 8))));
-  rec += data;
-  char tail[4];
-  put32(tail, MaskCrc32c(Crc32c(data)));
-  rec.append(tail, 4);
+  std::string rec;
+  recordio::AppendFramedRecord(data, &rec);
   return sink_->Append(rec);
 }
 

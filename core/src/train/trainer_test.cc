@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "checkpoint.pb.h"
-#include "checkpoint/crc32c.h"
+#include "reel/recordio.h"
 #include "event.pb.h"
 #include "reel/core/checkpoint.h"
 #include "reel/core/collectives.h"
@@ -233,9 +233,9 @@ std::vector<std::string> ReadRecords(const std::string& file) {
   while (at < file.size()) {
     EXPECT_LE(at + 12, file.size());
     uint64_t len = u32(at) | (static_cast<uint64_t>(u32(at + 4)) << 32);
-    EXPECT_EQ(u32(at + 8), MaskCrc32c(Crc32c(file.substr(at, 8))));
+    EXPECT_EQ(u32(at + 8), recordio::MaskCrc(recordio::Crc32c(file.substr(at, 8))));
     std::string data = file.substr(at + 12, len);
-    EXPECT_EQ(u32(at + 12 + len), MaskCrc32c(Crc32c(data)));
+    EXPECT_EQ(u32(at + 12 + len), recordio::MaskCrc(recordio::Crc32c(data)));
     out.push_back(data);
     at += 16 + len;
   }
