@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "reel/layers/init.h"
+#include "reel/layers/input.h"
 
 namespace reel::bilstm {
 namespace {
@@ -84,32 +85,7 @@ void BiLstmEncoder::Initialize(uint64_t seed) {
 }
 
 Result<const Feature*> BiLstmEncoder::FindFeature(const Batch& batch) const {
-  const std::string& name = config_.feature;
-  Result<const Feature*> found = batch.Find(name);
-  if (!found.ok()) return InvalidArgumentError(found.status().message());
-  const Feature& f = **found;
-  const std::string want = "[B, T, " + std::to_string(config_.width) + "]";
-  if (f.values.rank() != 3 || f.values.dim(0) < 1 || f.values.dim(1) < 1)
-    return InvalidArgumentError("feature '" + name + "' has shape " +
-                                ShapeToString(f.values.shape()) + ", want " + want);
-  if (f.values.dim(2) != config_.width)
-    return InvalidArgumentError("feature '" + name + "' has width " +
-                                std::to_string(f.values.dim(2)) + ", want " +
-                                std::to_string(config_.width));
-  const int64_t b_n = f.values.dim(0), t_n = f.values.dim(1);
-  if (static_cast<int64_t>(f.lengths.size()) != b_n)
-    return InvalidArgumentError("feature '" + name + "' has " + std::to_string(f.lengths.size()) +
-                                " lengths for " + std::to_string(b_n) + " videos");
-  for (int64_t b = 0; b < b_n; ++b) {
-    const int32_t len = f.lengths[static_cast<size_t>(b)];
-    if (len < 1 || len > t_n) {
-      const std::string video = b < batch.size() ? "'" + batch.ids[static_cast<size_t>(b)] + "'"
-                                                 : "#" + std::to_string(b);
-      return InvalidArgumentError("feature '" + name + "' of video " + video + " has length " +
-                                  std::to_string(len) + ", want 1.." + std::to_string(t_n));
-    }
-  }
-  return &f;
+  return layers::CheckedFeature(batch, config_.feature, config_.width);
 }
 
 Status BiLstmEncoder::RunForward(Dir& d, bool train) {

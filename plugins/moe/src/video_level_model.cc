@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "reel/layers/input.h"
+
 namespace reel::moe {
 
 OptionSchema VideoLevelOptions(bool with_experts) {
@@ -64,43 +66,6 @@ Status VideoLevelModel::Initialize(uint64_t seed) {
   return Status::Ok();
 }
 
-namespace {
-
-// The feature `name`, checked: present, [B, T, width], lengths 1..T, B == want_batch (when >= 0).
-Result<const Feature*> CheckedFeature(const Batch& batch, const std::string& name, int64_t width,
-                                      int64_t want_batch) {
-  Result<const Feature*> found = batch.Find(name);
-  if (!found.ok()) return InvalidArgumentError(found.status().message());
-  const Feature& f = **found;
-  if (f.values.rank() != 3 || f.values.dim(0) < 1 || f.values.dim(1) < 1)
-    return InvalidArgumentError("feature '" + name + "' has shape " +
-                                ShapeToString(f.values.shape()) + ", want [B, T, " +
-                                std::to_string(width) + "]");
-  if (f.values.dim(2) != width)
-    return InvalidArgumentError("feature '" + name + "' has width " +
-                                std::to_string(f.values.dim(2)) + ", want " +
-                                std::to_string(width));
-  const int64_t b_n = f.values.dim(0), t_n = f.values.dim(1);
-  if (want_batch >= 0 && b_n != want_batch)
-    return InvalidArgumentError("feature '" + name + "' has " + std::to_string(b_n) +
-                                " videos, want " + std::to_string(want_batch));
-  if (static_cast<int64_t>(f.lengths.size()) != b_n)
-    return InvalidArgumentError("feature '" + name + "' has " + std::to_string(f.lengths.size()) +
-                                " lengths for " + std::to_string(b_n) + " videos");
-  for (int64_t b = 0; b < b_n; ++b) {
-    const int32_t len = f.lengths[static_cast<size_t>(b)];
-    if (len < 1 || len > t_n) {
-      const std::string video = b < batch.size() ? "'" + batch.ids[static_cast<size_t>(b)] + "'"
-                                                 : "#" + std::to_string(b);
-      return InvalidArgumentError("feature '" + name + "' of video " + video + " has length " +
-                                  std::to_string(len) + ", want 1.." + std::to_string(t_n));
-    }
-  }
-  return &f;
-}
-
-}  // namespace
-
 Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
   trained_ = false;
   if (arena_ == nullptr || !arena_->finalized())
@@ -109,7 +74,8 @@ Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
   std::vector<const Feature*> feats;
   int64_t b_n = -1;
   for (size_t i = 0; i < features_.size(); ++i) {
-    REEL_ASSIGN_OR_RETURN(const Feature* f, CheckedFeature(batch, features_[i], widths_[i], b_n));
+    REEL_ASSIGN_OR_RETURN(const Feature* f,
+                          layers::CheckedFeature(batch, features_[i], widths_[i], b_n));
     b_n = f->values.dim(0);
     feats.push_back(f);
   }
