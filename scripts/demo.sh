@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-REEL_BUILD_DIR=build scripts/build.sh -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_BENCH=OFF
-exec build/bin/reel plugins "$@"
+REEL_BUILD_DIR=build scripts/build.sh -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_PLUGINS=ON -DREEL_BUILD_BENCH=OFF -DREEL_SANITIZE=OFF
+exec build/bin/reel demo "$@"
