@@ -215,27 +215,26 @@ class TfRecordSource : public DataSource {
         t = std::max<int64_t>(t, f.lengths[r]);
       }
       if (level == Level::kFrame && options_.fixed_length) t = config_.decode.max_frames;
-      // Grown one frame at a time inside reserved memory: std::vector zero-fills what it grows,
-      // so each row is zeroed and overwritten while it is in L1, instead of zeroing the whole
-      // tensor first and streaming it through memory twice. Padding rows stay zero.
-      std::vector<float> values;
-      values.reserve(static_cast<size_t>(b * t * d));
+      // Each output value is written exactly once: decoded frames straight into an uninitialised
+      // tensor, then only the padding rows zeroed, while the video's rows are still in cache.
+      f.values = Tensor::Uninitialized({b, t, d});
       const auto row = static_cast<size_t>(d);
       for (size_t r = 0; r < recs.size(); ++r) {
         const FeatureView& fv = recs[r]->rec.features[i];
-        const size_t end = values.size() + static_cast<size_t>(t) * row;
+        float* out = f.values.data() + r * static_cast<size_t>(t) * row;
+        float* const end = out + static_cast<size_t>(t) * row;
         if (level == Level::kFrame) {
           for (const uint8_t* frame : fv.frames) {
-            values.resize(values.size() + row);
-            DequantizeBytes(frame, row, values.data() + values.size() - row);
+            if (out == end) break;  // never past this video's T rows
+            DequantizeBytes(frame, row, out);
+            out += row;
           }
         } else {
-          values.resize(values.size() + row);
-          WriteFeature(recs[r]->rec, i, d, level, values.data() + values.size() - row);
+          WriteFeature(recs[r]->rec, i, d, level, out);
+          out += row;
         }
-        values.resize(end);
+        std::fill(out, end, 0.0f);
       }
-      f.values = Tensor({b, t, d}, std::move(values));
       batch.features.emplace(specs[i].name, std::move(f));
     }
     return batch;

@@ -1,15 +1,17 @@
 // Tensor: a dense float32 array with a shape, row-major, either owning its values or viewing
 // someone else's.
 //
-// Ownership: an owning Tensor holds its values in a std::vector; a view holds a raw pointer whose
+// Ownership: an owning Tensor holds its values in a heap array; a view holds a raw pointer whose
 // storage must remain live (and not be resized) while the view is used. Copying a view copies the
 // pointer, copying an owning tensor copies the values.
 // Thread-safety: none internally; concurrent reads are fine, writes need external locking.
 #ifndef REEL_TENSOR_H_
 #define REEL_TENSOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <string>
@@ -37,13 +39,24 @@ class Tensor {
  public:
   Tensor() = default;
   // An owning tensor of `shape`, filled with `fill`.
-  explicit Tensor(Shape shape, float fill = 0.0f)
-      : shape_(std::move(shape)), owned_(static_cast<size_t>(NumElements(shape_)), fill) {
-    data_ = owned_.data();
+  explicit Tensor(Shape shape, float fill = 0.0f) : Tensor(Uninitialized(std::move(shape))) {
+    std::fill(data_, data_ + size(), fill);
   }
-  // An owning tensor taking `values`. REQUIRES: values.size() == NumElements(shape).
-  Tensor(Shape shape, std::vector<float> values) : shape_(std::move(shape)), owned_(std::move(values)) {
-    data_ = owned_.data();
+  // An owning tensor holding a copy of `values`; elements past values.size() are zero.
+  Tensor(Shape shape, const std::vector<float>& values) : Tensor(Uninitialized(std::move(shape))) {
+    const size_t n = std::min(values.size(), static_cast<size_t>(size()));
+    std::copy(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n), data_);
+    std::fill(data_ + n, data_ + size(), 0.0f);
+  }
+  // An owning tensor whose values are not initialised (like torch.empty): for producers that
+  // write every element, so each output byte is written once. REQUIRES: the caller writes all
+  // of values() before anyone reads them.
+  static Tensor Uninitialized(Shape shape) {
+    Tensor t;
+    t.shape_ = std::move(shape);
+    t.owned_.reset(new float[static_cast<size_t>(NumElements(t.shape_))]);  // default-init
+    t.data_ = t.owned_.get();
+    return t;
   }
   // A view of `data`, which must outlive the tensor.
   static Tensor View(float* data, Shape shape) {
@@ -53,20 +66,25 @@ class Tensor {
     return t;
   }
 
+  // Copying an owning tensor copies its values; copying a view copies the pointer.
   Tensor(const Tensor& other) { *this = other; }
   Tensor& operator=(const Tensor& other) {
     if (this == &other) return *this;
-    shape_ = other.shape_;
-    owned_ = other.owned_;
-    data_ = other.is_view() ? other.data_ : owned_.data();
+    if (other.is_view() || other.data_ == nullptr) {
+      shape_ = other.shape_;
+      owned_.reset();
+      data_ = other.data_;
+      return *this;
+    }
+    *this = Uninitialized(other.shape_);
+    std::copy(other.data_, other.data_ + other.size(), data_);
     return *this;
   }
   Tensor(Tensor&& other) noexcept { *this = std::move(other); }
   Tensor& operator=(Tensor&& other) noexcept {
-    bool view = other.is_view();
     shape_ = std::move(other.shape_);
     owned_ = std::move(other.owned_);
-    data_ = view ? other.data_ : owned_.data();
+    data_ = other.data_;
     other.data_ = nullptr;
     other.shape_.clear();
     return *this;
@@ -76,7 +94,7 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[static_cast<size_t>(i)]; }
   int64_t size() const { return data_ ? NumElements(shape_) : 0; }
-  bool is_view() const { return data_ != nullptr && data_ != owned_.data(); }
+  bool is_view() const { return data_ != nullptr && owned_ == nullptr; }
 
   float* data() { return data_; }
   const float* data() const { return data_; }
@@ -88,7 +106,7 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float> owned_;
+  std::unique_ptr<float[]> owned_;  // null for views and empty tensors
   float* data_ = nullptr;
 };
 
