@@ -5,6 +5,9 @@
 
 #include <array>
 #include <cstdio>
+#include <string>
+
+#include "reel/plugin.h"
 
 namespace {
 
@@ -69,7 +72,7 @@ TEST(ReelCliTest, UnknownCommandsAreOneClearLine) {
 TEST(ReelCliTest, VersionAndHelp) {
   CliRun v = Reel("version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_NE(v.output.find("plugin ABI 1"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("plugin ABI " + std::to_string(reel::kPluginAbiVersion)), std::string::npos) << v.output;
   CliRun h = Reel("--help");
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_NE(h.output.find("plugins"), std::string::npos) << h.output;

@@ -147,11 +147,12 @@ TEST_F(PluginLoaderTest, RejectsAnotherAbiSdkOrRuntimeBeforeRunningPluginCode) {
   struct Case {
     const char* scenario;
     const char* file;
-    const char* reason;
+    std::string reason;
   };
   for (const Case& c :
        {Case{"bad_1", "test_bad_descriptor_1",
-             "plugin ABI version 999, this host speaks version 1"},
+             "plugin ABI version 999, this host speaks version " +
+                 std::to_string(kPluginAbiVersion)},
         Case{"bad_2", "test_bad_descriptor_2", "built with SDK 7.0.0"},
         Case{"bad_3", "test_bad_descriptor_3", "built for C++ runtime 'runtime=libc++"}}) {
     Status s = loader_.LoadFile(PluginFile(c.scenario, c.file));

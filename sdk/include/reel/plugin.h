@@ -114,7 +114,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 };
 
 // The current plugin ABI: bumped whenever a contract in sdk/include/reel changes incompatibly.
-inline constexpr uint32_t kPluginAbiVersion = 1;
+// 2: Tensor storage became a shared_ptr with a release function (TensorPool).
+inline constexpr uint32_t kPluginAbiVersion = 2;
 
 using RegisterFn = Status (*)(Registrar&) noexcept;
 

@@ -1,9 +1,11 @@
 // Tensor: a dense float32 array with a shape, row-major, either owning its values or viewing
 // someone else's.
 //
-// Ownership: an owning Tensor holds its values in a heap array; a view holds a raw pointer whose
-// storage must remain live (and not be resized) while the view is used. Copying a view copies the
-// pointer, copying an owning tensor copies the values.
+// Ownership: an owning Tensor holds its values in storage it shares with no other tensor: a
+// 64-byte-aligned heap array, or memory adopted with a release function (TensorPool recycles
+// batch buffers this way). A view holds a raw pointer whose storage must remain live (and not be
+// resized) while the view is used. Copying a view copies the pointer, copying an owning tensor
+// copies the values.
 // Thread-safety: none internally; concurrent reads are fine, writes need external locking.
 #ifndef REEL_TENSOR_H_
 #define REEL_TENSOR_H_
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <span>
 #include <string>
@@ -37,6 +40,8 @@ inline std::string ShapeToString(const Shape& shape) {
 
 class Tensor {
  public:
+  static constexpr size_t kAlignment = 64;  // of storage from Uninitialized() (a cache line)
+
   Tensor() = default;
   // An owning tensor of `shape`, filled with `fill`.
   explicit Tensor(Shape shape, float fill = 0.0f) : Tensor(Uninitialized(std::move(shape))) {
@@ -51,10 +56,22 @@ class Tensor {
   // An owning tensor whose values are not initialised (like torch.empty): for producers that
   // write every element, so each output byte is written once. REQUIRES: the caller writes all
   // of values() before anyone reads them.
+  // The storage is aligned to kAlignment bytes.
   static Tensor Uninitialized(Shape shape) {
+    const auto n = static_cast<size_t>(NumElements(shape));
+    auto* p =
+        static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{kAlignment}));
+    return Adopt(std::move(shape), std::shared_ptr<float[]>(p, [](float* q) {
+                   ::operator delete[](q, std::align_val_t{kAlignment});
+                 }));
+  }
+  // An owning tensor over `storage` (holding at least NumElements(shape) floats, which become
+  // the values as they are), released through the shared_ptr's deleter when the tensor goes.
+  // REQUIRES: no other tensor or code writes that storage while this tensor owns it.
+  static Tensor Adopt(Shape shape, std::shared_ptr<float[]> storage) {
     Tensor t;
     t.shape_ = std::move(shape);
-    t.owned_.reset(new float[static_cast<size_t>(NumElements(t.shape_))]);  // default-init
+    t.owned_ = std::move(storage);
     t.data_ = t.owned_.get();
     return t;
   }
@@ -106,7 +123,7 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::unique_ptr<float[]> owned_;  // null for views and empty tensors
+  std::shared_ptr<float[]> owned_;  // null for views and empty tensors; never shared by tensors
   float* data_ = nullptr;
 };
 
