@@ -243,6 +243,7 @@ RecordReader::RecordReader(RandomAccessFile* file, RecordReaderOptions options) 
 RecordReader::~RecordReader() = default;
 
 const std::string& RecordReader::uri() const { return stream_->uri(); }
+bool RecordReader::compressed() const { return stream_->compressed(); }
 uint64_t RecordReader::file_bytes_read() const { return stream_->file_bytes(); }
 
 Status RecordReader::Fail(Status s) {
@@ -274,7 +275,7 @@ Status RecordReader::ReadHeader(uint64_t* length) {
   return Status::Ok();
 }
 
-Status RecordReader::ReadRecord(std::string* record) {
+Status RecordReader::ReadRecordDeferringCrc(std::string* record, uint32_t* stored_crc) {
   if (!sticky_.ok()) return sticky_;
   const uint64_t start = offset_;
   uint64_t length = 0;
@@ -303,13 +304,27 @@ Status RecordReader::ReadRecord(std::string* record) {
   if (!r.ok()) return Fail(r.status());
   if (*r < 4) return Fail(DataLossError(where() + "truncated data CRC"));
   offset_ = start + kRecordOverhead + length;
-  uint32_t stored = UnmaskCrc(DecodeFixed32(crc_bytes));
-  uint32_t actual = Crc32c(record->data(), record->size());
-  if (stored != actual)
-    return DataLossError(where() + "data CRC mismatch over " + std::to_string(length) +
-                         " payload bytes (stored " + Hex32(stored) + ", computed " + Hex32(actual) +
-                         ")");
+  *stored_crc = UnmaskCrc(DecodeFixed32(crc_bytes));
   return Status::Ok();
+}
+
+Status RecordReader::ReadRecord(std::string* record) {
+  const uint64_t start = offset_;
+  uint32_t stored = 0;
+  REEL_RETURN_IF_ERROR(ReadRecordDeferringCrc(record, &stored));
+  const uint32_t actual = Crc32c(record->data(), record->size());
+  if (stored != actual)
+    return DataCrcMismatchError(uri(), stream_->compressed(), start, record->size(), stored,
+                                actual);
+  return Status::Ok();
+}
+
+Status DataCrcMismatchError(std::string_view uri, bool compressed, uint64_t offset, uint64_t length,
+                            uint32_t stored, uint32_t computed) {
+  return DataLossError(std::string(uri) + (compressed ? ": uncompressed offset " : ": offset ") +
+                       std::to_string(offset) + ": data CRC mismatch over " +
+                       std::to_string(length) + " payload bytes (stored " + Hex32(stored) +
+                       ", computed " + Hex32(computed) + ")");
 }
 
 Status RecordReader::SkipRecord() {

@@ -242,7 +242,7 @@ TEST(CorruptionTest, FlippedBitInLengthCrc) {
 
 TEST(CorruptionTest, FlippedBitInPayloadIsRecoverable) {
   std::string b = ThreeRecords();
-  b[19 + 12 + 1] ^= 0x04;  // "bar" -> "bfr"
+  b[19 + 12 + 1] ^= 0x04;  // "bar" -> "ber"
   MemFile file("bad.tfrecord", b);
   RecordReader r(&file);
   std::string rec;
@@ -252,6 +252,36 @@ TEST(CorruptionTest, FlippedBitInPayloadIsRecoverable) {
   EXPECT_TRUE(r.can_continue());
   ASSERT_TRUE(r.ReadRecord(&rec).ok());
   EXPECT_EQ(rec, "bazz");
+}
+
+// ReadRecordDeferringCrc hands the stored CRC to the caller, who checks it and reports a
+// mismatch in the reader's own words; the framing checks stay in the reader.
+TEST(CorruptionTest, DeferredCrcIsTheStoredOneAndReportedLikeTheReaderDoes) {
+  std::string b = ThreeRecords();
+  b[19 + 12 + 1] ^= 0x04;  // "bar" -> "ber"
+  MemFile file("bad.tfrecord", b);
+  RecordReader deferring(&file);
+  std::string rec;
+  uint32_t stored = 0;
+  ASSERT_TRUE(deferring.ReadRecordDeferringCrc(&rec, &stored).ok());
+  EXPECT_EQ(stored, Crc32c("foo"));
+  const uint64_t offset = deferring.offset();
+  ASSERT_TRUE(deferring.ReadRecordDeferringCrc(&rec, &stored).ok());  // bytes unchecked
+  EXPECT_EQ(rec, "ber");
+  EXPECT_EQ(stored, Crc32c("bar"));
+  Status mine = DataCrcMismatchError(deferring.uri(), deferring.compressed(), offset, rec.size(),
+                                     stored, Crc32c(rec));
+  RecordReader checking(&file);
+  ASSERT_TRUE(checking.ReadRecord(&rec).ok());
+  Status theirs = checking.ReadRecord(&rec);
+  EXPECT_EQ(mine.code(), theirs.code());
+  EXPECT_EQ(mine.message(), theirs.message());
+  ExpectDataLoss(mine, "19", "data CRC mismatch");
+
+  b[0] ^= 0x01;  // the first length: framing errors still come from the reader
+  MemFile broken("bad.tfrecord", b);
+  RecordReader r(&broken);
+  ExpectDataLoss(r.ReadRecordDeferringCrc(&rec, &stored), "0", "length CRC mismatch");
 }
 
 TEST(CorruptionTest, FlippedBitInDataCrc) {

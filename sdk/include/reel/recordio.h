@@ -90,6 +90,14 @@ class RecordReader {
   // same string again to avoid allocations) and checks both CRCs. OutOfRange at a clean end.
   Status ReadRecord(std::string* record);
 
+  // As ReadRecord, but leaves the data CRC to the caller, who can then compute it in a pass it
+  // makes over the payload anyway (the tfrecord source fuses it with dequantization):
+  // *stored_crc receives the record's data CRC (unmasked), to be compared with
+  // Crc32c(*record) before the payload is trusted, and a mismatch reported with
+  // DataCrcMismatchError(uri(), compressed(), offset of the record, ...). The length CRC is
+  // checked here; the reader stays in sync whatever the payload holds.
+  Status ReadRecordDeferringCrc(std::string* record, uint32_t* stored_crc);
+
   // Steps over the next record, checking its length CRC but neither reading nor checking its
   // payload (uncompressed files do not even read it). For readers that own only some records.
   Status SkipRecord();
@@ -105,6 +113,8 @@ class RecordReader {
   bool can_continue() const { return sticky_.ok(); }
 
   const std::string& uri() const;
+  // True for zlib and gzip files (whose offsets are positions in the decompressed stream).
+  bool compressed() const;
 
   class Stream;  // implementation detail (plain or inflating byte stream)
 
@@ -116,6 +126,12 @@ class RecordReader {
   uint64_t offset_ = 0;
   Status sticky_;  // a non-recoverable error, repeated by every later call
 };
+
+// The DataLoss a reader returns for a payload whose CRC does not match: "<uri>: offset N: data
+// CRC mismatch over L payload bytes (stored 0x…, computed 0x…)" ("uncompressed offset" for
+// compressed files). For callers of ReadRecordDeferringCrc, so both paths say the same.
+Status DataCrcMismatchError(std::string_view uri, bool compressed, uint64_t offset, uint64_t length,
+                            uint32_t stored, uint32_t computed);
 
 // ---- Writing ----
 
