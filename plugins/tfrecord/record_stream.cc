@@ -82,22 +82,27 @@ Status EpochStream::ReadOwned(std::unique_ptr<PendingRecord>* out) {
     if (free_.empty()) free_.push_back(std::make_unique<PendingRecord>());
     std::unique_ptr<PendingRecord> p = std::move(free_.back());
     free_.pop_back();
-    Status s = reader_->ReadRecord(&p->payload);
+    Status s = reader_->ReadRecordDeferringCrc(&p->payload, &p->stored_crc);
     if (s.code() == StatusCode::kOutOfRange) {
       free_.push_back(std::move(p));
       reader_.reset();
       continue;
     }
     ++record_index_;
+    p->file = order_[next_file_ - 1];
+    p->offset = offset;
     if (s.ok()) {
       s = DecodeVideo(p->payload, config_->decode, &p->rec);
-      if (!s.ok())
-        s = s.WithContext(
-            reader_->uri() +
-            (config_->files[order_[next_file_ - 1]].compression == recordio::Compression::kNone
-                 ? ": offset "
-                 : ": uncompressed offset ") +
-            std::to_string(offset));
+      if (!s.ok()) {
+        // A payload that does not decode is reported as what it most likely is: a CRC
+        // mismatch if its bytes are not the ones written, else the decoding error.
+        Status crc = CheckCrc(*p, recordio::Crc32c(p->payload));
+        s = !crc.ok()
+                ? crc
+                : s.WithContext(reader_->uri() +
+                                (reader_->compressed() ? ": uncompressed offset " : ": offset ") +
+                                std::to_string(offset));
+      }
     }
     if (s.ok()) {
       p->framed_bytes = static_cast<int64_t>(p->payload.size() + recordio::kRecordOverhead);
@@ -134,6 +139,13 @@ Status EpochStream::Next(std::unique_ptr<PendingRecord>* out) {
   buffer_[j] = std::move(buffer_.back());
   buffer_.pop_back();
   return Status::Ok();
+}
+
+Status EpochStream::CheckCrc(const PendingRecord& p, uint32_t computed) const {
+  if (computed == p.stored_crc) return Status::Ok();
+  const SourceFile& f = config_->files[p.file];
+  return recordio::DataCrcMismatchError(f.uri, f.compression != recordio::Compression::kNone,
+                                        p.offset, p.payload.size(), p.stored_crc, computed);
 }
 
 void EpochStream::Recycle(std::unique_ptr<PendingRecord> p) {

@@ -41,10 +41,18 @@ struct StreamConfig {
 
 // A decoded record; `rec` views into `payload`, so the object is kept behind a unique_ptr
 // (never moved) while the views are used.
+//
+// Its data CRC is not checked yet (it decoded, but its bytes may still be wrong): whoever uses the
+// payload first computes Crc32c(payload), usually fused with dequantization, and passes it to
+// EpochStream::CheckCrc before anything built from it is delivered.
 struct PendingRecord {
   std::string payload;
   VideoRecord rec;
   int64_t framed_bytes = 0;
+  uint32_t stored_crc = 0;    // the data CRC the file carries (unmasked)
+  uint32_t computed_crc = 0;  // Crc32c(payload), once someone has computed it
+  size_t file = 0;            // index into StreamConfig::files
+  uint64_t offset = 0;        // stream offset of the record, for errors
 };
 
 class EpochStream {
@@ -55,6 +63,13 @@ class EpochStream {
   Status Next(std::unique_ptr<PendingRecord>* out);
   // Returns a record's memory for reuse.
   void Recycle(std::unique_ptr<PendingRecord> p);
+
+  // OK if `computed` (Crc32c of p's payload) matches the CRC in the file; else the reader's
+  // DataLoss naming the file, offset and both CRCs.
+  Status CheckCrc(const PendingRecord& p, uint32_t computed) const;
+  // For a record found corrupt after Next() returned it: with skip_corrupt, counts and logs it
+  // and returns OK (the caller drops the record); otherwise returns `why`.
+  Status SkipCorrupt(const Status& why) { return Skip(why, true); }
 
   int64_t skipped() const { return skipped_; }
   const std::string& first_skip() const { return first_skip_; }

@@ -12,6 +12,7 @@
 
 #include "record_stream.h"
 #include "reel/glob.h"
+#include "reel/tensor_pool.h"
 
 namespace reel::tfrecord {
 namespace {
@@ -36,7 +37,10 @@ uint64_t Fnv1a(uint64_t h, std::string_view s) {
 class TfRecordSource : public DataSource {
  public:
   TfRecordSource(StreamConfig config, SourceOptions options)
-      : config_(std::move(config)), options_(options) {
+      : config_(std::move(config)),
+        options_(options),
+        pool_(TensorPool::Create(static_cast<size_t>(options.prefetch + 3) *
+                                 config_.decode.features.size())) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const auto& f : config_.files) h = Fnv1a(h, f.uri);
     for (const auto& f : config_.decode.features)
@@ -165,36 +169,71 @@ class TfRecordSource : public DataSource {
       return item;
     }
     std::vector<std::unique_ptr<PendingRecord>> recs;
-    Status s;
-    while (static_cast<int64_t>(recs.size()) < options_.batch_size) {
-      std::unique_ptr<PendingRecord> p;
-      s = stream_->Next(&p);
-      if (!s.ok()) break;
-      if (to_drop_ > 0) {  // replaying up to a restored position
-        --to_drop_;
-        stream_->Recycle(std::move(p));
-        continue;
-      }
-      item.bytes += p->framed_bytes;
-      recs.push_back(std::move(p));
-    }
-    item.skipped = stream_->skipped() - last_skipped_;
-    last_skipped_ = stream_->skipped();
-    if (first_skip_.empty()) first_skip_ = stream_->first_skip();
-    if (!s.ok() && (s.code() != StatusCode::kOutOfRange || recs.empty())) {
-      final_ = s;  // an error or the end is final for this epoch
+    auto fail = [&](const Status& s) {  // an error or the end is final for this epoch
+      final_ = s;
       item.batch = s;
       item.bytes = 0;
       for (auto& p : recs) stream_->Recycle(std::move(p));
-      return item;
+      return std::move(item);
+    };
+    while (true) {
+      Status s;
+      while (static_cast<int64_t>(recs.size()) < options_.batch_size) {
+        std::unique_ptr<PendingRecord> p;
+        s = stream_->Next(&p);
+        if (!s.ok()) break;
+        if (to_drop_ > 0) {  // replaying up to a restored position: only the CRC matters
+          Status crc = stream_->CheckCrc(*p, recordio::Crc32c(p->payload));
+          stream_->Recycle(std::move(p));
+          if (crc.ok()) {
+            --to_drop_;
+          } else if (Status k = stream_->SkipCorrupt(crc); !k.ok()) {
+            s = k;
+            break;
+          }
+          continue;
+        }
+        item.bytes += p->framed_bytes;
+        recs.push_back(std::move(p));
+      }
+      Count(&item);
+      if (!s.ok() && (s.code() != StatusCode::kOutOfRange || recs.empty())) return fail(s);
+      std::vector<size_t> corrupt;
+      Batch batch = BuildBatch(recs, &corrupt);
+      if (corrupt.empty()) {
+        item.records = static_cast<int64_t>(recs.size());
+        item.batch = std::move(batch);
+        for (auto& p : recs) stream_->Recycle(std::move(p));
+        return item;
+      }
+      // Records whose bytes are not the ones written never reach a batch: skip them (or fail)
+      // and fill the batch again from the records that follow.
+      for (size_t r : corrupt) {
+        PendingRecord& p = *recs[r];
+        if (Status k = stream_->SkipCorrupt(stream_->CheckCrc(p, p.computed_crc)); !k.ok())
+          return fail(k);
+        item.bytes -= p.framed_bytes;
+      }
+      for (auto r = corrupt.rbegin(); r != corrupt.rend(); ++r) {
+        stream_->Recycle(std::move(recs[*r]));
+        recs.erase(recs.begin() + static_cast<std::ptrdiff_t>(*r));
+      }
+      Count(&item);
     }
-    item.records = static_cast<int64_t>(recs.size());
-    item.batch = BuildBatch(recs);
-    for (auto& p : recs) stream_->Recycle(std::move(p));
-    return item;
   }
 
-  Batch BuildBatch(const std::vector<std::unique_ptr<PendingRecord>>& recs) {
+  // Adds the stream's new skips to `item`.
+  void Count(Item* item) {
+    item->skipped += stream_->skipped() - last_skipped_;
+    last_skipped_ = stream_->skipped();
+    if (first_skip_.empty()) first_skip_ = stream_->first_skip();
+  }
+
+  // Writes the batch of `recs`, computing each record's data CRC in the same pass (into
+  // rec.computed_crc); the rows whose CRC does not match are listed in *corrupt, and then the
+  // batch must not be used.
+  Batch BuildBatch(const std::vector<std::unique_ptr<PendingRecord>>& recs,
+                   std::vector<size_t>* corrupt) {
     const auto& specs = config_.decode.features;
     const Level level = config_.decode.level;
     const auto b = static_cast<int64_t>(recs.size());
@@ -205,6 +244,11 @@ class TfRecordSource : public DataSource {
       batch.label_ids.insert(batch.label_ids.end(), p->rec.labels.begin(), p->rec.labels.end());
       batch.label_offsets.push_back(static_cast<int64_t>(batch.label_ids.size()));
     }
+    // One tensor per feature, in recycled storage sized for the longest batch this source can
+    // make. Outputs larger than the caches are written with streaming stores.
+    std::vector<Feature*> outs;
+    std::vector<size_t> ts;
+    size_t out_bytes = 0;
     for (size_t i = 0; i < specs.size(); ++i) {
       const int64_t d = specs[i].dim;
       Feature f;
@@ -215,34 +259,61 @@ class TfRecordSource : public DataSource {
         t = std::max<int64_t>(t, f.lengths[r]);
       }
       if (level == Level::kFrame && options_.fixed_length) t = config_.decode.max_frames;
-      // Each output value is written exactly once: decoded frames straight into an uninitialised
-      // tensor, then only the padding rows zeroed, while the video's rows are still in cache.
-      f.values = Tensor::Uninitialized({b, t, d});
-      const auto row = static_cast<size_t>(d);
-      for (size_t r = 0; r < recs.size(); ++r) {
-        const FeatureView& fv = recs[r]->rec.features[i];
-        float* out = f.values.data() + r * static_cast<size_t>(t) * row;
-        float* const end = out + static_cast<size_t>(t) * row;
-        if (level == Level::kFrame) {
-          for (const uint8_t* frame : fv.frames) {
-            if (out == end) break;  // never past this video's T rows
-            DequantizeBytes(frame, row, out);
-            out += row;
-          }
-        } else {
-          WriteFeature(recs[r]->rec, i, d, level, out);
-          out += row;
-        }
-        std::fill(out, end, 0.0f);
-      }
-      batch.features.emplace(specs[i].name, std::move(f));
+      const int64_t max_t = level == Level::kFrame ? std::max(t, config_.decode.max_frames) : 1;
+      f.values = pool_->Acquire({b, t, d}, static_cast<size_t>(options_.batch_size * max_t * d));
+      out_bytes += static_cast<size_t>(f.values.size()) * sizeof(float);
+      ts.push_back(static_cast<size_t>(t));
+      outs.push_back(&batch.features.emplace(specs[i].name, std::move(f)).first->second);
     }
+    const StoreMode mode =
+        out_bytes >= kStreamingBytes ? StoreMode::kStreaming : StoreMode::kCached;
+    // Each output value is written exactly once: a record's frames straight into its rows, in
+    // payload order with the CRC computed in the same pass, and only its padding rows zeroed.
+    std::vector<FrameSpan> spans;
+    std::vector<size_t> order(specs.size());
+    for (size_t r = 0; r < recs.size(); ++r) {
+      PendingRecord& p = *recs[r];
+      const VideoRecord& rec = p.rec;
+      spans.clear();
+      if (level == Level::kFrame) {
+        // Each feature is one field of the payload with its frames in order, so features taken
+        // in the order of their first frames give every span in payload order.
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        auto first = [&](size_t i) {
+          const auto& frames = rec.features[i].frames;
+          return frames.empty() ? nullptr : frames.front();
+        };
+        std::sort(order.begin(), order.end(),
+                  [&](size_t x, size_t y) { return first(x) < first(y); });
+        for (size_t i : order) {
+          const auto row = static_cast<size_t>(specs[i].dim);
+          float* out = outs[i]->values.data() + r * ts[i] * row;
+          const auto& frames = rec.features[i].frames;
+          const size_t n = std::min(frames.size(), ts[i]);
+          for (size_t k = 0; k < n; ++k) spans.push_back({frames[k], row, out + k * row});
+          FillZero(out + n * row, (ts[i] - n) * row, mode);
+        }
+      } else {
+        for (size_t i = 0; i < specs.size(); ++i)
+          WriteFeature(rec, i, specs[i].dim, level,
+                       outs[i]->values.data() + r * static_cast<size_t>(specs[i].dim));
+      }
+      p.computed_crc = DequantizeWithCrc(p.payload, spans, mode);
+      if (p.computed_crc != p.stored_crc) corrupt->push_back(r);
+    }
+    if (mode == StoreMode::kStreaming) StoreFence();  // before the batch reaches another thread
     return batch;
   }
+
+  // Feature tensors at least this large are written with streaming stores: they exceed a
+  // core's share of cache, so cached stores would read every line from memory first.
+  static constexpr size_t kStreamingBytes = size_t{2} << 20;
 
   StreamConfig config_;
   SourceOptions options_;
   uint64_t fingerprint_ = 0;
+  // Recycles batch storage: enough idle buffers for every batch in flight to come back.
+  std::shared_ptr<TensorPool> pool_;
 
   // Producer side (the prefetch thread, or the caller without prefetch).
   std::unique_ptr<EpochStream> stream_;

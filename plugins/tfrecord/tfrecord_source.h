@@ -2,10 +2,11 @@
 //
 // Pipeline per epoch: files (globbed once, sorted; permuted per epoch when shuffling) -> this
 // rank's records (by file when there are at least as many files as ranks, else by record index)
-// -> RecordReader (CRC-checked) -> DecodeVideo -> seeded shuffle buffer -> batches of
-// `batch_size`, each feature dequantized into [B, T, D] with T the longest video in the batch
-// (or max_frames with fixed_length). A prefetch thread runs the pipeline ahead of Next() when
-// prefetch > 0.
+// -> RecordReader (length CRC checked) -> DecodeVideo -> seeded shuffle buffer -> batches of
+// `batch_size`, each feature dequantized into [B, T, D] (T the longest video in the batch, or
+// max_frames with fixed_length) in recycled storage, with each payload's data CRC computed in the
+// same pass; a record whose CRC fails never reaches a batch. A prefetch thread runs the pipeline
+// ahead of Next() when prefetch > 0.
 //
 // Position() is "epoch + records delivered"; Restore() replays the epoch's deterministic record
 // order and drops the records already delivered (reading and decoding, but not dequantizing, them).

@@ -9,10 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace reel::tfrecord {
 namespace {
 
@@ -395,77 +391,8 @@ Status DecodeVideo(std::string_view payload, const DecodeConfig& config, VideoRe
   return Status::Ok();
 }
 
-// ---- Dequantization ----
-
-namespace {
-
-constexpr float kScale = 4.0f / 255.0f;
-constexpr float kBias = 4.0f / 512.0f - 2.0f;
-
-struct Table {
-  std::array<float, 256> v{};
-  Table() {
-    for (int q = 0; q < 256; ++q) v[q] = static_cast<float>(q) * kScale + kBias;
-  }
-};
-const Table& DequantTable() {
-  static const Table table;
-  return table;
-}
-
-void DequantizePortable(const uint8_t* q, size_t n, float* out) {
-  const auto& t = DequantTable().v;
-  for (size_t i = 0; i < n; ++i) out[i] = t[q[i]];
-}
-
-#if defined(__x86_64__)
-// Multiply then add (no FMA) so the result matches the table bit for bit.
-__attribute__((target("avx2"))) void DequantizeAvx2(const uint8_t* q, size_t n, float* out) {
-  const __m256 scale = _mm256_set1_ps(kScale);
-  const __m256 bias = _mm256_set1_ps(kBias);
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
-    __m128i lo = _mm256_castsi256_si128(bytes);
-    __m128i hi = _mm256_extracti128_si256(bytes, 1);
-    __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    __m256 b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-    __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    __m256 d = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_mul_ps(a, scale), bias));
-    _mm256_storeu_ps(out + i + 8, _mm256_add_ps(_mm256_mul_ps(b, scale), bias));
-    _mm256_storeu_ps(out + i + 16, _mm256_add_ps(_mm256_mul_ps(c, scale), bias));
-    _mm256_storeu_ps(out + i + 24, _mm256_add_ps(_mm256_mul_ps(d, scale), bias));
-  }
-  if (i < n) DequantizePortable(q + i, n - i, out + i);
-}
-#endif
-
-using DequantFn = void (*)(const uint8_t*, size_t, float*);
-DequantFn ChooseDequant() {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return &DequantizeAvx2;
-#endif
-  return &DequantizePortable;
-}
-
-}  // namespace
-
-float Dequantize(uint8_t q) { return DequantTable().v[q]; }
-
-void DequantizeBytes(const uint8_t* q, size_t n, float* out) {
-  static const DequantFn fn = ChooseDequant();
-  fn(q, n, out);
-}
-
-uint8_t Quantize(float x) {
-  float c = x > -2.0f ? (x < 2.0f ? x : 2.0f) : -2.0f;  // NaN maps to -2
-  // The value is in [0, 255], so adding 0.5 and truncating rounds half up, as lround would;
-  // written out because the library calls dominated `reel synth`.
-  return static_cast<uint8_t>(static_cast<int>((c + 2.0f) * (255.0f / 4.0f) + 0.5f));
-}
-
-void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, float* dst) {
+void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, float* dst,
+                  StoreMode mode) {
   const FeatureView& f = rec.features[i];
   if (level == Level::kVideo) {
     const void* src = f.packed_floats ? static_cast<const void*>(f.packed_floats)
@@ -474,7 +401,8 @@ void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, fl
     return;
   }
   for (size_t t = 0; t < f.frames.size(); ++t)
-    DequantizeBytes(f.frames[t], static_cast<size_t>(dim), dst + t * static_cast<size_t>(dim));
+    DequantizeBytes(f.frames[t], static_cast<size_t>(dim), dst + t * static_cast<size_t>(dim),
+                    mode);
 }
 
 // ---- Feature specs ----

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dequantize.h"
 #include "reel/status.h"
 
 namespace reel::tfrecord {
@@ -66,14 +67,8 @@ Status DecodeVideo(std::string_view payload, const DecodeConfig& config, VideoRe
 
 // Copies the dequantized features of `rec` for feature `i` into `dst` ([T, dim] row-major, rows
 // past the record's length untouched). REQUIRES: length(i) <= T.
-void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, float* dst);
-
-// YouTube-8M quantization (formats.md): x = q * 4/255 + 4/512 - 2, computed in float.
-float Dequantize(uint8_t q);
-// Dequantizes n bytes; uses AVX2 when the CPU has it.
-void DequantizeBytes(const uint8_t* q, size_t n, float* out);
-// Clips x to [-2, 2] (NaN to -2), then round((x + 2) * 255/4), halves rounded up.
-uint8_t Quantize(float x);
+void WriteFeature(const VideoRecord& rec, size_t i, int64_t dim, Level level, float* dst,
+                  StoreMode mode = StoreMode::kCached);
 
 // A summary of any Example/SequenceExample for `reel inspect`: every feature with its kind and
 // value count, every feature list with its frame count and values per frame.

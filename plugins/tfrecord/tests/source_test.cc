@@ -73,6 +73,39 @@ std::vector<std::string> Drain(DataSource& src, std::vector<Batch>* batches = nu
   return ids;
 }
 
+// Every value of every batch against the synthetic record, decoded independently by protobuf:
+// dequantized frames, zero padding, lengths and labels.
+void ExpectBatchesMatch(const SynthOptions& o, const std::vector<Batch>& batches) {
+  for (const Batch& b : batches) {
+    for (int64_t i = 0; i < b.size(); ++i) {
+      int64_t index = std::stoll(b.ids[i].substr(1));
+      SynthVideo want = MakeSyntheticVideo(o, index);
+      reel::tf::SequenceExample se;
+      ASSERT_TRUE(se.ParseFromString(want.payload));
+      auto labels = b.labels(i);
+      ASSERT_EQ(std::vector<int64_t>(labels.begin(), labels.end()), want.labels);
+      for (const char* name : {"rgb", "audio"}) {
+        const auto& frames = se.feature_lists().feature_list().at(name).feature();
+        const Feature& f = b.features.at(name);
+        const int64_t t_max = f.values.dim(1), dim = f.values.dim(2);
+        ASSERT_EQ(dim, std::string(name) == "rgb" ? o.rgb_dim : o.audio_dim);
+        ASSERT_EQ(f.lengths[i], frames.size());
+        for (int64_t t = 0; t < t_max; ++t)
+          for (int64_t d = 0; d < dim; ++d) {
+            float got = f.values.data()[(i * t_max + t) * dim + d];
+            if (t >= frames.size()) {
+              ASSERT_EQ(got, 0.0f) << b.ids[i] << " " << name << " t " << t << " d " << d;
+            } else {
+              auto q = static_cast<uint8_t>(frames[t].bytes_list().value(0)[d]);
+              ASSERT_NEAR(got, q * 4.0 / 255.0 + 4.0 / 512.0 - 2.0, 1e-6)
+                  << b.ids[i] << " " << name << " t " << t << " d " << d;
+            }
+          }
+      }
+    }
+  }
+}
+
 TEST_F(SourceTest, BatchesMatchTheSyntheticRecords) {
   SynthOptions o = SmallSynth(dir_.path(), 23, 3);
   Write(o);
@@ -84,32 +117,32 @@ TEST_F(SourceTest, BatchesMatchTheSyntheticRecords) {
   EXPECT_EQ(batches.size(), 5u);
   EXPECT_EQ(batches.back().size(), 3);
   EXPECT_EQ((*src)->stats().records, 23);
-  for (const Batch& b : batches) {
-    for (int64_t i = 0; i < b.size(); ++i) {
-      int64_t index = std::stoll(b.ids[i].substr(1));
-      SynthVideo want = MakeSyntheticVideo(o, index);
-      reel::tf::SequenceExample se;  // decoded independently by protobuf
-      ASSERT_TRUE(se.ParseFromString(want.payload));
-      auto labels = b.labels(i);
-      ASSERT_EQ(std::vector<int64_t>(labels.begin(), labels.end()), want.labels);
-      for (const char* name : {"rgb", "audio"}) {
-        const auto& frames = se.feature_lists().feature_list().at(name).feature();
-        const Feature& f = b.features.at(name);
-        const int64_t t_max = f.values.dim(1), dim = f.values.dim(2);
-        ASSERT_EQ(dim, std::string(name) == "rgb" ? kRgb : kAudio);
-        ASSERT_EQ(f.lengths[i], frames.size());
-        for (int64_t t = 0; t < t_max; ++t)
-          for (int64_t d = 0; d < dim; ++d) {
-            float got = f.values.data()[(i * t_max + t) * dim + d];
-            if (t >= frames.size()) {
-              ASSERT_EQ(got, 0.0f);
-            } else {
-              auto q = static_cast<uint8_t>(frames[t].bytes_list().value(0)[d]);
-              ASSERT_NEAR(got, q * 4.0 / 255.0 + 4.0 / 512.0 - 2.0, 1e-6);
-            }
-          }
-      }
+  ExpectBatchesMatch(o, batches);
+}
+
+// YouTube-8M widths: batches of several megabytes, written with streaming stores into recycled
+// storage. Every batch is held to the end, so storage reused while a batch is alive would show.
+TEST_F(SourceTest, LargeBatchesMatchWhileEarlierOnesAreHeld) {
+  SynthOptions o = SmallSynth(dir_.path(), 21, 2);
+  o.rgb_dim = 1024;
+  o.audio_dim = 128;
+  o.min_frames = 60;
+  o.max_frames = 130;
+  Write(o);
+  for (const char* prefetch : {"0", "2"}) {
+    auto src = Make({{"files", dir_ / "train*.tfrecord"},
+                     {"features", "rgb:1024,audio:128"},
+                     {"batch_size", "8"},
+                     {"prefetch", prefetch}});
+    ASSERT_TRUE(src.ok()) << src.status();
+    std::vector<Batch> batches;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      ASSERT_TRUE((*src)->StartEpoch(epoch).ok());
+      EXPECT_EQ(Drain(**src, &batches).size(), 21u);
     }
+    ASSERT_EQ(batches.size(), 6u);
+    EXPECT_GE(batches[0].features.at("rgb").values.size() * 4, 2 << 20);  // streaming size
+    ExpectBatchesMatch(o, batches);
   }
 }
 
@@ -346,6 +379,76 @@ TEST_F(SourceTest, CorruptionFailsNamingFileAndOffsetOrIsSkippedAndCounted) {
   Status s = (*strict)->Next().status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr(bad + ": offset " + std::to_string(off[2]) + ": data CRC"));
+}
+
+// A flipped bit inside frame bytes leaves a record that still decodes; only its data CRC, which
+// the source computes while dequantizing, tells. Such records never reach a batch: strict mode
+// fails naming file and offset, skip_corrupt refills the batch from the records that follow, and
+// a restored position skips them the same way.
+TEST_F(SourceTest, CorruptFrameBytesNeverReachABatch) {
+  SynthOptions o = SmallSynth(dir_.path(), 20, 1);
+  o.rgb_dim = 1024;
+  o.audio_dim = 128;
+  o.min_frames = 40;
+  o.max_frames = 60;
+  const std::string path = Write(o)[0];
+  auto off = RecordOffsets(path);
+  ASSERT_EQ(off.size(), 20u);
+  for (int r : {3, 4, 9}) {
+    const uint64_t middle = off[r] + 12 + (off[r + 1] - off[r] - 16) / 2;
+    FlipByte(path, middle);
+    // The flip is where this test means it: the payload still decodes.
+    auto storage = resolver_.storage().OpenRead(path);
+    recordio::RecordReader reader(storage->get());
+    std::string payload;
+    uint32_t stored = 0;
+    for (int k = 0; k <= r; ++k) ASSERT_TRUE(reader.ReadRecordDeferringCrc(&payload, &stored).ok());
+    DecodeConfig config;
+    config.features = {{"rgb", 1024}, {"audio", 128}};
+    config.num_classes = 12;
+    VideoRecord rec;
+    ASSERT_TRUE(DecodeVideo(payload, config, &rec).ok()) << r;
+    ASSERT_NE(recordio::Crc32c(payload), stored) << r;
+  }
+  std::map<std::string, std::string> opts = {
+      {"files", path}, {"features", "rgb:1024,audio:128"}, {"batch_size", "8"}};
+  auto strict = Make(opts);
+  ASSERT_TRUE(strict.ok());
+  Status s = (*strict)->Next().status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr(path + ": offset " + std::to_string(off[3]) + ": data CRC mismatch"));
+  EXPECT_EQ((*strict)->Next().status().code(), StatusCode::kDataLoss);  // stays failed
+
+  opts["skip_corrupt"] = "true";
+  for (const char* prefetch : {"0", "2"}) {
+    opts["prefetch"] = prefetch;
+    auto src = Make(opts);
+    ASSERT_TRUE(src.ok());
+    std::vector<Batch> batches;
+    std::vector<std::string> ids = Drain(**src, &batches);
+    std::vector<std::string> want;
+    for (int v = 0; v < 20; ++v)
+      if (v != 3 && v != 4 && v != 9) want.push_back(MakeSyntheticVideo(o, v).id);
+    EXPECT_EQ(ids, want);
+    ASSERT_EQ(batches.size(), 3u);
+    EXPECT_EQ(batches[0].size(), 8);  // refilled: 0-2, 5-8, 10
+    EXPECT_EQ(batches[1].size(), 8);
+    EXPECT_EQ(batches[2].size(), 1);
+    EXPECT_EQ((*src)->stats().skipped_corrupt, 3);
+    EXPECT_EQ((*src)->stats().records, 17);
+    ExpectBatchesMatch(o, batches);
+
+    // Resume after the first batch: the replay meets records 3 and 4 again and skips them.
+    ASSERT_TRUE((*src)->StartEpoch(0).ok());
+    ASSERT_TRUE((*src)->Next().ok());
+    auto pos = (*src)->Position();
+    ASSERT_TRUE(pos.ok());
+    auto resumed = Make(opts);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->Restore(*pos).ok());
+    EXPECT_EQ(Drain(**resumed), std::vector<std::string>(want.begin() + 8, want.end()));
+  }
 }
 
 TEST_F(SourceTest, BrokenLengthLosesTheRestOfThatFileOnly) {

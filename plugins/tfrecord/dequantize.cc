@@ -1,0 +1,189 @@
+// YouTube-8M (de)quantization and batch stores (see dequantize.h).
+#include "dequantize.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "reel/recordio.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace reel::tfrecord {
+namespace {
+
+constexpr float kScale = 4.0f / 255.0f;
+constexpr float kBias = 4.0f / 512.0f - 2.0f;
+
+struct Table {
+  std::array<float, 256> v{};
+  Table() {
+    for (int q = 0; q < 256; ++q) v[q] = static_cast<float>(q) * kScale + kBias;
+  }
+};
+const Table& DequantTable() {
+  static const Table table;
+  return table;
+}
+
+void DequantizePortable(const uint8_t* q, size_t n, float* out) {
+  const auto& t = DequantTable().v;
+  for (size_t i = 0; i < n; ++i) out[i] = t[q[i]];
+}
+
+#if defined(__x86_64__)
+// 32 bytes to 32 floats. Multiply then add (no FMA) so the result matches the table bit for bit.
+template <bool kStream>
+__attribute__((target("avx2"), always_inline)) inline void Dequantize32(const uint8_t* q,
+                                                                        float* out) {
+  const __m256 scale = _mm256_set1_ps(kScale);
+  const __m256 bias = _mm256_set1_ps(kBias);
+  __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  __m128i lo = _mm256_castsi256_si128(bytes);
+  __m128i hi = _mm256_extracti128_si256(bytes, 1);
+  __m256 v[4] = {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)),
+                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))),
+                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)),
+                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)))};
+  for (int k = 0; k < 4; ++k) {
+    __m256 x = _mm256_add_ps(_mm256_mul_ps(v[k], scale), bias);
+    if constexpr (kStream)
+      _mm256_stream_ps(out + 8 * k, x);  // REQUIRES: out 32-byte aligned
+    else
+      _mm256_storeu_ps(out + 8 * k, x);
+  }
+}
+
+__attribute__((target("avx2"))) void DequantizeAvx2(const uint8_t* q, size_t n, float* out,
+                                                    StoreMode mode) {
+  size_t i = 0;
+  if (mode == StoreMode::kStreaming) {
+    // Ordinary stores up to the first 32-byte boundary, then streaming ones.
+    const size_t head = std::min(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 4);
+    if (reinterpret_cast<uintptr_t>(out) % 4 == 0) {
+      DequantizePortable(q, head, out);
+      i = head;
+      for (; i + 32 <= n; i += 32) Dequantize32<true>(q + i, out + i);
+    }
+  }
+  for (; i + 32 <= n; i += 32) Dequantize32<false>(q + i, out + i);
+  if (i < n) DequantizePortable(q + i, n - i, out + i);
+}
+
+// Dequantize32 with the CRC32C of the same 32 bytes folded into `crc` (the instruction's
+// inverted running state).
+template <bool kStream>
+__attribute__((target("avx2,sse4.2"))) uint64_t DequantizeCrcRun(const uint8_t* q, size_t n,
+                                                                 float* out, uint64_t crc) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, q + i, 32);
+    crc = _mm_crc32_u64(crc, w[0]);
+    crc = _mm_crc32_u64(crc, w[1]);
+    crc = _mm_crc32_u64(crc, w[2]);
+    crc = _mm_crc32_u64(crc, w[3]);
+    Dequantize32<kStream>(q + i, out + i);
+  }
+  if (i < n) {
+    DequantizePortable(q + i, n - i, out + i);
+    crc = ~recordio::Crc32cExtend(~static_cast<uint32_t>(crc), q + i, n - i);
+  }
+  return crc;
+}
+
+uint32_t DequantizeWithCrcAvx2(std::string_view payload, std::span<const FrameSpan> spans,
+                               StoreMode mode) {
+  const auto* cursor = reinterpret_cast<const uint8_t*>(payload.data());
+  uint32_t crc = 0;
+  for (const FrameSpan& s : spans) {
+    crc = recordio::Crc32cExtend(crc, cursor, static_cast<size_t>(s.src - cursor));
+    const bool stream =
+        mode == StoreMode::kStreaming && reinterpret_cast<uintptr_t>(s.dst) % 32 == 0;
+    const uint64_t state = ~crc;
+    crc = ~static_cast<uint32_t>(stream ? DequantizeCrcRun<true>(s.src, s.n, s.dst, state)
+                                        : DequantizeCrcRun<false>(s.src, s.n, s.dst, state));
+    cursor = s.src + s.n;
+  }
+  const auto* end = reinterpret_cast<const uint8_t*>(payload.data() + payload.size());
+  return recordio::Crc32cExtend(crc, cursor, static_cast<size_t>(end - cursor));
+}
+
+__attribute__((target("avx2"))) void FillZeroStreaming(float* out, size_t n) {
+  size_t i = std::min(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 4);
+  if (reinterpret_cast<uintptr_t>(out) % 4 != 0) i = n;  // misaligned floats: no streaming
+  std::fill(out, out + i, 0.0f);
+  const __m256 zero = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(out + i, zero);
+  std::fill(out + i, out + n, 0.0f);
+}
+#endif
+
+using DequantFn = void (*)(const uint8_t*, size_t, float*, StoreMode);
+void DequantizeAnyCpu(const uint8_t* q, size_t n, float* out, StoreMode) {
+  DequantizePortable(q, n, out);
+}
+
+bool HaveAvx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+bool HaveAvx2AndCrc() {
+#if defined(__x86_64__)
+  static const bool both = HaveAvx2() && __builtin_cpu_supports("sse4.2");
+  return both;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+float Dequantize(uint8_t q) { return DequantTable().v[q]; }
+
+uint8_t Quantize(float x) {
+  float c = x > -2.0f ? (x < 2.0f ? x : 2.0f) : -2.0f;  // NaN maps to -2
+  // The value is in [0, 255], so adding 0.5 and truncating rounds half up, as lround would;
+  // written out because the library calls dominated `reel synth`.
+  return static_cast<uint8_t>(static_cast<int>((c + 2.0f) * (255.0f / 4.0f) + 0.5f));
+}
+
+void DequantizeBytes(const uint8_t* q, size_t n, float* out, StoreMode mode) {
+#if defined(__x86_64__)
+  static const DequantFn fn = HaveAvx2() ? &DequantizeAvx2 : &DequantizeAnyCpu;
+#else
+  static const DequantFn fn = &DequantizeAnyCpu;
+#endif
+  fn(q, n, out, mode);
+}
+
+void FillZero(float* out, size_t n, StoreMode mode) {
+#if defined(__x86_64__)
+  if (mode == StoreMode::kStreaming && HaveAvx2()) return FillZeroStreaming(out, n);
+#endif
+  std::fill(out, out + n, 0.0f);
+}
+
+uint32_t DequantizeWithCrc(std::string_view payload, std::span<const FrameSpan> spans,
+                           StoreMode mode) {
+#if defined(__x86_64__)
+  if (HaveAvx2AndCrc()) return DequantizeWithCrcAvx2(payload, spans, mode);
+#endif
+  for (const FrameSpan& s : spans) DequantizeBytes(s.src, s.n, s.dst, mode);
+  return recordio::Crc32c(payload.data(), payload.size());
+}
+
+void StoreFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace reel::tfrecord
