@@ -36,6 +36,17 @@ SynthOptions SmallSynth(const std::string& dir, int64_t videos, int64_t shards) 
   return o;
 }
 
+// YouTube-8M feature widths (rgb 1024, audio 128 bytes per frame): batches of megabytes.
+SynthOptions FullWidthSynth(const std::string& dir, int64_t videos, int64_t shards,
+                            int64_t min_frames, int64_t max_frames) {
+  SynthOptions o = SmallSynth(dir, videos, shards);
+  o.rgb_dim = 1024;
+  o.audio_dim = 128;
+  o.min_frames = min_frames;
+  o.max_frames = max_frames;
+  return o;
+}
+
 class SourceTest : public ::testing::Test {
  protected:
   Result<std::unique_ptr<DataSource>> Make(std::map<std::string, std::string> given,
@@ -123,11 +134,7 @@ TEST_F(SourceTest, BatchesMatchTheSyntheticRecords) {
 // YouTube-8M widths: batches of several megabytes, written with streaming stores into recycled
 // storage. Every batch is held to the end, so storage reused while a batch is alive would show.
 TEST_F(SourceTest, LargeBatchesMatchWhileEarlierOnesAreHeld) {
-  SynthOptions o = SmallSynth(dir_.path(), 21, 2);
-  o.rgb_dim = 1024;
-  o.audio_dim = 128;
-  o.min_frames = 60;
-  o.max_frames = 130;
+  SynthOptions o = FullWidthSynth(dir_.path(), 21, 2, 60, 130);
   Write(o);
   for (const char* prefetch : {"0", "2"}) {
     auto src = Make({{"files", dir_ / "train*.tfrecord"},
@@ -386,11 +393,7 @@ TEST_F(SourceTest, CorruptionFailsNamingFileAndOffsetOrIsSkippedAndCounted) {
 // fails naming file and offset, skip_corrupt refills the batch from the records that follow, and
 // a restored position skips them the same way.
 TEST_F(SourceTest, CorruptFrameBytesNeverReachABatch) {
-  SynthOptions o = SmallSynth(dir_.path(), 20, 1);
-  o.rgb_dim = 1024;
-  o.audio_dim = 128;
-  o.min_frames = 40;
-  o.max_frames = 60;
+  SynthOptions o = FullWidthSynth(dir_.path(), 20, 1, 40, 60);
   const std::string path = Write(o)[0];
   auto off = RecordOffsets(path);
   ASSERT_EQ(off.size(), 20u);
