@@ -124,6 +124,25 @@ TEST(FrameLevelTest, UnknownAndEmptyFieldsAreSkipped) {
   EXPECT_EQ(rec.length(0), 2);
 }
 
+// Frames usually take a fast path (each a Feature holding exactly one bytes value); one encoded
+// any other valid way, here with an unknown field, sends the list to the general decoder, which
+// must give the same frames.
+TEST(FrameLevelTest, FramesOutsideTheFastPathDecodeTheSame) {
+  reel::tf::SequenceExample se;
+  ASSERT_TRUE(se.ParseFromString(FrameRecord("vid", {1}, 4, 16, 4)));
+  auto* frame = se.mutable_feature_lists()->mutable_feature_list()->at("rgb").mutable_feature(2);
+  frame->GetReflection()->MutableUnknownFields(frame)->AddVarint(7, 5);
+  VideoRecord fast, general;
+  ASSERT_TRUE(DecodeVideo(FrameRecord("vid", {1}, 4, 16, 4), FrameConfig(), &fast).ok());
+  Status s = DecodeVideo(se.SerializeAsString(), FrameConfig(), &general);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(general.length(0), 4);
+  std::vector<float> a(4 * 16), b(4 * 16);
+  WriteFeature(fast, 0, 16, Level::kFrame, a.data());
+  WriteFeature(general, 0, 16, Level::kFrame, b.data());
+  EXPECT_EQ(a, b);
+}
+
 TEST(FrameLevelTest, FrameWithWrongByteCount) {
   VideoRecord rec;
   Status s = DecodeVideo(FrameRecord("vid9", {1}, 4, 16, 4, /*bad_frame=*/2), FrameConfig(), &rec);
