@@ -132,9 +132,11 @@ TEST(FrameLevelTest, FramesOutsideTheFastPathDecodeTheSame) {
   ASSERT_TRUE(se.ParseFromString(FrameRecord("vid", {1}, 4, 16, 4)));
   auto* frame = se.mutable_feature_lists()->mutable_feature_list()->at("rgb").mutable_feature(2);
   frame->GetReflection()->MutableUnknownFields(frame)->AddVarint(7, 5);
+  const std::string simple = FrameRecord("vid", {1}, 4, 16, 4);
+  const std::string other = se.SerializeAsString();  // records view into their payloads
   VideoRecord fast, general;
-  ASSERT_TRUE(DecodeVideo(FrameRecord("vid", {1}, 4, 16, 4), FrameConfig(), &fast).ok());
-  Status s = DecodeVideo(se.SerializeAsString(), FrameConfig(), &general);
+  ASSERT_TRUE(DecodeVideo(simple, FrameConfig(), &fast).ok());
+  Status s = DecodeVideo(other, FrameConfig(), &general);
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(general.length(0), 4);
   std::vector<float> a(4 * 16), b(4 * 16);
