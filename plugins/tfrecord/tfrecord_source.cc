@@ -244,8 +244,8 @@ class TfRecordSource : public DataSource {
       batch.label_ids.insert(batch.label_ids.end(), p->rec.labels.begin(), p->rec.labels.end());
       batch.label_offsets.push_back(static_cast<int64_t>(batch.label_ids.size()));
     }
-    // One tensor per feature, in recycled storage sized for the longest batch this source can
-    // make. Outputs larger than the caches are written with streaming stores.
+    // One tensor per feature, in recycled storage. Outputs larger than the caches are written
+    // with streaming stores.
     std::vector<Feature*> outs;
     std::vector<size_t> ts;
     size_t out_bytes = 0;
@@ -259,8 +259,12 @@ class TfRecordSource : public DataSource {
         t = std::max<int64_t>(t, f.lengths[r]);
       }
       if (level == Level::kFrame && options_.fixed_length) t = config_.decode.max_frames;
-      const int64_t max_t = level == Level::kFrame ? std::max(t, config_.decode.max_frames) : 1;
-      f.values = pool_->Acquire({b, t, d}, static_cast<size_t>(options_.batch_size * max_t * d));
+      // Room for a full batch of up to the next power of two of frames (at most max_frames), so
+      // one buffer serves batches of other lengths without every buffer sized for max_frames.
+      int64_t room = 1;
+      while (room < t) room *= 2;
+      room = std::max(t, std::min(room, config_.decode.max_frames));
+      f.values = pool_->Acquire({b, t, d}, static_cast<size_t>(options_.batch_size * room * d));
       out_bytes += static_cast<size_t>(f.values.size()) * sizeof(float);
       ts.push_back(static_cast<size_t>(t));
       outs.push_back(&batch.features.emplace(specs[i].name, std::move(f)).first->second);

@@ -153,6 +153,20 @@ TEST_F(SourceTest, LargeBatchesMatchWhileEarlierOnesAreHeld) {
   }
 }
 
+// Batch storage is sized by the batch's own length (rounded up), never by max_frames alone: a
+// limit far beyond any video must not reserve memory for it.
+TEST_F(SourceTest, HugeMaxFramesReservesNothingForIt) {
+  SynthOptions o = SmallSynth(dir_.path(), 9, 1);
+  Write(o);
+  auto src = Make({{"files", dir_ / "*.tfrecord"},
+                   {"batch_size", "4"},
+                   {"max_frames", std::to_string(int64_t{1} << 40)}});
+  ASSERT_TRUE(src.ok()) << src.status();
+  std::vector<Batch> batches;
+  EXPECT_EQ(Drain(**src, &batches).size(), 9u);
+  ExpectBatchesMatch(o, batches);
+}
+
 TEST_F(SourceTest, FixedLengthPadsToMaxFrames) {
   Write(SmallSynth(dir_.path(), 6, 1));
   auto src = Make({{"files", dir_ / "*.tfrecord"}, {"fixed_length", "true"}, {"max_frames", "7"}});
