@@ -245,8 +245,8 @@ int main(int argc, char** argv) {
   std::ostringstream json;
   json << "{\n  \"benchmark\": \"ingest_frame\",\n  \"command\": \"" << command << "\",\n"
        << "  \"input_bytes\": " << all.size() << ",\n  \"output_bytes\": " << out_bytes
-       << ",\n  \"videos\": " << videos
-       << ",\n  \"mean_frames_per_video\": " << per_video << ",\n  \"batch_size\": 32,\n"
+       << ",\n  \"videos\": " << videos << ",\n  \"mean_frames_per_video\": " << per_video
+       << ",\n  \"batch_size\": 32,\n"
        << "  \"crc32c_hardware\": "
        << (reel::recordio::Crc32cHardwareAvailable() ? "true" : "false")
        << ",\n  \"reps\": " << cfg.reps << ",\n  \"median_GBps\": {";
@@ -265,8 +265,8 @@ int main(int argc, char** argv) {
      << " frames per video on average, " << videos << " videos, " << all.size() / 1e6
      << " MB in 4 files, page cache warm) turned into dequantized padded "
      << "batches of 32 on one core (prefetch 0), one epoch per repetition of one source (as "
-        "training drives it). Median of " << cfg.reps
-     << " alternating repetitions; rates are input bytes per second.\n\n"
+        "training drives it). Median of "
+     << cfg.reps << " alternating repetitions; rates are input bytes per second.\n\n"
      << "| pass | GB/s | ingest_frame / pass |\n|---|---|---|\n";
   for (const char* k :
        {"ingest_frame", "decode_only", "crc_reader", "store_floor", "crc32c", "memcpy"})
@@ -274,7 +274,8 @@ int main(int argc, char** argv) {
   md << "\n`decode_only`: the same reading, CRC checks and wire decoding as ingest_frame, without "
         "dequantizing into batches. `crc_reader`: RecordReader over the same files (read from "
         "storage + framing + both "
-        "CRCs, no parsing). `store_floor`: the batches' " << out_bytes / 1e6 << " MB of float output ("
+        "CRCs, no parsing). `store_floor`: the batches' "
+     << out_bytes / 1e6 << " MB of float output ("
      << static_cast<double>(out_bytes) / static_cast<double>(all.size())
      << " bytes per input byte) written with streaming stores into one recycled buffer and "
         "nothing else, the memory-bandwidth limit of the output side, as input bytes per second. "
