@@ -229,9 +229,9 @@ class TfRecordSource : public DataSource {
     if (first_skip_.empty()) first_skip_ = stream_->first_skip();
   }
 
-  // Writes the batch of `recs`, computing each record's data CRC in the same pass (into
-  // rec.computed_crc); the rows whose CRC does not match are listed in *corrupt, and then the
-  // batch must not be used.
+  // Writes the batch of `recs`, computing each record's data CRC in the same pass (into its
+  // computed_crc); the rows whose CRC does not match are listed in *corrupt, and then the batch
+  // must not be used.
   Batch BuildBatch(const std::vector<std::unique_ptr<PendingRecord>>& recs,
                    std::vector<size_t>* corrupt) {
     const auto& specs = config_.decode.features;
@@ -309,8 +309,9 @@ class TfRecordSource : public DataSource {
     return batch;
   }
 
-  // Feature tensors at least this large are written with streaming stores: they exceed a
-  // core's share of cache, so cached stores would read every line from memory first.
+  // Batches whose feature tensors together are at least this large are written with streaming
+  // stores: they exceed a core's share of cache, so cached stores would read every line from
+  // memory first.
   static constexpr size_t kStreamingBytes = size_t{2} << 20;
 
   StreamConfig config_;
