@@ -1,5 +1,6 @@
 #include "bilstm_model.h"
 
+#include "reel/layers/input.h"
 #include "reel/layers/sequence.h"
 
 namespace reel::bilstm {
@@ -103,9 +104,7 @@ Status BiLstmModel::DeclareParams(ParamArena& arena) {
 }
 
 Status BiLstmModel::Initialize(uint64_t seed) {
-  if (arena_ == nullptr || !arena_->finalized())
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Initialize() before the arena is finalized");
+  REEL_RETURN_IF_ERROR(layers::RequireFinalizedArena(arena_, kind_, "Initialize"));
   for (auto& s : streams_) s->Initialize(seed);
   head_->Initialize(seed);
   return Status::Ok();
@@ -113,9 +112,7 @@ Status BiLstmModel::Initialize(uint64_t seed) {
 
 Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
   trained_ = false;
-  if (arena_ == nullptr || !arena_->finalized())
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Forward() before the arena is finalized");
+  REEL_RETURN_IF_ERROR(layers::RequireFinalizedArena(arena_, kind_, "Forward"));
   std::vector<const Feature*> features;
   for (auto& s : streams_) {
     REEL_ASSIGN_OR_RETURN(const Feature* f, s->FindFeature(batch));

@@ -34,4 +34,10 @@ Result<const Feature*> CheckedFeature(const Batch& batch, const std::string& nam
   return &f;
 }
 
+Status RequireFinalizedArena(const ParamArena* arena, const std::string& model, const char* call) {
+  if (arena != nullptr && arena->finalized()) return Status::Ok();
+  return FailedPreconditionError("model '" + model + "': " + call +
+                                 "() before the arena is finalized");
+}
+
 }  // namespace reel::layers

@@ -8,6 +8,7 @@
 #include "reel/layers/dense.h"
 #include "reel/layers/heads.h"
 #include "reel/layers/init.h"
+#include "reel/layers/input.h"
 #include "reel/layers/sequence.h"
 #include "reel/layers/testing.h"
 
@@ -193,6 +194,18 @@ TEST(SequenceTest, ReversesWithinEachLength) {
   std::vector<float> shorter(4, -1);  // trimmed to 2 steps
   BtdToTbd(btd.data(), 2, 3, 1, std::vector<int32_t>{2, 2}, 2, true, shorter.data());
   EXPECT_EQ(shorter, (std::vector<float>{2, 5, 1, 4}));
+}
+
+TEST(InputTest, ModelsRunOnlyOnAFinalizedArena) {
+  ParamArena arena;
+  const ParamArena* none = nullptr;
+  for (const ParamArena* a : {none, static_cast<const ParamArena*>(&arena)}) {
+    Status s = RequireFinalizedArena(a, "moe", "Forward");
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(), "model 'moe': Forward() before the arena is finalized");
+  }
+  arena.Finalize();
+  EXPECT_TRUE(RequireFinalizedArena(&arena, "moe", "Forward").ok());
 }
 
 TEST(InitTest, DependsOnSeedAndNameOnly) {

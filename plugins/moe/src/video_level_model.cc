@@ -59,18 +59,14 @@ Status VideoLevelModel::DeclareParams(ParamArena& arena) {
 }
 
 Status VideoLevelModel::Initialize(uint64_t seed) {
-  if (arena_ == nullptr || !arena_->finalized())
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Initialize() before the arena is finalized");
+  REEL_RETURN_IF_ERROR(layers::RequireFinalizedArena(arena_, kind_, "Initialize"));
   head_->Initialize(seed);
   return Status::Ok();
 }
 
 Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
   trained_ = false;
-  if (arena_ == nullptr || !arena_->finalized())
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Forward() before the arena is finalized");
+  REEL_RETURN_IF_ERROR(layers::RequireFinalizedArena(arena_, kind_, "Forward"));
   std::vector<const Feature*> feats;
   int64_t b_n = -1;
   for (size_t i = 0; i < features_.size(); ++i) {

@@ -1,7 +1,8 @@
-// Checking a model's input feature before touching it, so every model reports a bad batch the
-// same way: InvalidArgument naming the feature (and the video, for a bad length).
+// The checks every model makes before it runs, so all models report a mistake the same way: its
+// input feature (InvalidArgument naming the feature, and the video for a bad length) and the
+// order of calls (FailedPrecondition before the parameter arena is finalized).
 //
-// Thread-safety: pure function; the returned pointer points into `batch`.
+// Thread-safety: pure functions; the returned pointer points into `batch`.
 #ifndef REEL_LAYERS_INPUT_H_
 #define REEL_LAYERS_INPUT_H_
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "reel/batch.h"
+#include "reel/param_arena.h"
 
 namespace reel::layers {
 
@@ -16,6 +18,10 @@ namespace reel::layers {
 // in 1..T, and B == want_batch when want_batch >= 0.
 Result<const Feature*> CheckedFeature(const Batch& batch, const std::string& name, int64_t width,
                                       int64_t want_batch = -1);
+
+// OK once `arena` (the one the model declared into; null if none yet) is finalized; otherwise
+// FailedPrecondition "model '<model>': <call>() before the arena is finalized".
+Status RequireFinalizedArena(const ParamArena* arena, const std::string& model, const char* call);
 
 }  // namespace reel::layers
 
