@@ -10,7 +10,7 @@
 namespace reel::bilstm {
 namespace {
 
-using layers::testing::CheckGradient;
+using layers::testing::CheckModelGradients;
 using layers::testing::SigmoidCrossEntropy;
 using testing::AddFeature;
 using testing::AddIdsAndLabels;
@@ -53,20 +53,7 @@ TEST_P(ModelGradientTest, EveryBlockMatchesFiniteDifferences) {
   auto built = Build(c.kind, TinyOptions(c.kind, c.head, c.pooling, c.layers), kClasses, 3);
   ASSERT_TRUE(built.model);
   Batch batch = TinyBatch(c.kind, {4, 2, 3}, 5, {11, 12, 13});
-  auto logits = built.model->Forward(batch, Mode::kTrain);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  auto lg = SigmoidCrossEntropy(*logits, batch);
-  ASSERT_TRUE(built.model->Backward(batch, Tensor({3, kClasses}, lg.dlogits)).ok());
-  std::vector<float> analytic(built.arena->grads().begin(), built.arena->grads().end());
-  auto loss = [&] {
-    return SigmoidCrossEntropy(*built.model->Forward(batch, Mode::kInfer), batch).loss;
-  };
-  for (ParamArena::BlockId id = 0; id < static_cast<int>(built.arena->blocks().size()); ++id) {
-    const auto& block = built.arena->block(id);
-    std::span<const float> g(analytic.data() + block.offset, static_cast<size_t>(block.size));
-    EXPECT_TRUE(
-        CheckGradient(built.arena->values(id), g, loss, 1e-2f, 2e-2, 3e-4, 8, id, block.name));
-  }
+  EXPECT_TRUE(CheckModelGradients(*built.model, *built.arena, batch, 1e-2f, 2e-2, 3e-4, 8));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelGradientTest,

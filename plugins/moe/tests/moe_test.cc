@@ -10,7 +10,7 @@
 namespace reel::moe {
 namespace {
 
-using layers::testing::CheckGradient;
+using layers::testing::CheckModelGradients;
 using layers::testing::RandomVector;
 using layers::testing::SigmoidCrossEntropy;
 
@@ -67,20 +67,7 @@ TEST_P(VideoLevelGradientTest, EveryBlockMatchesFiniteDifferences) {
   ASSERT_TRUE(built.model);
   for (float& v : built.arena->values()) v += 0.05f;  // non-zero biases too
   Batch batch = VideoBatch(5, 7);
-  auto logits = built.model->Forward(batch, Mode::kTrain);
-  ASSERT_TRUE(logits.ok());
-  auto lg = SigmoidCrossEntropy(*logits, batch);
-  ASSERT_TRUE(built.model->Backward(batch, Tensor({5, kClasses}, lg.dlogits)).ok());
-  std::vector<float> analytic(built.arena->grads().begin(), built.arena->grads().end());
-  auto loss = [&] {
-    return SigmoidCrossEntropy(*built.model->Forward(batch, Mode::kInfer), batch).loss;
-  };
-  for (ParamArena::BlockId id = 0; id < static_cast<int>(built.arena->blocks().size()); ++id) {
-    const auto& block = built.arena->block(id);
-    std::span<const float> g(analytic.data() + block.offset, static_cast<size_t>(block.size));
-    EXPECT_TRUE(
-        CheckGradient(built.arena->values(id), g, loss, 1e-2f, 1e-2, 1e-4, 30, id, block.name));
-  }
+  EXPECT_TRUE(CheckModelGradients(*built.model, *built.arena, batch, 1e-2f, 1e-2, 1e-4, 30));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, VideoLevelGradientTest, ::testing::Values("logistic", "moe"));

@@ -17,6 +17,8 @@
 
 #include "reel/batch.h"
 #include "reel/layers/init.h"
+#include "reel/model.h"
+#include "reel/param_arena.h"
 #include "reel/tensor.h"
 
 namespace reel::layers::testing {
@@ -81,6 +83,35 @@ inline ::testing::AssertionResult CheckGradient(std::span<float> params,
              << what << "[" << i << "]: analytic " << a << " vs numeric " << numeric;
   }
   return ::testing::AssertionSuccess();
+}
+
+// A whole model's gradients: one training Forward + Backward of the loss on `batch`, then
+// CheckGradient on every parameter block (up to `max_checks` indices each, seeded by the block
+// id). Fails naming every block that disagrees.
+inline ::testing::AssertionResult CheckModelGradients(Model& model, ParamArena& arena,
+                                                      const Batch& batch, float eps, double rtol,
+                                                      double atol, int max_checks) {
+  auto logits = model.Forward(batch, Mode::kTrain);
+  if (!logits.ok()) return ::testing::AssertionFailure() << "Forward: " << logits.status();
+  LossAndGrad lg = SigmoidCrossEntropy(*logits, batch);
+  Status back = model.Backward(batch, Tensor({logits->dim(0), logits->dim(1)}, lg.dlogits));
+  if (!back.ok()) return ::testing::AssertionFailure() << "Backward: " << back;
+  std::vector<float> analytic(arena.grads().begin(), arena.grads().end());
+  auto loss = [&] { return SigmoidCrossEntropy(*model.Forward(batch, Mode::kInfer), batch).loss; };
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  bool failed = false;
+  for (ParamArena::BlockId id = 0; id < static_cast<int>(arena.blocks().size()); ++id) {
+    const auto& block = arena.block(id);
+    std::span<const float> g(analytic.data() + block.offset, static_cast<size_t>(block.size));
+    ::testing::AssertionResult r = CheckGradient(arena.values(id), g, loss, eps, rtol, atol,
+                                                 max_checks, static_cast<uint64_t>(id), block.name);
+    if (!r) {
+      if (!failed) result = ::testing::AssertionFailure();
+      failed = true;
+      result << r.message() << "\n";
+    }
+  }
+  return result;
 }
 
 }  // namespace reel::layers::testing
