@@ -140,13 +140,7 @@ Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
 
 Status BiLstmModel::Backward(const Batch& batch, const Tensor& dlogits) {
   (void)batch;  // everything Backward needs was kept by Forward
-  if (!trained_)
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Backward() without a training Forward()");
-  if (dlogits.rank() != 2 || dlogits.dim(0) != batch_ || dlogits.dim(1) != classes_)
-    return InvalidArgumentError("model '" + kind_ + "': dlogits have shape " +
-                                ShapeToString(dlogits.shape()) + ", want [" +
-                                std::to_string(batch_) + ", " + std::to_string(classes_) + "]");
+  REEL_RETURN_IF_ERROR(layers::RequireBackwardInput(kind_, trained_, dlogits, batch_, classes_));
   denc_.resize(enc_.size());
   head_->Backward(enc_.data(), dlogits.data(), batch_, denc_.data());
   int64_t col = 0;

@@ -40,4 +40,16 @@ Status RequireFinalizedArena(const ParamArena* arena, const std::string& model, 
                                  "() before the arena is finalized");
 }
 
+Status RequireBackwardInput(const std::string& model, bool trained, const Tensor& dlogits,
+                            int64_t batch, int64_t classes) {
+  if (!trained)
+    return FailedPreconditionError("model '" + model +
+                                   "': Backward() without a training Forward()");
+  if (dlogits.rank() != 2 || dlogits.dim(0) != batch || dlogits.dim(1) != classes)
+    return InvalidArgumentError("model '" + model + "': dlogits have shape " +
+                                ShapeToString(dlogits.shape()) + ", want [" +
+                                std::to_string(batch) + ", " + std::to_string(classes) + "]");
+  return Status::Ok();
+}
+
 }  // namespace reel::layers

@@ -208,6 +208,19 @@ TEST(InputTest, ModelsRunOnlyOnAFinalizedArena) {
   EXPECT_TRUE(RequireFinalizedArena(&arena, "moe", "Forward").ok());
 }
 
+TEST(InputTest, BackwardNeedsATrainingForwardAndDlogitsOfItsShape) {
+  Tensor dlogits({4, 3});
+  Status s = RequireBackwardInput("moe", false, dlogits, 4, 3);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "model 'moe': Backward() without a training Forward()");
+  s = RequireBackwardInput("moe", true, dlogits, 4, 5);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "model 'moe': dlogits have shape [4, 3], want [4, 5]");
+  EXPECT_EQ(RequireBackwardInput("moe", true, Tensor({12}), 4, 3).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RequireBackwardInput("moe", true, dlogits, 4, 3).ok());
+}
+
 TEST(InitTest, DependsOnSeedAndNameOnly) {
   std::vector<float> a(16), b(16), c(16), d(16);
   FillUniform(a, 0.1f, 42, "x/w");

@@ -101,13 +101,7 @@ Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
 
 Status VideoLevelModel::Backward(const Batch& batch, const Tensor& dlogits) {
   (void)batch;  // the head's input was kept by Forward
-  if (!trained_)
-    return FailedPreconditionError("model '" + kind_ +
-                                   "': Backward() without a training Forward()");
-  if (dlogits.rank() != 2 || dlogits.dim(0) != batch_ || dlogits.dim(1) != classes_)
-    return InvalidArgumentError("model '" + kind_ + "': dlogits have shape " +
-                                ShapeToString(dlogits.shape()) + ", want [" +
-                                std::to_string(batch_) + ", " + std::to_string(classes_) + "]");
+  REEL_RETURN_IF_ERROR(layers::RequireBackwardInput(kind_, trained_, dlogits, batch_, classes_));
   head_->Backward(x_.data(), dlogits.data(), batch_, nullptr);
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include "reel/batch.h"
 #include "reel/param_arena.h"
+#include "reel/tensor.h"
 
 namespace reel::layers {
 
@@ -22,6 +23,11 @@ Result<const Feature*> CheckedFeature(const Batch& batch, const std::string& nam
 // OK once `arena` (the one the model declared into; null if none yet) is finalized; otherwise
 // FailedPrecondition "model '<model>': <call>() before the arena is finalized".
 Status RequireFinalizedArena(const ParamArena* arena, const std::string& model, const char* call);
+
+// OK when Backward() may run: the last Forward() was a training one (`trained`) and `dlogits` is
+// [batch, classes]. Otherwise FailedPrecondition or InvalidArgument naming the model.
+Status RequireBackwardInput(const std::string& model, bool trained, const Tensor& dlogits,
+                            int64_t batch, int64_t classes);
 
 }  // namespace reel::layers
 
