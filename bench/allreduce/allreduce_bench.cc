@@ -17,17 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_timing.h"
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 
 namespace {
 
+using reel::bench::Median;
 using Seconds = std::chrono::duration<double>;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds per allreduce of `floats` floats, averaged over `iters` calls on every rank.
 double TimeAllReduce(std::vector<std::unique_ptr<reel::Communicator>>& comms, size_t floats,

@@ -16,21 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "bilstm_model.h"
 #include "reel/layers/init.h"
 #include "reel/update_rule.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using reel::bench::Clock;
+using reel::bench::Median;
+using reel::bench::Seconds;
 
 int Sgemm(int steps) {
   const int64_t n = 2048;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "reel/recordio.h"
 #include "synth.h"
 #include "testing/local_storage.h"
@@ -29,17 +30,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using reel::Status;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using reel::bench::Clock;
+using reel::bench::Median;
+using reel::bench::Seconds;
 
 struct Config {
   std::string dir = "/tmp/reel_ingest_bench";

@@ -15,22 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "s3_storage.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty()      ? 0
-         : v.size() % 2 ? v[v.size() / 2]
-                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using reel::bench::Clock;
+using reel::bench::Median;
+using reel::bench::Seconds;
 
 std::string Arg(const std::map<std::string, std::string>& args, const std::string& k,
                 const std::string& def) {
