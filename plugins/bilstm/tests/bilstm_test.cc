@@ -11,6 +11,7 @@ namespace reel::bilstm {
 namespace {
 
 using layers::testing::CheckModelGradients;
+using layers::testing::SgdLowersLoss;
 using layers::testing::SigmoidCrossEntropy;
 using testing::AddFeature;
 using testing::AddIdsAndLabels;
@@ -208,18 +209,7 @@ TEST(BiLstmModelTest, BadOptionsAreInvalidArgumentsNamingTheOption) {
 TEST(BiLstmModelTest, SgdStepsLowerTheLoss) {
   auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "moe", "mean", 1), kClasses, 5);
   Batch batch = TinyBatch("bilstm_audio", {5, 3, 4, 2}, 5, {31, 32, 33, 34});
-  double first = 0, last = 0;
-  for (int step = 0; step < 40; ++step) {
-    auto logits = built.model->Forward(batch, Mode::kTrain);
-    ASSERT_TRUE(logits.ok());
-    auto lg = SigmoidCrossEntropy(*logits, batch);
-    (step == 0 ? first : last) = lg.loss;
-    ASSERT_TRUE(built.model->Backward(batch, Tensor({4, kClasses}, lg.dlogits)).ok());
-    auto v = built.arena->values();
-    auto g = built.arena->grads();
-    for (size_t i = 0; i < v.size(); ++i) v[i] -= 4.0f * g[i];
-  }
-  EXPECT_LT(last, 0.5 * first) << "first " << first << ", last " << last;
+  EXPECT_TRUE(SgdLowersLoss(*built.model, *built.arena, batch, 40, 4.0f, 0.5));
 }
 
 }  // namespace

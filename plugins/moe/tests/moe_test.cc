@@ -12,6 +12,7 @@ namespace {
 
 using layers::testing::CheckModelGradients;
 using layers::testing::RandomVector;
+using layers::testing::SgdLowersLoss;
 using layers::testing::SigmoidCrossEntropy;
 
 constexpr int64_t kClasses = 4;
@@ -106,18 +107,7 @@ TEST(VideoLevelModelTest, SgdStepsLowerTheLoss) {
   for (std::string kind : {"logistic", "moe"}) {
     Built built = Build(kind, 4);
     Batch batch = VideoBatch(16, 11);
-    double first = 0, last = 0;
-    for (int step = 0; step < 60; ++step) {
-      auto logits = built.model->Forward(batch, Mode::kTrain);
-      ASSERT_TRUE(logits.ok());
-      auto lg = SigmoidCrossEntropy(*logits, batch);
-      (step == 0 ? first : last) = lg.loss;
-      ASSERT_TRUE(built.model->Backward(batch, Tensor({16, kClasses}, lg.dlogits)).ok());
-      auto v = built.arena->values();
-      auto g = built.arena->grads();
-      for (size_t i = 0; i < v.size(); ++i) v[i] -= 1.0f * g[i];
-    }
-    EXPECT_LT(last, 0.6 * first) << kind << ": first " << first << ", last " << last;
+    EXPECT_TRUE(SgdLowersLoss(*built.model, *built.arena, batch, 60, 1.0f, 0.6)) << kind;
   }
 }
 

@@ -114,6 +114,27 @@ inline ::testing::AssertionResult CheckModelGradients(Model& model, ParamArena& 
   return result;
 }
 
+// Plain SGD (`lr` times the gradient) for `steps` training steps on one batch; succeeds when the
+// last step's loss is below `factor` times the first's, and says both either way.
+inline ::testing::AssertionResult SgdLowersLoss(Model& model, ParamArena& arena, const Batch& batch,
+                                                int steps, float lr, double factor) {
+  double first = 0, last = 0;
+  for (int step = 0; step < steps; ++step) {
+    auto logits = model.Forward(batch, Mode::kTrain);
+    if (!logits.ok()) return ::testing::AssertionFailure() << "Forward: " << logits.status();
+    LossAndGrad lg = SigmoidCrossEntropy(*logits, batch);
+    (step == 0 ? first : last) = lg.loss;
+    Status back = model.Backward(batch, Tensor({logits->dim(0), logits->dim(1)}, lg.dlogits));
+    if (!back.ok()) return ::testing::AssertionFailure() << "Backward: " << back;
+    auto v = arena.values();
+    auto g = arena.grads();
+    for (size_t i = 0; i < v.size(); ++i) v[i] -= lr * g[i];
+  }
+  ::testing::AssertionResult result =
+      last < factor * first ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  return result << "loss: first " << first << ", last " << last;
+}
+
 }  // namespace reel::layers::testing
 
 #endif  // REEL_LAYERS_TESTING_H_
