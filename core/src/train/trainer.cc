@@ -276,6 +276,9 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   int64_t batches_this_epoch = 0;
+  // False while in the epoch a checkpoint resumed in the middle of: its earlier batches are not
+  // counted here, and what is left of it may be nothing at all.
+  bool whole_epoch = !result_.resumed;
   bool interrupted = false;
   std::string position_before;  // this rank's position before the batch in hand
   while (o_.steps == 0 || step_ < o_.steps) {
@@ -293,10 +296,11 @@ Result<TrainResult> Loop::Run() {
       break;
     }
     if (agree[0] < static_cast<float>(world())) {
-      if (batches_this_epoch == 0)
+      if (whole_epoch && batches_this_epoch == 0)
         return FailedPreconditionError("training data yields no batch in epoch " +
                                        std::to_string(epoch_) + " on some rank");
-      if (steps_per_epoch_ == 0) steps_per_epoch_ = batches_this_epoch;
+      if (whole_epoch && steps_per_epoch_ == 0) steps_per_epoch_ = batches_this_epoch;
+      whole_epoch = true;
       batches_this_epoch = 0;
       ++epoch_;
       if (o_.steps == 0 && epoch_ >= o_.epochs) break;

@@ -6,12 +6,12 @@
 #include <thread>
 
 #include "checkpoint.pb.h"
-#include "reel/recordio.h"
 #include "event.pb.h"
 #include "reel/core/checkpoint.h"
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/core/metrics.h"
+#include "reel/recordio.h"
 #include "train/testing.h"
 
 namespace reel::core {
@@ -158,6 +158,45 @@ TEST(TrainerTest, InterruptThenResumeEqualsUninterrupted) {
   for (const auto& [uri, bytes] : storage.objects())
     kept += uri.find("/ckpt/ckpt-") != std::string::npos;
   EXPECT_EQ(kept, 2);
+}
+
+// Interrupted exactly at the end of an epoch, a resumed run finds nothing left of that epoch: it
+// must go on with the next one, not take the empty remainder for data that yields no batch.
+TEST(TrainerTest, ResumeAtAnEpochBoundaryContinuesWithTheNextEpoch) {
+  constexpr int kStepsPerEpoch = kVideos / kBatch;
+  std::vector<float> want;
+  int64_t want_epoch = 0;
+  {
+    MemStorage storage;
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    auto result = RunTrainer(BaseOptions(), r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << result.status();
+    want = r.params();
+    want_epoch = result->epoch;
+  }
+  for (int stop_at : {kStepsPerEpoch, 2 * kStepsPerEpoch}) {
+    MemStorage storage;
+    TrainerOptions o = BaseOptions();
+    o.checkpoint_dir = "mem://run/ckpt";
+    {
+      Rank r(0, 1, 5);
+      auto comm = Solo();
+      TrainerOptions first = o;
+      first.should_stop = [stop_at](int64_t step) { return step >= stop_at; };
+      auto result = RunTrainer(first, r.components(comm.get(), false), storage);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->steps, stop_at);
+    }
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    o.resume = true;
+    auto result = RunTrainer(o, r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << "stopped at " << stop_at << ": " << result.status();
+    EXPECT_EQ(result->steps, 30);
+    EXPECT_EQ(result->epoch, want_epoch);
+    EXPECT_EQ(r.params(), want) << "stopped at " << stop_at;
+  }
 }
 
 TEST(TrainerTest, CorruptCheckpointStopsResumeAndChangesNothing) {
