@@ -163,8 +163,8 @@ class RingCommunicator final : public Communicator {
   // Largest piece a broadcast forwards at once: big enough to amortise a message, small enough
   // that the next rank starts forwarding early.
   static constexpr size_t kBroadcastChunk = size_t{1} << 20;
-  // Collective tags cycle through [kCollectiveTagBase, INT_MAX].
-  static constexpr int64_t kTagSpace = int64_t{INT32_MAX} - kCollectiveTagBase + 1;
+  // Collective tags cycle through [kCollectiveTagBase, kMaxTag].
+  static constexpr int64_t kTagSpace = int64_t{kMaxTag} - kCollectiveTagBase + 1;
 
   std::string Where() const { return "rank " + std::to_string(rank()); }
   Status Context(Status s, const std::string& what) const {

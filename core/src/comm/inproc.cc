@@ -54,8 +54,9 @@ class Group {
     if (dest < 0 || dest >= size_)
       return InvalidArgumentError(Where(from) + ": Send to rank " + std::to_string(dest) +
                                   " outside [0, " + std::to_string(size_) + ")");
-    if (tag < 0)
-      return InvalidArgumentError(Where(from) + ": Send with negative tag " + std::to_string(tag));
+    if (tag < 0 || tag > kMaxTag)
+      return InvalidArgumentError(Where(from) + ": Send with tag " + std::to_string(tag) +
+                                  " outside [0, " + std::to_string(kMaxTag) + "]");
     if (left_[dest].load())
       return UnavailableError(Where(from) + ": Send to rank " + std::to_string(dest) + " tag " +
                               std::to_string(tag) + ": rank " + std::to_string(dest) +
@@ -75,8 +76,9 @@ class Group {
     if (source != kAnySource && (source < 0 || source >= size_))
       return InvalidArgumentError(Where(me) + ": Recv from rank " + std::to_string(source) +
                                   " outside [0, " + std::to_string(size_) + ")");
-    if (tag < 0)
-      return InvalidArgumentError(Where(me) + ": Recv with negative tag " + std::to_string(tag));
+    if (tag < 0 || tag > kMaxTag)
+      return InvalidArgumentError(Where(me) + ": Recv with tag " + std::to_string(tag) +
+                                  " outside [0, " + std::to_string(kMaxTag) + "]");
     Mailbox& box = *boxes_[me];
     std::unique_lock<std::mutex> lock(box.mu);
     while (true) {

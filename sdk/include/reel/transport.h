@@ -39,6 +39,13 @@ inline Deadline DeadlineIn(std::chrono::milliseconds timeout) { return Clock::no
 
 constexpr int kAnySource = -1;
 
+// Tags: every backend carries tags in [0, kMaxTag]; 32767 is the largest tag MPI guarantees
+// (MPI_TAG_UB), so the same tag space fits every backend. Tags in [0, kCollectiveTagBase) belong to
+// users (optimizers, the trainer, plugins); [kCollectiveTagBase, kMaxTag] are reserved for the
+// core's collectives, which cycle through them.
+constexpr int kMaxTag = 32767;
+constexpr int kCollectiveTagBase = 16384;
+
 enum class ReduceOp { kSum, kMax, kMin };
 
 struct Message {
@@ -96,8 +103,12 @@ class Communicator {
   virtual Status Barrier(Deadline /*deadline*/) { return UnimplementedError("Barrier"); }
 };
 
-// Where this process stands in the group. Hosts fill it from flags or the environment
-// (REEL_RANK, REEL_WORLD_SIZE, REEL_COORDINATOR in the style of torchrun).
+// Where this process stands in the group. Hosts fill it from flags, the config or the environment
+// (REEL_RANK, REEL_WORLD_SIZE, REEL_COORDINATOR in the style of torchrun). A rank or world size of
+// kDiscover asks the transport to find it itself: a backend whose runtime knows it (MPI under
+// mpirun or srun) fills it in; one that cannot returns InvalidArgument naming what is missing.
+// The Communicator's rank() and size() are the final word.
+constexpr int kDiscover = -1;
 struct TransportContext {
   int rank = 0;
   int world_size = 1;

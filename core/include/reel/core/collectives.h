@@ -10,7 +10,7 @@
 //   - AllGather: ring, n-1 steps;
 //   - Barrier: dissemination (ceil(log2 n) rounds of empty messages).
 //
-// Tags: tags >= kCollectiveTagBase are reserved for collectives. The wrapper's Send/Recv refuse
+// Tags: tags >= kCollectiveTagBase (reel/transport.h) are reserved for collectives. The wrapper's Send/Recv refuse
 // them (InvalidArgument), so a user's point-to-point message can never be taken for a
 // collective's, nor the reverse. Every collective call takes a fresh tag from a per-communicator
 // sequence (identical on all ranks because collectives are called in the same order), so the
@@ -27,9 +27,6 @@
 #include "reel/transport.h"
 
 namespace reel::core {
-
-// First tag reserved for collectives; user tags must lie in [0, kCollectiveTagBase).
-inline constexpr int kCollectiveTagBase = 1 << 30;
 
 // Wraps `backend` (must not be null) so that every collective works. The result reports the
 // backend's capabilities unchanged (they say which collectives are native).
