@@ -29,6 +29,6 @@ function(reel_add_tests target)
   target_compile_definitions(${target} PRIVATE
     REEL_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     REEL_BINARY_DIR="${CMAKE_BINARY_DIR}"
-    REEL_SHARED_DATA_DIR="${CMAKE_SOURCE_DIR}/../shared/data")
+    REEL_DATA_DIR="${CMAKE_SOURCE_DIR}/data")  # data/yt8m: the real sample shards
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()

@@ -82,7 +82,7 @@ std::string ScanInPieces(RandomAccessFile& f, uint64_t size) {
 
 TEST_F(S3Test, RealShardsRoundTripByteForByte) {
   auto storage = MakeStorage([](S3Config& c) { c.read_ahead = 256 << 10; });
-  std::filesystem::path dir = std::filesystem::path(REEL_SHARED_DATA_DIR) / "yt8m";
+  std::filesystem::path dir = std::filesystem::path(REEL_DATA_DIR) / "yt8m";
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".tfrecord") names.push_back(e.path().filename().string());

@@ -16,7 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kRepo = REEL_SOURCE_DIR;
-const std::string kYt8m = std::string(REEL_SHARED_DATA_DIR) + "/yt8m";
 
 // Small frame-level data shared by the tests of this file: 16 classes, short videos.
 class CommandsTest : public ::testing::Test {
@@ -96,15 +95,16 @@ TEST_F(CommandsTest, TwoLocalRanks) {
   fs::remove_all(run);
 }
 
-TEST_F(CommandsTest, VideoLevelConfigsRunOnRealShards) {
+// As a user runs them, from the repository root: the configs' own data paths (data/yt8m, the real
+// shards inside the repository) must resolve with nothing beside the checkout.
+TEST_F(CommandsTest, VideoLevelConfigsRunOnRealShardsFromTheRepositoryRoot) {
   for (const char* config : {"moe", "logistic"}) {
     const std::string run = ScratchDir(std::string("cfg_") + config);
-    RunResult r = Reel({"train", "--config", kRepo + "/configs/" + config + ".pbtxt", "--set",
-                        "data.options.files=" + kYt8m + "/validate000[01].tfrecord", "--set",
-                        "eval_data.options.files=" + kYt8m + "/validate0002.tfrecord", "--set",
+    RunResult r = Reel({"train", "--config", std::string("configs/") + config + ".pbtxt", "--set",
                         "trainer.steps=2", "--set", "trainer.checkpoint_dir=" + run + "/c", "--set",
                         "trainer.metrics_log=" + run + "/m.jsonl", "--set",
-                        "trainer.tensorboard_dir=" + run + "/tb"});
+                        "trainer.tensorboard_dir=" + run + "/tb"},
+                       kRepo);
     ASSERT_EQ(r.code, 0) << config << ": " << r.err;
     EXPECT_NE(r.out.find("(313 videos)"), std::string::npos) << r.out;
     fs::remove_all(run);

@@ -22,11 +22,12 @@ std::string Quote(const std::string& s) {
 }
 }  // namespace
 
-RunResult Reel(const std::vector<std::string>& args) {
+RunResult Reel(const std::vector<std::string>& args, const std::string& cwd) {
   static int counter = 0;
   const std::string base = ::testing::TempDir() + "/reel_run_" + std::to_string(::getpid()) + "_" +
                            std::to_string(counter++);
-  std::string cmd = Quote(REEL_EXE);
+  std::string cmd = cwd.empty() ? "" : "cd " + Quote(cwd) + " && ";
+  cmd += Quote(REEL_EXE);
   for (const auto& a : args) cmd += " " + Quote(a);
   cmd += " >" + Quote(base + ".out") + " 2>" + Quote(base + ".err") + " </dev/null";
   int status = std::system(cmd.c_str());

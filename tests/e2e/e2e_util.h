@@ -14,8 +14,8 @@ struct RunResult {
   std::string out, err;
 };
 
-// Runs `reel ARGS...` to completion.
-RunResult Reel(const std::vector<std::string>& args);
+// Runs `reel ARGS...` to completion, in directory `cwd` when it is not empty.
+RunResult Reel(const std::vector<std::string>& args, const std::string& cwd = "");
 
 // A fresh empty directory under the test temp dir.
 std::string ScratchDir(const std::string& name);

@@ -12,7 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kRepo = REEL_SOURCE_DIR;
-const std::string kYt8m = std::string(REEL_SHARED_DATA_DIR) + "/yt8m";
+const std::string kYt8m = std::string(REEL_DATA_DIR) + "/yt8m";
 constexpr int kClasses = 8;
 
 // Split synthetic data: even classes show their pattern only in rgb, odd ones only in audio.

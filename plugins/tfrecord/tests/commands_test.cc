@@ -60,7 +60,7 @@ TEST_F(CommandsTest, SynthThenInspectJson) {
 
 TEST_F(CommandsTest, InspectRealShardText) {
   auto inspect = MakeInspectCommand();
-  std::string shard = std::string(REEL_SHARED_DATA_DIR) + "/yt8m/validate0000.tfrecord";
+  std::string shard = std::string(REEL_DATA_DIR) + "/yt8m/validate0000.tfrecord";
   Status s = Run(*inspect, {shard, "--limit", "1"});
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_THAT(out_.str(), HasSubstr("#0 @0 id=02aa labels=[3,4,9,34] "));

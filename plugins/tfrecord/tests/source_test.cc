@@ -308,7 +308,7 @@ TEST_F(SourceTest, CompressedShardsByOptionAndSuffix) {
 
 TEST_F(SourceTest, RealVideoLevelShards) {
   auto options = ParseOptions(TfRecordSourceSchema(),
-                              {{"files", std::string(REEL_SHARED_DATA_DIR) + "/yt8m/validate*"},
+                              {{"files", std::string(REEL_DATA_DIR) + "/yt8m/validate*"},
                                {"level", "video"},
                                {"batch_size", "100"}});
   ASSERT_TRUE(options.ok());

@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kShards = std::string(REEL_SHARED_DATA_DIR) + "/yt8m/";
+const std::string kShards = std::string(REEL_DATA_DIR) + "/yt8m/";
 
 DecodeConfig VideoConfig() {
   DecodeConfig c;
