@@ -4,19 +4,19 @@
 #  - an absolute path into the checkout's parent directory (the checkout itself or a sibling);
 #  - a relative path whose parent-directory steps climb above the repository root from the file's
 #    own directory;
-#  - a relative path that climbs above the root when taken from the root (as configs are, run from
-#    the repository root) and does not name anything in the tree from the file's directory either
-#    (e.g. "${CMAKE_SOURCE_DIR}/" followed by a step up and a sibling folder).
+#  - a path that, from an unknown anchor such as "${CMAKE_SOURCE_DIR}/" or "$(dirname "$0")/", or
+#    from the root (configs are run from there), steps out of the tree and names something that
+#    exists outside it (a sibling checkout or folder).
 # Binary files are skipped. Usage: scripts/check-paths.sh [REPO]  (default: this repository).
-# Needs git (tracked files only, so build trees and other untracked files are never read) and python3.
+# Needs git (tracked files only: build trees and other untracked files are never read) and python3.
 set -euo pipefail
 repo=${1:-"$(dirname "$0")/.."}
 if ! top=$(git -C "$repo" rev-parse --show-toplevel 2>/dev/null); then
   echo "check-paths: $repo is not a git checkout (the check reads the tracked files)" >&2
   exit 2
 fi
-git -C "$top" ls-files -z | python3 - "$top" <<'EOF'
-import os, re, sys
+python3 - "$top" <<'EOF'
+import os, re, subprocess, sys
 
 root = os.path.realpath(sys.argv[1])
 parent = os.path.dirname(root)
@@ -27,29 +27,35 @@ token_re = re.compile(r"[^\s'\"`<>(),;=|&]+")
 dynamic_re = re.compile(r"[$}{*?\[]")
 
 
-def climb(start, components):
-    """Resolves components from start (a list of names below the root); None if it escapes."""
-    stack = list(start)
+def leaves_tree(start, components):
+    """True when components, taken from start (names below the root), step above the root."""
+    depth = len(start)
     for c in components:
-        if c in ("", "."):
-            continue
         if c == "..":
-            if not stack:
-                return None
-            stack.pop()
-        else:
-            stack.append(c)
-    return stack
+            depth -= 1
+            if depth < 0:
+                return True
+        elif c not in ("", "."):
+            depth += 1
+    return False
 
 
-def exists(stack):
-    # Only the literal part: stop at the first component with a glob or a variable.
-    literal = []
-    for c in stack:
+def names_outside(start, components):
+    """True when components, taken from start, leave the tree and then name a folder or file that
+    exists there (a sibling checkout, a shared data folder). A bare climb to an ancestor of the
+    root names nothing; a variable or glob ends what can be checked."""
+    depth = len(start)
+    for i, c in enumerate(components):
         if dynamic_re.search(c):
-            break
-        literal.append(c)
-    return os.path.exists(os.path.join(root, *literal))
+            return False
+        if c == "..":
+            depth -= 1
+        elif c not in ("", "."):
+            if depth < 0:
+                target = os.path.normpath(os.path.join(root, *start, *components[: i + 1]))
+                return os.path.exists(target)
+            depth += 1
+    return False
 
 
 def problem(token, file_dir):
@@ -59,24 +65,23 @@ def problem(token, file_dir):
     if ".." not in parts:
         return None
     first = parts.index("..")
-    prefix = parts[:first]
     if token.startswith("/") and first != 1:
         return None  # an absolute path elsewhere on the system; the parent rule covers siblings
-    if any(dynamic_re.search(p) for p in prefix) or token.startswith("/"):
+    if token.startswith("/") or any(dynamic_re.search(p) for p in parts[:first]):
         # "$(dirname "$0")/.." and "${VAR}/..": the anchor is unknown, evaluate the steps only.
         rest = parts[first:]
     else:
         rest = parts
-    from_file = climb(file_dir, rest)
-    if from_file is None:
-        return "climbs above the repository root from the file's directory"
-    if climb([], rest) is None and not exists(from_file):
-        return "climbs above the repository root and names nothing in the tree"
+        if leaves_tree(file_dir, rest):
+            return "climbs above the repository root from the file's directory"
+    if names_outside(file_dir, rest) or names_outside([], rest):
+        return "names a path outside the repository"
     return None
 
 
 bad = 0
-names = sys.stdin.buffer.read().split(b"\0")
+names = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
+                       stdout=subprocess.PIPE).stdout.split(b"\0")
 for name in names:
     if not name:
         continue
@@ -104,5 +109,5 @@ for name in names:
 if bad:
     print(f"check-paths: {bad} reference(s) to paths outside the repository", file=sys.stderr)
     sys.exit(1)
-print(f"check-paths: {len([n for n in names if n])} tracked files refer only to paths inside the repository")
+print(f"check-paths: {sum(1 for n in names if n)} tracked files, no path outside the repository")
 EOF

@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libssl-dev  # s3 plugin: SHA-256 of request payloads (OpenSSL EVP)
   # tests and benchmarks
+  git  # scripts/check-paths.sh reads the tracked files
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch libopenblas0-pthread python3-numpy
   awscli

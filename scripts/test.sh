@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+scripts/check-paths.sh  # a clone with nothing beside it must be enough: no path outside the tree
 # s3rver (npm) for the S3 tests; the tests read the same variable, whatever HOME is.
 export REEL_S3RVER_DIR="${REEL_S3RVER_DIR:-${HOME:-/root}/.cache/reel/s3rver}"
 scripts/install-s3rver.sh

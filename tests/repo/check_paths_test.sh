@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# usage: check_paths_test.sh SOURCE_DIR
+# scripts/check-paths.sh on small git repositories, one rule per case: each bad reference fails
+# the check naming file and line; references that stay inside (or are not repository paths) pass.
+# The bad paths are assembled at run time so this file itself stays clean for the check.
+set -euo pipefail
+src=$1
+check="$src/scripts/check-paths.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+up=..
+mkdir -p "$work/sibling/data"  # something beside the test checkout for a bad reference to name
+failures=0
+
+# new_repo NAME: an empty git repository in $work/NAME, printed.
+new_repo() {
+  rm -rf "${work:?}/$1"
+  mkdir -p "$work/$1"
+  git -C "$work/$1" init -q
+  echo "$work/$1"
+}
+# put REPO FILE CONTENT: writes FILE (creating its folder) and adds it to the index.
+put() {
+  mkdir -p "$(dirname "$1/$2")"
+  printf '%s\n' "$3" >"$1/$2"
+  git -C "$1" add -- "$2"
+}
+expect_flagged() {  # expect_flagged REPO WHERE (file:line the message must name)
+  local out
+  if out=$(bash "$check" "$1" 2>&1); then
+    echo "FAIL: check passed, expected it to flag $2"; failures=$((failures + 1))
+  elif ! grep -qF "$2: " <<<"$out"; then
+    echo "FAIL: expected a message naming $2, got:"; echo "$out"; failures=$((failures + 1))
+  else
+    echo "ok: flagged $(grep -F "$2: " <<<"$out")"
+  fi
+}
+expect_clean() {  # expect_clean REPO WHAT
+  local out
+  if ! out=$(bash "$check" "$1" 2>&1); then
+    echo "FAIL: $2 was flagged:"; echo "$out"; failures=$((failures + 1))
+  else
+    echo "ok: clean: $2"
+  fi
+}
+
+# A config run from the root that reads a sibling folder.
+r=$(new_repo repo); put "$r" configs/a.pbtxt "files: \"$up/sibling/data/x.tfrecord\""
+expect_flagged "$r" configs/a.pbtxt:1
+# A build file that anchors at the source dir and steps out to the sibling.
+r=$(new_repo repo); put "$r" cmake/x.cmake "set(D \"\${CMAKE_SOURCE_DIR}/$up/sibling/data\")"
+expect_flagged "$r" cmake/x.cmake:1
+# A nested file whose steps climb above the root (line 2: the line is named, not just the file).
+r=$(new_repo repo); put "$r" a/b/notes.md "$(printf 'fine\nsee %s/%s/%s/elsewhere/file' $up $up $up)"
+expect_flagged "$r" a/b/notes.md:2
+# An absolute path into the checkout's parent directory.
+r=$(new_repo repo); put "$r" tests/t.cc "const char* kData = \"$work/sibling/data\";"
+expect_flagged "$r" tests/t.cc:1
+# A folder that is not a git checkout is an error, not a pass (the check reads tracked files).
+if bash "$check" "$work/sibling" >/dev/null 2>&1; then
+  echo "FAIL: a folder that is not a git checkout passed"; failures=$((failures + 1))
+else
+  echo "ok: a folder that is not a git checkout is an error"
+fi
+
+# Clean: steps that stay inside, anchors outside the tree's meaning, absolute system paths,
+# untracked and binary files.
+r=$(new_repo repo)
+put "$r" bench/s3/run.sh "repo=\"\$(cd \"\$(dirname \"\$0\")/$up/$up\" && pwd)\""
+put "$r" plugins/x/a.h "// header"
+put "$r" plugins/x/tests/a_test.cc "#include \"$up/a.h\""
+put "$r" core/CMakeLists.txt "set_target_properties(reel PROPERTIES INSTALL_RPATH \"\$ORIGIN/$up/lib\")"
+put "$r" docs/x.md "Installed under /usr/lib/x86_64-linux-gnu/ and found via <exe>/$up/lib/reel/plugins."
+printf 'bad\0%s/sibling/data\n' "$up" >"$r/blob.bin" && git -C "$r" add blob.bin
+put "$r" README.md "see docs/x.md"
+printf '%s/sibling/data\n' "$up" >"$r/untracked.txt"
+expect_clean "$r" "in-tree steps, \$ORIGIN and <exe> anchors, system paths, binary and untracked files"
+
+# The real tree.
+expect_clean "$src" "this repository"
+
+if ((failures)); then
+  echo "$failures case(s) failed"
+  exit 1
+fi
