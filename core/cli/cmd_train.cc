@@ -12,9 +12,12 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void OnSigint(int) {
+// SIGTERM is what preemptible machines, schedulers and `reel launch` send before they stop a
+// process, so it stops training as Ctrl-C does.
+extern "C" void OnStopSignal(int) {
   g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  std::signal(SIGINT, SIG_DFL);  // a second one ends the process at once
+  std::signal(SIGTERM, SIG_DFL);
 }
 
 // Installs the handler for the lifetime of a training run.
@@ -22,12 +25,17 @@ class SigintScope {
  public:
   SigintScope() {
     g_interrupted.store(false);
-    previous_ = std::signal(SIGINT, OnSigint);
+    previous_int_ = std::signal(SIGINT, OnStopSignal);
+    previous_term_ = std::signal(SIGTERM, OnStopSignal);
   }
-  ~SigintScope() { std::signal(SIGINT, previous_); }
+  ~SigintScope() {
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+  }
 
  private:
-  void (*previous_)(int) = SIG_DFL;
+  void (*previous_int_)(int) = SIG_DFL;
+  void (*previous_term_)(int) = SIG_DFL;
 };
 
 std::string Fixed(double v) {

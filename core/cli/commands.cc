@@ -10,6 +10,7 @@ CliCommand TrainCliCommand();
 CliCommand EvalCliCommand();
 CliCommand PredictCliCommand();
 CliCommand DemoCliCommand();
+CliCommand LaunchCliCommand();
 
 std::vector<CliCommand> CoreCommands() {
   return {
@@ -17,6 +18,7 @@ std::vector<CliCommand> CoreCommands() {
       TrainCliCommand(),
       EvalCliCommand(),
       PredictCliCommand(),
+      LaunchCliCommand(),
       PluginsCliCommand(),
       VersionCliCommand(),
   };

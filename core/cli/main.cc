@@ -70,11 +70,11 @@ int Run(int argc, char** argv) {
       return 0;
     }
     Status s = c.run(env, args);
-    if (s.ok()) return 0;
-    env.err << "reel " << name << ": " << s << "\n";
+    if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";
     if (s.code() == StatusCode::kInvalidArgument && s.message().find("flag") != std::string::npos)
       env.err << "usage: " << c.usage << "\n";
-    return s.code() == StatusCode::kCancelled ? 130 : 1;
+    if (env.exit_code >= 0) return env.exit_code;
+    return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
   }
 
   if (env.host.registry().Find(ComponentKind::kCommand, name) != nullptr) {

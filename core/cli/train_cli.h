@@ -16,8 +16,8 @@ namespace reel::cli {
 Result<core::ConfigFile> LoadConfigWithOverrides(const std::string& path,
                                                  const std::vector<std::string>& overrides);
 
-// Runs a training job with progress on env.err; the first SIGINT finishes the step, writes a
-// checkpoint and returns Cancelled (a second one kills the process). Prints a summary to env.out.
+// Runs a training job with progress on env.err; the first SIGINT or SIGTERM finishes the step,
+// writes a checkpoint and returns Cancelled (a second one kills the process). Prints a summary to env.out.
 Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int verbosity,
                       core::TrainResult* result = nullptr);
 

@@ -129,9 +129,14 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   // One communicator per local rank.
   std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(local));
   Owned<Transport> transport;
-  if (c.has_transport()) {
+  // Without a transport section, a launcher's REEL_TRANSPORT (`reel launch` sets tcp) names it.
+  const char* env_transport = std::getenv("REEL_TRANSPORT");
+  const std::string transport_name = c.has_transport() ? c.transport().name()
+                                     : env_transport   ? env_transport
+                                                       : "";
+  if (!transport_name.empty() && (c.has_transport() || (world > 1 && local == 1))) {
     REEL_ASSIGN_OR_RETURN(
-        transport, host.registry().CreateTransport(c.transport().name(), OptionMap(c.transport())));
+        transport, host.registry().CreateTransport(transport_name, OptionMap(c.transport())));
   } else if (world > 1 && local == 1) {
     return InvalidArgumentError("REEL_WORLD_SIZE=" + std::to_string(world) +
                                 " needs a transport section (e.g. transport { name: \"tcp\" })");
@@ -150,7 +155,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       Result<std::unique_ptr<Communicator>> joined = transport->Connect(ctx, NoDeadline());
       if (!joined.ok()) {
         results[i] = joined.status().WithContext("rank " + std::to_string(ctx.rank) +
-                                                 ": transport '" + c.transport().name() + "'");
+                                                 ": transport '" + transport_name + "'");
         return;
       }
       comm = std::move(*joined);

@@ -1,0 +1,176 @@
+// `reel launch -n N [--nnodes M --node-rank K --coordinator HOST:PORT] -- COMMAND [ARGS...]`:
+// starts N local ranks of COMMAND in the style of torchrun. Each rank gets
+//   REEL_RANK = K*N + i, REEL_WORLD_SIZE = M*N, REEL_LOCAL_RANK = i, REEL_LOCAL_WORLD_SIZE = N,
+//   REEL_NODE_RANK = K, REEL_COORDINATOR = HOST:PORT (default on one node: 127.0.0.1 and a port
+//   that was free a moment ago), and REEL_TRANSPORT = tcp unless the environment sets it already
+//   (a run config without a transport section uses the transport REEL_TRANSPORT names).
+// Supervision and exit codes: rank_supervisor.h.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "args.h"
+#include "cli.h"
+#include "rank_supervisor.h"
+
+namespace reel::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "reel launch -n N [--nnodes M --node-rank K] [--coordinator HOST:PORT] "
+    "[--grace-seconds S] -- COMMAND [ARGS...]";
+
+struct LaunchPlan {
+  int64_t local_ranks = 0;
+  int64_t nodes = 1;
+  int64_t node_rank = 0;
+  std::string coordinator;
+  double grace_seconds = 30;
+  std::vector<std::string> command;
+};
+
+// "HOST:PORT" (or "[IPv6]:PORT") with a port in 1..65535.
+Status CheckCoordinator(const std::string& value) {
+  const size_t colon = value.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : value.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
+  char* end = nullptr;
+  const long p = port.empty() ? 0 : std::strtol(port.c_str(), &end, 10);
+  if (host.empty() || host == "[]" || port.empty() || *end != '\0' || p < 1 || p > 65535)
+    return InvalidArgumentError("flag '--coordinator': '" + value +
+                                "' is not HOST:PORT with a port in 1..65535");
+  return Status::Ok();
+}
+
+// A loopback port nobody listens on right now. Another process may take it before rank 0 binds
+// it; the transport's Connect then fails naming the address, and a rerun picks another.
+Result<int> FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError("socket: " + std::string(std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) return UnavailableError("no free port on 127.0.0.1: " + std::string(std::strerror(err)));
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
+  auto dashes = std::find(words.begin(), words.end(), "--");
+  if (dashes == words.end())
+    return InvalidArgumentError("missing '--' before the command to launch (" +
+                                std::string(kUsage) + ")");
+  LaunchPlan plan;
+  plan.command.assign(dashes + 1, words.end());
+  if (plan.command.empty()) return InvalidArgumentError("no command after '--'");
+  // Args takes long flags only; `-n` is the short name of --nproc-per-node.
+  std::vector<std::string> flags(words.begin(), dashes);
+  for (std::string& w : flags)
+    if (w == "-n") w = "--nproc-per-node";
+  Args args;
+  args.Value("nproc-per-node").Value("nnodes").Value("node-rank").Value("coordinator");
+  args.Value("grace-seconds");
+  REEL_RETURN_IF_ERROR(args.Parse(flags));
+  if (!args.positional().empty())
+    return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
+                                "' before '--' (flags: -n N ...)");
+  if (!args.Has("nproc-per-node"))
+    return InvalidArgumentError("flag '-n' (ranks on this node) is required");
+  REEL_ASSIGN_OR_RETURN(plan.local_ranks, args.GetInt("nproc-per-node", 0));
+  REEL_ASSIGN_OR_RETURN(plan.nodes, args.GetInt("nnodes", 1));
+  REEL_ASSIGN_OR_RETURN(plan.node_rank, args.GetInt("node-rank", 0));
+  if (plan.local_ranks < 1 || plan.local_ranks > 4096)
+    return InvalidArgumentError("flag '-n': " + std::to_string(plan.local_ranks) +
+                                " ranks; give 1 to 4096");
+  if (plan.nodes < 1 || plan.nodes > 65536)
+    return InvalidArgumentError("flag '--nnodes': " + std::to_string(plan.nodes) +
+                                " nodes; give 1 to 65536");
+  if (plan.node_rank < 0 || plan.node_rank >= plan.nodes)
+    return InvalidArgumentError("flag '--node-rank': " + std::to_string(plan.node_rank) +
+                                " is not in 0.." + std::to_string(plan.nodes - 1));
+  if (args.Has("grace-seconds")) {
+    const std::string g = args.Get("grace-seconds");
+    char* end = nullptr;
+    plan.grace_seconds = std::strtod(g.c_str(), &end);
+    if (g.empty() || *end != '\0' || !(plan.grace_seconds >= 0) || plan.grace_seconds > 86400)
+      return InvalidArgumentError("flag '--grace-seconds': '" + g +
+                                  "' is not a number of seconds in 0..86400");
+  }
+  if (args.Has("coordinator")) {
+    plan.coordinator = args.Get("coordinator");
+    REEL_RETURN_IF_ERROR(CheckCoordinator(plan.coordinator));
+  } else if (plan.nodes > 1) {
+    return InvalidArgumentError(
+        "flag '--coordinator' (HOST:PORT of node 0, reachable from every "
+        "node) is required with --nnodes " +
+        std::to_string(plan.nodes));
+  } else {
+    REEL_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+    plan.coordinator = "127.0.0.1:" + std::to_string(port);
+  }
+  return plan;
+}
+
+// `reel` as the command means this very executable, with the --plugin-dir flags launch got.
+std::vector<std::string> ResolveCommand(const CliEnv& env, std::vector<std::string> command) {
+  if (command[0] != "reel") return command;
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  command[0] = ec ? env.argv0 : self.string();
+  std::vector<std::string> dirs;
+  for (const std::string& d : env.plugin_dirs) {
+    dirs.push_back("--plugin-dir");
+    dirs.push_back(d);
+  }
+  command.insert(command.begin() + 1, dirs.begin(), dirs.end());
+  return command;
+}
+
+Status Launch(CliEnv& env, const std::vector<std::string>& words) {
+  REEL_ASSIGN_OR_RETURN(LaunchPlan plan, ParsePlan(words));
+  SuperviseOptions options;
+  options.command = ResolveCommand(env, plan.command);
+  options.grace = std::chrono::milliseconds(static_cast<int64_t>(plan.grace_seconds * 1000));
+  const int64_t world = plan.nodes * plan.local_ranks;
+  const char* transport = std::getenv("REEL_TRANSPORT");
+  for (int64_t i = 0; i < plan.local_ranks; ++i) {
+    RankSpec spec;
+    spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
+    spec.environment = {
+        "REEL_RANK=" + std::to_string(spec.rank),
+        "REEL_WORLD_SIZE=" + std::to_string(world),
+        "REEL_LOCAL_RANK=" + std::to_string(i),
+        "REEL_LOCAL_WORLD_SIZE=" + std::to_string(plan.local_ranks),
+        "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
+        "REEL_COORDINATOR=" + plan.coordinator,
+        "REEL_TRANSPORT=" + std::string(transport && *transport ? transport : "tcp"),
+    };
+    options.ranks.push_back(std::move(spec));
+  }
+  env.out.flush();
+  env.err.flush();
+  REEL_ASSIGN_OR_RETURN(SuperviseOutcome outcome, SuperviseRanks(options));
+  env.exit_code = outcome.exit_code;
+  if (outcome.first_failure)
+    return UnavailableError("rank " + std::to_string(outcome.first_failure->rank) + " " +
+                            outcome.first_failure->Describe());
+  if (outcome.interrupted_by != 0) return CancelledError("interrupted; every rank has finished");
+  return Status::Ok();
+}
+
+}  // namespace
+
+CliCommand LaunchCliCommand() {
+  return {"launch", "start N local ranks of a command (e.g. reel train) with their environment",
+          kUsage, Launch};
+}
+
+}  // namespace reel::cli

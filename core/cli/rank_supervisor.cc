@@ -1,0 +1,344 @@
+// RankSupervisor (see rank_supervisor.h).
+#include "rank_supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+extern char** environ;
+
+namespace reel::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A line longer than this is written out in pieces, each with its own prefix.
+constexpr size_t kMaxLine = 64 * 1024;
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Writes all of `data` to `fd`, retrying short writes; output errors are ignored (there is
+// nobody left to tell).
+void WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// One of a rank's output pipes: bytes in, prefixed whole lines out.
+struct OutputPipe {
+  int fd = -1;    // read end, non-blocking; -1 once closed
+  int sink = -1;  // our stdout or stderr
+  std::string prefix;
+  std::string partial;  // bytes after the last newline
+
+  // Reads what is available; false at end of file or on an error (then the pipe is closed).
+  bool Pump() {
+    char buf[16384];
+    while (true) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) {
+        Close();
+        return false;
+      }
+      Emit(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+
+  // Appends `data` and writes every complete line, all of them in one write.
+  void Emit(std::string_view data) {
+    partial.append(data);
+    std::string out;
+    size_t start = 0;
+    while (true) {
+      size_t nl = partial.find('\n', start);
+      if (nl == std::string::npos) {
+        if (partial.size() - start < kMaxLine) break;
+        nl = start + kMaxLine - 1;  // an endless line: cut it
+        out.append(prefix).append(partial, start, nl + 1 - start).append("\n");
+      } else {
+        out.append(prefix).append(partial, start, nl + 1 - start);
+      }
+      start = nl + 1;
+    }
+    partial.erase(0, start);
+    WriteAll(sink, out);
+  }
+
+  void Close() {
+    if (fd < 0) return;
+    if (!partial.empty()) WriteAll(sink, prefix + partial + "\n");
+    partial.clear();
+    ::close(fd);
+    fd = -1;
+  }
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;  // also its process group id
+  bool running = false;
+  OutputPipe out, err;
+};
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
+
+class Supervisor {
+ public:
+  explicit Supervisor(const SuperviseOptions& o) : o_(o) {}
+  ~Supervisor();
+
+  Status Start();
+  SuperviseOutcome Wait();
+
+ private:
+  Status Spawn(const RankSpec& spec);
+  void Reap();
+  void OnExit(Child& c, int status);
+  void Signal(int sig);  // to every running rank's process group
+  void Say(const std::string& line) { WriteAll(o_.err_fd, "reel launch: " + line + "\n"); }
+  int Running() const;
+
+  const SuperviseOptions& o_;
+  std::vector<Child> children_;
+  int signal_fd_ = -1;
+  sigset_t blocked_{}, previous_mask_{};
+  bool mask_changed_ = false;
+  std::optional<RankExit> first_failure_;
+  int interrupted_by_ = 0;
+  std::optional<Clock::time_point> kill_at_;  // when stopping ranks get SIGKILL
+};
+
+Supervisor::~Supervisor() {
+  // Only reached with ranks still running if starting failed: they must not outlive us.
+  for (Child& c : children_) {
+    if (c.running) {
+      ::kill(-c.pid, SIGKILL);
+      ::waitpid(c.pid, nullptr, 0);
+    }
+    c.out.Close();
+    c.err.Close();
+  }
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+  if (mask_changed_) ::sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
+}
+
+int Supervisor::Running() const {
+  int n = 0;
+  for (const Child& c : children_) n += c.running ? 1 : 0;
+  return n;
+}
+
+Status Supervisor::Start() {
+  sigemptyset(&blocked_);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&blocked_, sig);
+  if (::sigprocmask(SIG_BLOCK, &blocked_, &previous_mask_) != 0)
+    return InternalError("sigprocmask: " + ErrnoText(errno));
+  mask_changed_ = true;
+  signal_fd_ = ::signalfd(-1, &blocked_, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return InternalError("signalfd: " + ErrnoText(errno));
+  children_.reserve(o_.ranks.size());
+  for (const RankSpec& spec : o_.ranks) REEL_RETURN_IF_ERROR(Spawn(spec));
+  return Status::Ok();
+}
+
+Status Supervisor::Spawn(const RankSpec& spec) {
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  std::map<std::string, size_t> overridden;
+  for (const std::string& e : spec.environment) overridden[e.substr(0, e.find('='))] = 0;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (!overridden.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  env_strings.insert(env_strings.end(), spec.environment.begin(), spec.environment.end());
+  std::vector<char*> envp, argv;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o_.command;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return InternalError("pipe: " + ErrnoText(errno));
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return InternalError("pipe: " + ErrnoText(errno));
+  }
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    return InternalError("pipe: " + ErrnoText(errno));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1]})
+      ::close(fd);
+    return InternalError("fork: " + ErrnoText(err));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the supervisor died before prctl took effect
+    ::sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;
+    ssize_t ignored = ::write(exec_pipe[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(exec_pipe[1]);
+  Child& c = children_.emplace_back();
+  c.rank = spec.rank;
+  c.pid = pid;
+  c.running = true;
+  const std::string prefix = "[rank " + std::to_string(spec.rank) + "] ";
+  c.out = {out_pipe[0], o_.out_fd, prefix, {}};
+  c.err = {err_pipe[0], o_.err_fd, prefix, {}};
+  // The exec pipe closes on a successful exec and carries errno otherwise.
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (n < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::waitpid(pid, nullptr, 0);
+    c.running = false;
+    return InvalidArgumentError("cannot run '" + o_.command[0] + "': " + ErrnoText(exec_errno));
+  }
+  for (int fd : {c.out.fd, c.err.fd}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return Status::Ok();
+}
+
+void Supervisor::Signal(int sig) {
+  for (const Child& c : children_)
+    if (c.running) ::kill(-c.pid, sig);
+}
+
+void Supervisor::OnExit(Child& c, int status) {
+  c.running = false;
+  // Output written before the exit is already in the pipes: take it before closing them.
+  c.out.Pump();
+  c.err.Pump();
+  c.out.Close();
+  c.err.Close();
+  RankExit e{c.rank, WIFSIGNALED(status),
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
+  if (e.ok() || interrupted_by_ != 0 || first_failure_) return;
+  first_failure_ = e;
+  const int others = Running();
+  if (others == 0) {
+    Say("rank " + std::to_string(e.rank) + " " + e.Describe());
+    return;
+  }
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.1f", static_cast<double>(o_.grace.count()) / 1000.0);
+  Say("rank " + std::to_string(e.rank) + " " + e.Describe() + "; stopping the other " +
+      std::to_string(others) + " rank(s) (SIGTERM, then SIGKILL after " + grace + " s)");
+  Signal(SIGTERM);
+  kill_at_ = Clock::now() + o_.grace;
+}
+
+void Supervisor::Reap() {
+  for (Child& c : children_) {
+    if (!c.running) continue;
+    int status = 0;
+    pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+    if (r == c.pid) OnExit(c, status);
+  }
+}
+
+SuperviseOutcome Supervisor::Wait() {
+  while (Running() > 0) {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<OutputPipe*> pipes;
+    for (Child& c : children_)
+      for (OutputPipe* p : {&c.out, &c.err})
+        if (p->fd >= 0) {
+          fds.push_back({p->fd, POLLIN, 0});
+          pipes.push_back(p);
+        }
+    int timeout = -1;
+    if (kill_at_) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout);
+    if (n < 0 && errno != EINTR) {
+      Say("poll: " + ErrnoText(errno) + "; killing the ranks");
+      Signal(SIGKILL);
+      kill_at_.reset();
+    }
+    if (kill_at_ && Clock::now() >= *kill_at_) {
+      Say("grace period over; SIGKILL to " + std::to_string(Running()) + " rank(s)");
+      Signal(SIGKILL);
+      kill_at_.reset();
+    }
+    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
+      if (fds[i].revents != 0) pipes[i - 1]->Pump();
+    if (n > 0 && fds[0].revents != 0) {
+      signalfd_siginfo info;
+      while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        const int sig = static_cast<int>(info.ssi_signo);
+        if (sig == SIGCHLD) continue;  // reaped below, whatever woke us
+        if (interrupted_by_ == 0) interrupted_by_ = sig;
+        Say("got " + SignalName(sig) + "; passing it to " + std::to_string(Running()) +
+            " rank(s) and waiting for them");
+        Signal(sig);
+      }
+    }
+    Reap();
+  }
+  SuperviseOutcome outcome;
+  outcome.first_failure = first_failure_;
+  outcome.interrupted_by = interrupted_by_;
+  if (first_failure_)
+    outcome.exit_code = first_failure_->ExitCode();
+  else if (interrupted_by_ != 0)
+    outcome.exit_code = 128 + interrupted_by_;
+  return outcome;
+}
+
+}  // namespace
+
+std::string RankExit::Describe() const {
+  if (!signaled) return "exited with status " + std::to_string(value);
+  return "was killed by signal " + std::to_string(value) + " (" + SignalName(value) + ")";
+}
+
+Result<SuperviseOutcome> SuperviseRanks(const SuperviseOptions& options) {
+  if (options.command.empty()) return InvalidArgumentError("no command to run");
+  if (options.ranks.empty()) return InvalidArgumentError("no ranks to start");
+  Supervisor supervisor(options);
+  REEL_RETURN_IF_ERROR(supervisor.Start());
+  return supervisor.Wait();
+}
+
+}  // namespace reel::cli

@@ -1,0 +1,66 @@
+// RankSupervisor: the process half of `reel launch`. Starts one child process per local rank,
+// copies each child's stdout and stderr to ours line by line with a "[rank K] " prefix, and
+// decides the run's outcome:
+//   - every rank exits 0                 -> exit code 0;
+//   - a rank fails (non-zero exit or a signal) while no interrupt is in progress -> the others
+//     are stopped (SIGTERM to their process groups, SIGKILL after `grace`), and the outcome names
+//     the first rank that failed; exit code: its exit status, or 128 + the signal that killed it;
+//   - SIGINT or SIGTERM reaches the supervisor -> forwarded to every running rank (a second one
+//     is forwarded too), the supervisor waits for all of them; exit code 128 + that signal.
+//
+// Each child runs in its own process group (so a terminal's Ctrl-C reaches the ranks once,
+// through the supervisor, and stopping a rank stops what it started), with stdin on /dev/null,
+// and dies with SIGKILL if the supervisor itself dies (PR_SET_PDEATHSIG).
+//
+// Plain POSIX + Linux signalfd; no threads. Thread-safety: Run() blocks SIGINT, SIGTERM and
+// SIGCHLD in the calling thread while it runs, so call it from the main thread of a process with
+// no other children.
+#ifndef REEL_CLI_RANK_SUPERVISOR_H_
+#define REEL_CLI_RANK_SUPERVISOR_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reel/status.h"
+
+namespace reel::cli {
+
+struct RankSpec {
+  int rank = 0;                          // global rank, used in prefixes and messages
+  std::vector<std::string> environment;  // "NAME=value" entries set on top of ours
+};
+
+struct SuperviseOptions {
+  std::vector<std::string> command;  // argv of every rank; command[0] is searched on PATH
+  std::vector<RankSpec> ranks;
+  std::chrono::milliseconds grace{30000};  // SIGTERM -> SIGKILL when stopping after a failure
+  int out_fd = 1;                          // where the ranks' prefixed stdout goes
+  int err_fd = 2;                          // where their stderr and our own messages go
+};
+
+struct RankExit {
+  int rank = 0;
+  bool signaled = false;
+  int value = 0;  // exit status, or the signal number when `signaled`
+
+  bool ok() const { return !signaled && value == 0; }
+  int ExitCode() const { return signaled ? 128 + value : value; }
+  // "exited with status 3" / "was killed by signal 9 (SIGKILL)".
+  std::string Describe() const;
+};
+
+struct SuperviseOutcome {
+  int exit_code = 0;
+  std::optional<RankExit> first_failure;  // the rank that failed first, unless interrupted
+  int interrupted_by = 0;                 // SIGINT or SIGTERM when one was forwarded
+};
+
+// Runs the ranks to completion. Errors only for what prevents starting them (a command that
+// cannot be executed, no pipes or processes left); ranks already started are killed then.
+Result<SuperviseOutcome> SuperviseRanks(const SuperviseOptions& options);
+
+}  // namespace reel::cli
+
+#endif  // REEL_CLI_RANK_SUPERVISOR_H_

@@ -1,0 +1,283 @@
+// `reel launch` end to end: the environment of each rank, prefixed output, a failing rank stops
+// the others and is named, signals reach every rank, and bad arguments are refused clearly.
+// The ranks are small shell scripts, so these tests need no transport.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "e2e_util.h"
+
+namespace reel::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// `reel launch FLAGS -- sh -c SCRIPT`.
+RunResult LaunchSh(std::vector<std::string> flags, const std::string& script) {
+  std::vector<std::string> args = {"launch"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--", "sh", "-c", script});
+  return Reel(args);
+}
+
+// A `reel launch` running in the background, its output going to files.
+class Background {
+ public:
+  Background(const std::string& dir, const std::vector<std::string>& args)
+      : out_(dir + "/launch.out"), err_(dir + "/launch.err") {
+    std::vector<std::string> argv_s = {REEL_EXE};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& s : argv_s) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      if (!std::freopen(out_.c_str(), "w", stdout) || !std::freopen(err_.c_str(), "w", stderr))
+        ::_exit(126);
+      ::execv(REEL_EXE, argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() {
+    if (pid_ > 0 && code_ < 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  std::string out() const { return ReadFile(out_); }
+  std::string err() const { return ReadFile(err_); }
+
+  // Waits (up to a generous limit; this is not a timing assertion) until stdout holds `lines`.
+  bool WaitForLines(size_t lines) const {
+    for (int i = 0; i < 3000; ++i) {
+      if (Lines(out()).size() >= lines) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  void Signal(int sig) const { ::kill(pid_, sig); }
+  // The exit code, or 128 + signal.
+  int Wait() {
+    int status = 0;
+    if (::waitpid(pid_, &status, 0) != pid_) return -1;
+    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return code_;
+  }
+
+ private:
+  std::string out_, err_;
+  pid_t pid_ = -1;
+  int code_ = -1;
+};
+
+TEST(LaunchTest, EveryRankGetsItsEnvironment) {
+  RunResult r =
+      LaunchSh({"-n", "3"},
+               "echo $REEL_RANK $REEL_WORLD_SIZE $REEL_LOCAL_RANK "
+               "$REEL_LOCAL_WORLD_SIZE $REEL_NODE_RANK $REEL_TRANSPORT $REEL_COORDINATOR");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  std::sort(lines.begin(), lines.end());
+  std::set<std::string> coordinators;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string want = "[rank " + std::to_string(rank) + "] " + std::to_string(rank) + " 3 " +
+                             std::to_string(rank) + " 3 0 tcp 127.0.0.1:";
+    ASSERT_EQ(lines[rank].substr(0, want.size()), want) << r.out;
+    const std::string port = lines[rank].substr(want.size());
+    ASSERT_FALSE(port.empty());
+    EXPECT_GT(std::stoi(port), 0) << lines[rank];
+    coordinators.insert(port);
+  }
+  EXPECT_EQ(coordinators.size(), 1u) << "every rank must meet at the same coordinator: " << r.out;
+}
+
+TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
+  RunResult r =
+      LaunchSh({"-n", "2", "--nnodes", "3", "--node-rank", "2", "--coordinator", "10.1.2.3:29500"},
+               "echo $REEL_RANK $REEL_WORLD_SIZE $REEL_LOCAL_RANK $REEL_NODE_RANK "
+               "$REEL_COORDINATOR");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[rank 4] 4 6 0 2 10.1.2.3:29500",
+                                             "[rank 5] 5 6 1 2 10.1.2.3:29500"}));
+}
+
+TEST(LaunchTest, TransportFromTheEnvironmentWins) {
+  ::setenv("REEL_TRANSPORT", "mpi", 1);
+  RunResult r = LaunchSh({"-n", "1"}, "echo $REEL_TRANSPORT");
+  ::unsetenv("REEL_TRANSPORT");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank 0] mpi\n");
+}
+
+// Many lines from every rank on both streams at once: each line arrives whole, with its rank's
+// prefix, and none is lost; a last line without a newline is still delivered.
+TEST(LaunchTest, PrefixesEveryWholeLine) {
+  const std::string payload(300, 'x');
+  RunResult r =
+      LaunchSh({"-n", "3"}, "i=0; while [ $i -lt 300 ]; do echo \"out $REEL_RANK $i " + payload +
+                                "\"; echo \"err $REEL_RANK $i\" >&2; i=$((i+1)); done; "
+                                "printf 'tail %s' $REEL_RANK");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<int, int> next_out, next_err;
+  std::set<int> tails;
+  for (const std::string& line : Lines(r.out)) {
+    int rank = -1, i = -1;
+    char rest[512] = {0};
+    if (std::sscanf(line.c_str(), "[rank %d] tail %d", &rank, &i) == 2) {
+      EXPECT_EQ(rank, i) << line;
+      tails.insert(rank);
+      continue;
+    }
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] out %*d %d %511s", &rank, &i, rest), 3) << line;
+    EXPECT_EQ(line, "[rank " + std::to_string(rank) + "] out " + std::to_string(rank) + " " +
+                        std::to_string(i) + " " + payload);
+    EXPECT_EQ(i, next_out[rank]++) << "lines of rank " << rank << " out of order";
+  }
+  for (const std::string& line : Lines(r.err)) {
+    int rank = -1, i = -1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] err %*d %d", &rank, &i), 2) << line;
+    EXPECT_EQ(line, "[rank " + std::to_string(rank) + "] err " + std::to_string(rank) + " " +
+                        std::to_string(i));
+    EXPECT_EQ(i, next_err[rank]++);
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(next_out[rank], 300) << "rank " << rank;
+    EXPECT_EQ(next_err[rank], 300) << "rank " << rank;
+  }
+  EXPECT_EQ(tails, (std::set<int>{0, 1, 2}));
+}
+
+// Rank 1 fails while the others sleep: launch stops them, exits with rank 1's status and says
+// which rank failed and how.
+TEST(LaunchTest, FailingRankStopsTheOthersAndIsNamed) {
+  const std::string dir = ScratchDir("launch_fail");
+  RunResult r = LaunchSh({"-n", "3"}, "echo $$ > " + dir +
+                                          "/pid.$REEL_RANK; if [ $REEL_RANK = 1 ]; then "
+                                          "while [ ! -e " +
+                                          dir + "/pid.0 ] || [ ! -e " + dir +
+                                          "/pid.2 ]; do sleep 0.05; done; exit 3; fi; "
+                                          "exec sleep 1000");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("reel launch: rank 1 exited with status 3; stopping the other 2 rank(s)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("reel launch: UNAVAILABLE: rank 1 exited with status 3"), std::string::npos)
+      << r.err;
+  for (int rank : {0, 2}) {
+    const pid_t pid = std::stoi(ReadFile(dir + "/pid." + std::to_string(rank)));
+    EXPECT_NE(::kill(pid, 0), 0) << "rank " << rank << " (pid " << pid << ") still runs";
+  }
+  fs::remove_all(dir);
+}
+
+TEST(LaunchTest, RankKilledBySignalIsNamedWithTheSignal) {
+  RunResult r =
+      LaunchSh({"-n", "2"}, "if [ $REEL_RANK = 0 ]; then kill -9 $$; fi; exec sleep 1000");
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+  EXPECT_NE(r.err.find("rank 0 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+}
+
+// A rank that ignores SIGTERM is killed once the grace period is over.
+TEST(LaunchTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  RunResult r = LaunchSh({"-n", "2", "--grace-seconds", "0.2"},
+                         "trap '' TERM; if [ $REEL_RANK = 1 ]; then sleep 0.2; exit 4; fi; "
+                         "while :; do sleep 0.05; done");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("grace period over; SIGKILL to 1 rank(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 exited with status 4"), std::string::npos) << r.err;
+}
+
+// SIGINT (and SIGTERM) to launch reach every rank once; launch waits for all of them and exits
+// with 128 + the signal, even though the ranks end with their own status.
+TEST(LaunchTest, SignalsAreForwardedToEveryRank) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string dir = ScratchDir("launch_sig" + std::to_string(sig));
+    const std::string name = sig == SIGINT ? "INT" : "TERM";
+    Background launch(dir, {"launch", "-n", "3", "--", "sh", "-c",
+                            "trap 'echo got " + name + "; exit 5' " + name +
+                                "; echo ready; while :; do sleep 0.05; done"});
+    ASSERT_TRUE(launch.started());
+    ASSERT_TRUE(launch.WaitForLines(3)) << launch.out() << launch.err();
+    launch.Signal(sig);
+    EXPECT_EQ(launch.Wait(), 128 + sig) << launch.err();
+    std::vector<std::string> lines = Lines(launch.out());
+    std::sort(lines.begin(), lines.end());
+    EXPECT_EQ(lines, (std::vector<std::string>{"[rank 0] got " + name, "[rank 0] ready",
+                                               "[rank 1] got " + name, "[rank 1] ready",
+                                               "[rank 2] got " + name, "[rank 2] ready"}));
+    EXPECT_NE(launch.err().find("got SIG" + name + "; passing it to 3 rank(s)"), std::string::npos)
+        << launch.err();
+    fs::remove_all(dir);
+  }
+}
+
+// `reel` as the command is this very executable, whatever PATH says.
+TEST(LaunchTest, ReelAsTheCommandIsThisExecutable) {
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  RunResult r = Reel({"launch", "-n", "2", "--", "reel", "version"});
+  ::setenv("PATH", path.c_str(), 1);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_FALSE(lines.empty());
+  for (const std::string& line : lines)
+    EXPECT_TRUE(line.rfind("[rank 0] ", 0) == 0 || line.rfind("[rank 1] ", 0) == 0) << line;
+  EXPECT_NE(r.out.find("[rank 1] reel "), std::string::npos) << r.out;
+}
+
+TEST(LaunchTest, BadArgumentsAreRefusedClearly) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{"-n", "0", "--", "true"}, "flag '-n': 0 ranks; give 1 to 4096"},
+      {{"-n", "x", "--", "true"}, "flag '--nproc-per-node': 'x' is not an integer"},
+      {{"--", "true"}, "flag '-n' (ranks on this node) is required"},
+      {{"-n", "2", "true"}, "missing '--' before the command to launch"},
+      {{"-n", "2", "--"}, "no command after '--'"},
+      {{"-n", "2", "--coordinator", "nohost", "--", "true"},
+       "flag '--coordinator': 'nohost' is not HOST:PORT with a port in 1..65535"},
+      {{"-n", "2", "--coordinator", "h:70000", "--", "true"},
+       "flag '--coordinator': 'h:70000' is not HOST:PORT"},
+      {{"-n", "2", "--coordinator", ":80", "--", "true"}, "flag '--coordinator': ':80'"},
+      {{"-n", "2", "--coordinator", "h:8x", "--", "true"}, "flag '--coordinator': 'h:8x'"},
+      {{"-n", "2", "--nnodes", "2", "--", "true"},
+       "flag '--coordinator' (HOST:PORT of node 0, reachable from every node) is required"},
+      {{"-n", "2", "--nnodes", "2", "--node-rank", "2", "--coordinator", "h:1", "--", "true"},
+       "flag '--node-rank': 2 is not in 0..1"},
+      {{"-n", "2", "--grace-seconds", "-1", "--", "true"}, "flag '--grace-seconds': '-1'"},
+      {{"-n", "2", "--bogus", "--", "true"}, "unknown flag '--bogus'"},
+      {{"-n", "2", "--", "/no/such/program"}, "cannot run '/no/such/program': No such file"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"launch"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    RunResult r = Reel(args);
+    EXPECT_EQ(r.code, 1) << c.error << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace reel::e2e
