@@ -1,0 +1,212 @@
+// Blocking socket calls with a deadline (see blocking_io.h).
+#include "blocking_io.h"
+
+#include <future>
+#include <thread>
+
+namespace reel::tcp {
+namespace {
+
+using boost::system::error_code;
+
+template <typename T>
+bool WaitFuture(std::future<T>& f, Deadline deadline) {
+  if (deadline == Deadline::max()) {
+    f.wait();
+    return true;
+  }
+  return f.wait_until(deadline) == std::future_status::ready;
+}
+
+// Cancels the socket's operations on the io thread and returns once that has happened, so a
+// late cancel can never hit a later operation.
+void CancelOnIoThread(asio::io_context& io, tcp::socket& socket) {
+  std::promise<void> done;
+  asio::post(io, [&] {
+    error_code ignored;
+    socket.cancel(ignored);
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+// Waits for an operation started with asio::use_future; its error code, or timed_out.
+template <typename T>
+error_code Finish(asio::io_context& io, tcp::socket& socket, std::future<T>& f, Deadline deadline) {
+  if (!WaitFuture(f, deadline)) {
+    CancelOnIoThread(io, socket);
+    f.wait();
+    return asio::error::timed_out;
+  }
+  try {
+    f.get();
+  } catch (const boost::system::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+Status IoError(const std::string& what, const char* op, const error_code& ec) {
+  if (ec == asio::error::timed_out)
+    return DeadlineExceededError(what + ": " + op + " passed its deadline");
+  return UnavailableError(what + ": " + op + " failed: " + ec.message());
+}
+
+}  // namespace
+
+Result<Endpoint> ParseHostPort(const std::string& text, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError(what + " '" + text + "': " + why + " (expected host:port)");
+  };
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad("no host:port");
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.back() != ']' || host.size() < 3) return bad("unbalanced brackets");
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return bad("IPv6 addresses need brackets, e.g. [::1]:29500");
+  }
+  const std::string port_text = text.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos)
+    return bad("port '" + port_text + "' is not a number");
+  const int port = std::stoi(port_text);
+  if (port < 1 || port > 65535) return bad("port " + port_text + " outside [1, 65535]");
+  if (host.size() > kMaxHostBytes) return bad("host name too long");
+  return Endpoint{host, static_cast<uint16_t>(port)};
+}
+
+Result<asio::ip::address> ResolveHost(asio::io_context& io, const std::string& host) {
+  error_code ec;
+  asio::ip::address a = asio::ip::make_address(host, ec);
+  if (!ec) return a;
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "", ec);
+  if (ec || results.empty())
+    return UnavailableError("cannot resolve host '" + host +
+                            "': " + (ec ? ec.message() : std::string("no address")));
+  for (const auto& r : results)
+    if (r.endpoint().address().is_v4()) return r.endpoint().address();
+  return results.begin()->endpoint().address();
+}
+
+bool IsLoopback(const asio::ip::address& a) {
+  if (a.is_v4()) return a.to_v4().is_loopback();
+  return a.to_v6().is_loopback() ||
+         (a.to_v6().is_v4_mapped() &&
+          asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback());
+}
+
+std::string ToString(const tcp::endpoint& e) {
+  const std::string host = e.address().to_string();
+  return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+}
+
+Status ConnectWithRetry(asio::io_context& io, tcp::socket& socket, const Endpoint& to,
+                        const std::string& what, Deadline deadline) {
+  const std::string where = what + " at " + to.host + ":" + std::to_string(to.port);
+  REEL_ASSIGN_OR_RETURN(asio::ip::address address, ResolveHost(io, to.host));
+  const tcp::endpoint endpoint(address, to.port);
+  error_code last;
+  while (true) {
+    error_code ignored;
+    if (socket.is_open()) socket.close(ignored);
+    std::future<void> f = socket.async_connect(endpoint, asio::use_future);
+    last = Finish(io, socket, f, deadline);
+    if (!last) {
+      socket.set_option(tcp::no_delay(true), ignored);
+      return Status::Ok();
+    }
+    if (last == asio::error::timed_out) break;
+    // Refused or unreachable: the peer may still be starting. Try again shortly.
+    const Deadline retry = Clock::now() + std::chrono::milliseconds(50);
+    if (retry >= deadline) break;
+    std::this_thread::sleep_until(retry);
+  }
+  error_code ignored;
+  socket.close(ignored);
+  return DeadlineExceededError(where + " never accepted a connection before the deadline" +
+                               (last && last != asio::error::timed_out
+                                    ? " (last attempt: " + last.message() + ")"
+                                    : std::string()));
+}
+
+Status ReadExact(asio::io_context& io, tcp::socket& socket, std::span<std::byte> out,
+                 const std::string& what, Deadline deadline) {
+  std::future<size_t> f =
+      asio::async_read(socket, asio::buffer(out.data(), out.size()), asio::use_future);
+  error_code ec = Finish(io, socket, f, deadline);
+  return ec ? IoError(what, "read", ec) : Status::Ok();
+}
+
+Status WriteAll(asio::io_context& io, tcp::socket& socket, std::span<const std::byte> bytes,
+                const std::string& what, Deadline deadline) {
+  std::future<size_t> f =
+      asio::async_write(socket, asio::buffer(bytes.data(), bytes.size()), asio::use_future);
+  error_code ec = Finish(io, socket, f, deadline);
+  return ec ? IoError(what, "write", ec) : Status::Ok();
+}
+
+bool WaitWritable(asio::io_context& io, tcp::socket& socket, Deadline deadline, error_code* error) {
+  std::promise<error_code> p;
+  std::future<error_code> f = p.get_future();
+  socket.async_wait(tcp::socket::wait_write, [&p](const error_code& ec) { p.set_value(ec); });
+  if (!WaitFuture(f, deadline)) {
+    CancelOnIoThread(io, socket);
+    f.wait();
+    return false;
+  }
+  *error = f.get();
+  return true;
+}
+
+Result<Control> ReadControl(asio::io_context& io, tcp::socket& socket, const std::string& what,
+                            Deadline deadline) {
+  std::array<std::byte, kControlHeaderBytes> header;
+  REEL_RETURN_IF_ERROR(ReadExact(io, socket, header, what, deadline));
+  Result<ControlHeader> h = DecodeControlHeader(header);
+  if (!h.ok()) return UnavailableError(what + ": " + h.status().message());
+  Control c{h->type, std::vector<std::byte>(h->length)};
+  REEL_RETURN_IF_ERROR(ReadExact(io, socket, c.body, what, deadline));
+  if (c.type == ControlType::kRefuse)
+    return FailedPreconditionError(
+        what +
+        " refused: " + std::string(reinterpret_cast<const char*>(c.body.data()), c.body.size()));
+  return c;
+}
+
+Status WriteControl(asio::io_context& io, tcp::socket& socket, ControlType type,
+                    std::span<const std::byte> body, const std::string& what, Deadline deadline) {
+  return WriteAll(io, socket, EncodeControl(type, body), what, deadline);
+}
+
+Status ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
+                       const Hello& hello, int expect_rank, const std::string& what,
+                       Deadline deadline) {
+  const auto hello_bytes = EncodeHello(hello);
+  REEL_RETURN_IF_ERROR(WriteAll(io, socket, hello_bytes, what, deadline));
+  std::array<std::byte, kChallengeBytes> challenge_bytes;
+  REEL_RETURN_IF_ERROR(ReadExact(io, socket, challenge_bytes, what, deadline));
+  Result<Challenge> challenge = DecodeChallenge(challenge_bytes);
+  if (!challenge.ok()) return UnavailableError(what + ": " + challenge.status().message());
+  if (!MacsEqual(challenge->mac, ServerMac(secret, hello_bytes, challenge_bytes)))
+    return PermissionDeniedError(what +
+                                 " could not prove the shared secret (do all ranks have "
+                                 "the same REEL_SECRET or option 'secret'?)");
+  if (challenge->rank != static_cast<uint32_t>(expect_rank) ||
+      challenge->world_size != hello.world_size)
+    return FailedPreconditionError(what + " is rank " + std::to_string(challenge->rank) + " of " +
+                                   std::to_string(challenge->world_size) + ", expected rank " +
+                                   std::to_string(expect_rank) + " of " +
+                                   std::to_string(hello.world_size));
+  REEL_RETURN_IF_ERROR(WriteAll(
+      io, socket, EncodeResponse(ClientMac(secret, hello_bytes, challenge_bytes)), what, deadline));
+  REEL_ASSIGN_OR_RETURN(Control verdict, ReadControl(io, socket, what, deadline));
+  if (verdict.type != ControlType::kAccept)
+    return UnavailableError(what + ": expected the handshake's verdict, got control message " +
+                            std::to_string(static_cast<int>(verdict.type)));
+  return Status::Ok();
+}
+
+}  // namespace reel::tcp

@@ -1,0 +1,406 @@
+// Forming a tcp group: rendezvous at rank 0, then the mesh (see tcp_communicator.h).
+//
+//   1. Rank 0 listens on the coordinator's address. Every other rank connects there, opens its own
+//      listener (on the address it reached the coordinator from, or `listen_address`), and sends
+//      a Join with that endpoint. Rank 0 answers each Join with the set of ranks joined so far
+//      (so a rank that gives up can name the missing ones) and, once all have joined, with the
+//      table of every rank's endpoint.
+//   2. Every rank connects to every other rank's listener (its sending connection to that rank)
+//      and waits until every other rank has connected to it.
+// Every connection, rendezvous ones included, passes the handshake of wire.h first. A connection
+// that fails it, speaks anything but the protocol, or stays silent past handshake_timeout is
+// closed and logged; it cannot disturb the group.
+#include <cstdlib>
+
+#include "tcp_communicator.h"
+
+namespace reel::tcp {
+namespace {
+
+using boost::system::error_code;
+
+// More unauthenticated connections than this at once are dropped on arrival.
+constexpr int kMaxPendingHandshakes = 64;
+
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
+  if (deadline == Deadline::max()) {
+    cv.wait(lock);
+    return true;
+  }
+  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+}
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> TcpCommunicator::Connect(const TcpOptions& options,
+                                                               const TransportContext& ctx,
+                                                               Deadline deadline) {
+  if (ctx.rank == kDiscover || ctx.world_size == kDiscover) {
+    std::string missing = ctx.rank == kDiscover ? "rank" : "";
+    if (ctx.world_size == kDiscover) missing += missing.empty() ? "world size" : " and world size";
+    return InvalidArgumentError("tcp: the " + missing +
+                                " must be given (REEL_RANK, REEL_WORLD_SIZE): tcp cannot discover "
+                                "them, unlike a launcher's runtime");
+  }
+  if (ctx.world_size < 1)
+    return InvalidArgumentError("tcp: world size " + std::to_string(ctx.world_size) + " < 1");
+  if (ctx.rank < 0 || ctx.rank >= ctx.world_size)
+    return InvalidArgumentError("tcp: rank " + std::to_string(ctx.rank) + " outside [0, " +
+                                std::to_string(ctx.world_size) + ")");
+  if (ctx.world_size > 1 && ctx.coordinator.empty())
+    return InvalidArgumentError("tcp: rank " + std::to_string(ctx.rank) + " of " +
+                                std::to_string(ctx.world_size) +
+                                " needs the coordinator's host:port (REEL_COORDINATOR)");
+  std::unique_ptr<TcpCommunicator> c(new TcpCommunicator(options, ctx.rank, ctx.world_size));
+  if (ctx.world_size > 1) REEL_RETURN_IF_ERROR(c->Form(ctx.coordinator, deadline));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+Status TcpCommunicator::Form(const std::string& coordinator, Deadline deadline) {
+  REEL_ASSIGN_OR_RETURN(Endpoint coord, ParseHostPort(coordinator, Where() + ": coordinator"));
+  peers_[0]->endpoint = coord;
+  REEL_RETURN_IF_ERROR(rank_ == 0 ? HostRendezvous(coord, deadline)
+                                  : JoinRendezvous(coord, deadline));
+  REEL_RETURN_IF_ERROR(ConnectMesh(deadline));
+  REEL_RETURN_IF_ERROR(AwaitIncoming(deadline));
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    joiners_.clear();  // the rendezvous is over; the table went out before the mesh formed
+  }
+  StartHeartbeats();
+  return Status::Ok();
+}
+
+Status TcpCommunicator::Listen(const tcp::endpoint& at) {
+  if (options_.secret.empty()) {
+    if (!IsLoopback(at.address()))
+      return InvalidArgumentError(
+          Where() + ": listening on " + at.address().to_string() +
+          " needs a shared secret: set REEL_SECRET or the option 'secret' on every rank");
+    Log("no shared secret (REEL_SECRET): connections are authenticated with an empty key, "
+        "acceptable on loopback only");
+  }
+  error_code ec;
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return UnavailableError(Where() + ": cannot listen on " + ToString(at) + ": " + ec.message());
+  asio::co_spawn(io_, AcceptLoop(), asio::detached);
+  return Status::Ok();
+}
+
+Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline) {
+  const std::string bind_host =
+      options_.listen_address.empty() ? coord.host : options_.listen_address;
+  REEL_ASSIGN_OR_RETURN(asio::ip::address address, ResolveHost(io_, bind_host));
+  REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(address, coord.port)));
+  const std::string where =
+      Where() + ": rendezvous at " + coord.host + ":" + std::to_string(coord.port);
+  // Tells every rank that joined which ranks have (each time one more arrives), then the table.
+  auto tell_all = [&](ControlType type, const std::vector<std::byte>& body,
+                      std::vector<std::shared_ptr<tcp::socket>> to, Deadline by) {
+    for (int r = 1; r < world_; ++r) {
+      if (!to[static_cast<size_t>(r)]) continue;
+      Status s = WriteControl(io_, *to[static_cast<size_t>(r)], type, body,
+                              Where() + ": rendezvous reply to rank " + std::to_string(r), by);
+      if (!s.ok()) Log(s.message());
+    }
+  };
+  std::unique_lock<std::mutex> lock(form_mu_);
+  joined_[0] = true;
+  int told = 1;
+  while (true) {
+    const int count = static_cast<int>(std::count(joined_.begin(), joined_.end(), true));
+    if (count != told) {
+      told = count;
+      auto joiners = joiners_;
+      auto body = EncodeRankSet(joined_);
+      lock.unlock();
+      tell_all(ControlType::kProgress, body, joiners, deadline);
+      lock.lock();
+      continue;  // more may have joined meanwhile
+    }
+    if (count == world_) break;
+    if (!WaitUntil(form_cv_, lock, deadline)) {
+      const std::string missing = MissingRanks(joined_);
+      rendezvous_open_ = false;
+      auto joiners = joiners_;
+      lock.unlock();
+      const std::string why = where + ": rank(s) " + missing +
+                              " never arrived before the deadline (" + std::to_string(count) +
+                              " of " + std::to_string(world_) + " ranks joined)";
+      const auto text = Bytes(why);
+      tell_all(ControlType::kRefuse, std::vector<std::byte>(text.begin(), text.end()), joiners,
+               Clock::now() + std::chrono::seconds(1));
+      return DeadlineExceededError(why);
+    }
+  }
+  rendezvous_open_ = false;
+  std::vector<Endpoint> table;
+  for (int r = 0; r < world_; ++r) table.push_back(peers_[static_cast<size_t>(r)]->endpoint);
+  auto joiners = joiners_;
+  lock.unlock();
+  tell_all(ControlType::kTable, EncodeTable(table), joiners, deadline);
+  return Status::Ok();
+}
+
+Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline) {
+  const std::string what = Where() + ": rank 0 (the coordinator)";
+  tcp::socket socket(io_);
+  REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, socket, coord, what, deadline));
+  // Listen where this host reaches the coordinator unless told otherwise: never on every
+  // interface by default, and loopback when the whole group is local.
+  error_code ec;
+  const asio::ip::address reached_from = socket.local_endpoint(ec).address();
+  if (ec) return UnavailableError(what + ": " + ec.message());
+  asio::ip::address bind = reached_from, advertise = reached_from;
+  if (!options_.listen_address.empty()) {
+    REEL_ASSIGN_OR_RETURN(bind, ResolveHost(io_, options_.listen_address));
+    if (!bind.is_unspecified()) advertise = bind;
+  }
+  REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(bind, static_cast<uint16_t>(options_.listen_port))));
+  const Endpoint mine{advertise.to_string(), acceptor_.local_endpoint().port()};
+  REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
+  REEL_RETURN_IF_ERROR(ClientHandshake(
+      io_, socket, options_.secret,
+      Hello{Purpose::kJoin, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), nonce}, 0,
+      what, deadline));
+  REEL_RETURN_IF_ERROR(
+      WriteControl(io_, socket, ControlType::kJoin, EncodeEndpoint(mine), what, deadline));
+  std::vector<bool> joined(static_cast<size_t>(world_), false);
+  while (true) {
+    Result<Control> c = ReadControl(io_, socket, what, deadline);
+    if (c.status().code() == StatusCode::kDeadlineExceeded) {
+      joined[static_cast<size_t>(rank_)] = true;
+      return DeadlineExceededError(Where() + ": rendezvous at " + coord.host + ":" +
+                                   std::to_string(coord.port) + ": rank(s) " +
+                                   MissingRanks(joined) + " never arrived before the deadline");
+    }
+    if (!c.ok()) return c.status();
+    if (c->type == ControlType::kProgress) {
+      Result<std::vector<bool>> set = DecodeRankSet(c->body, static_cast<uint32_t>(world_));
+      if (!set.ok()) return UnavailableError(what + ": " + set.status().message());
+      joined = std::move(*set);
+      joined[0] = true;
+      continue;
+    }
+    if (c->type != ControlType::kTable)
+      return UnavailableError(what + ": unexpected control message " +
+                              std::to_string(static_cast<int>(c->type)));
+    Result<std::vector<Endpoint>> table = DecodeTable(c->body, static_cast<uint32_t>(world_));
+    if (!table.ok()) return UnavailableError(what + ": " + table.status().message());
+    for (int r = 1; r < world_; ++r)
+      peers_[static_cast<size_t>(r)]->endpoint = (*table)[static_cast<size_t>(r)];
+    return Status::Ok();
+  }
+}
+
+Status TcpCommunicator::ConnectMesh(Deadline deadline) {
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    Peer& p = *peers_[static_cast<size_t>(r)];
+    const std::string what = Where() + ": rank " + std::to_string(r);
+    std::lock_guard<std::timed_mutex> lock(p.write_mu);
+    REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, p.out, p.endpoint, what, deadline));
+    REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
+    REEL_RETURN_IF_ERROR(ClientHandshake(
+        io_, p.out, options_.secret,
+        Hello{Purpose::kData, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), nonce},
+        r, what, deadline));
+    error_code ec;
+    p.out.non_blocking(true, ec);
+    if (ec) return UnavailableError(what + ": " + ec.message());
+    p.out_ready = true;
+    p.last_write_ns.store(Clock::now().time_since_epoch().count());
+  }
+  return Status::Ok();
+}
+
+Status TcpCommunicator::AwaitIncoming(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(form_mu_);
+  auto all = [&] {
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_ && !incoming_[static_cast<size_t>(r)]) return false;
+    return true;
+  };
+  while (!all()) {
+    if (!WaitUntil(form_cv_, lock, deadline) && !all()) {
+      std::vector<bool> present = incoming_;
+      present[static_cast<size_t>(rank_)] = true;
+      return DeadlineExceededError(Where() + ": rank(s) " + MissingRanks(present) +
+                                   " never connected to this rank before the deadline");
+    }
+  }
+  formed_ = true;
+  return Status::Ok();
+}
+
+std::string TcpCommunicator::MissingRanks(const std::vector<bool>& present) const {
+  std::string out;
+  for (int r = 0; r < world_; ++r)
+    if (!present[static_cast<size_t>(r)]) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+asio::awaitable<void> TcpCommunicator::AcceptLoop() {
+  while (true) {
+    tcp::socket socket(io_);
+    error_code ec;
+    co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (closing_.load()) co_return;
+    if (ec) {
+      Log("accepting a connection failed: " + ec.message());
+      asio::steady_timer pause(io_, std::chrono::milliseconds(100));  // e.g. out of descriptors
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    if (pending_handshakes_ >= kMaxPendingHandshakes) {
+      Log("dropped a connection from " + ToString(socket.remote_endpoint(ec)) + ": " +
+          std::to_string(kMaxPendingHandshakes) + " handshakes already pending");
+      continue;
+    }
+    asio::co_spawn(io_, Admit(std::make_shared<tcp::socket>(std::move(socket))), asio::detached);
+  }
+}
+
+// Runs the server half of the handshake on the io thread, then admits the connection: as a
+// rank's sending connection (starting its reader) or, on rank 0, as a rendezvous join.
+asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket) {
+  ++pending_handshakes_;
+  handshaking_.insert(socket.get());
+  struct Done {
+    TcpCommunicator* self;
+    tcp::socket* socket;
+    ~Done() {
+      --self->pending_handshakes_;
+      self->handshaking_.erase(socket);
+    }
+  } done{this, socket.get()};
+  error_code ec;
+  const std::string from = ToString(socket->remote_endpoint(ec));
+  // An unauthenticated peer gets handshake_timeout to finish; then its socket is closed, which
+  // ends whatever read this coroutine waits in.
+  asio::steady_timer watchdog(io_, options_.handshake_timeout);
+  auto timed_out = std::make_shared<bool>(false);
+  auto admitted = std::make_shared<bool>(false);
+  watchdog.async_wait([socket, timed_out, admitted](const error_code& e) {
+    if (e || *admitted) return;  // cancelled: the handshake finished in time
+    *timed_out = true;
+    error_code ignored;
+    socket->close(ignored);
+  });
+  auto drop = [&](const std::string& why) {
+    if (!closing_.load()) Log("dropped connection from " + from + ": " + why);
+  };
+  auto io_failure = [&] {
+    return *timed_out ? "did not complete the handshake within " +
+                            std::to_string(options_.handshake_timeout.count()) + " ms"
+                      : ec.message();
+  };
+
+  std::array<std::byte, kHelloBytes> hello_bytes;
+  co_await asio::async_read(*socket, asio::buffer(hello_bytes),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return drop(io_failure());
+  Result<Hello> hello = DecodeHello(hello_bytes);
+  if (!hello.ok()) co_return drop(hello.status().message());
+  Result<Nonce> nonce = FreshNonce();
+  if (!nonce.ok()) co_return drop(nonce.status().message());
+  Challenge challenge{static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), *nonce, {}};
+  auto challenge_bytes = EncodeChallenge(challenge);
+  challenge.mac = ServerMac(options_.secret, hello_bytes, challenge_bytes);
+  challenge_bytes = EncodeChallenge(challenge);
+  co_await asio::async_write(*socket, asio::buffer(challenge_bytes),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return drop(io_failure());
+  std::array<std::byte, kResponseBytes> response_bytes;
+  co_await asio::async_read(*socket, asio::buffer(response_bytes),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return drop(io_failure());
+  Result<Mac> mac = DecodeResponse(response_bytes);
+  if (!mac.ok()) co_return drop(mac.status().message());
+  if (!MacsEqual(*mac, ClientMac(options_.secret, hello_bytes, challenge_bytes)))
+    co_return drop("failed authentication (a different secret?)");
+
+  // Authenticated: from here on the peer is told why it is refused.
+  const int r = static_cast<int>(hello->rank);
+  std::string refusal;
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    if (hello->world_size != static_cast<uint32_t>(world_))
+      refusal = "rank " + std::to_string(r) + " has world size " +
+                std::to_string(hello->world_size) + ", this group " + std::to_string(world_);
+    else if (r == rank_)
+      refusal = "rank " + std::to_string(r) + " is this rank (two processes with one rank?)";
+    else if (hello->purpose == Purpose::kJoin && rank_ != 0)
+      refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
+    else if (hello->purpose == Purpose::kJoin && !rendezvous_open_)
+      refusal = "the rendezvous is closed (the group formed or gave up)";
+    else if (hello->purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
+      refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
+    else if (hello->purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
+      refusal = "rank " + std::to_string(r) + " is already connected";
+    else if (hello->purpose == Purpose::kData)
+      incoming_[static_cast<size_t>(r)] = true;  // reserved; undone below if the verdict fails
+  }
+  const std::string text = refusal.empty() ? "" : Where() + " refuses: " + refusal;
+  const auto verdict =
+      EncodeControl(refusal.empty() ? ControlType::kAccept : ControlType::kRefuse, Bytes(text));
+  co_await asio::async_write(*socket, asio::buffer(verdict),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (!refusal.empty()) co_return drop(refusal);
+  if (ec) {
+    if (hello->purpose == Purpose::kData) {
+      std::lock_guard<std::mutex> lock(form_mu_);
+      incoming_[static_cast<size_t>(r)] = false;
+    }
+    co_return drop(io_failure());
+  }
+
+  if (hello->purpose == Purpose::kData) {
+    *admitted = true;
+    watchdog.cancel();
+    Peer& peer = *peers_[static_cast<size_t>(r)];
+    peer.in = std::make_unique<tcp::socket>(std::move(*socket));
+    peer.last_heard_ns.store(Clock::now().time_since_epoch().count());
+    peer.reading.store(true);
+    asio::co_spawn(io_, ReadLoop(&peer), asio::detached);
+    form_cv_.notify_all();
+    co_return;
+  }
+
+  // A rendezvous join: the rank's endpoint, still under the watchdog.
+  std::array<std::byte, kControlHeaderBytes> header;
+  co_await asio::async_read(*socket, asio::buffer(header),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return drop(io_failure());
+  Result<ControlHeader> h = DecodeControlHeader(header);
+  if (!h.ok() || h->type != ControlType::kJoin)
+    co_return drop(h.ok() ? "expected a join message" : h.status().message());
+  std::vector<std::byte> body(h->length);
+  co_await asio::async_read(*socket, asio::buffer(body),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return drop(io_failure());
+  Result<Endpoint> endpoint = DecodeEndpoint(body);
+  if (!endpoint.ok()) co_return drop(endpoint.status().message());
+  *admitted = true;
+  watchdog.cancel();
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    if (!rendezvous_open_ || joined_[static_cast<size_t>(r)])
+      co_return drop("rank " + std::to_string(r) + " joined twice or too late");
+    joined_[static_cast<size_t>(r)] = true;
+    peers_[static_cast<size_t>(r)]->endpoint = *endpoint;
+    joiners_[static_cast<size_t>(r)] = socket;
+  }
+  form_cv_.notify_all();
+}
+
+}  // namespace reel::tcp

@@ -1,0 +1,354 @@
+// Matching arriving messages with receives (see mailbox.h).
+#include "mailbox.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+namespace reel::tcp {
+namespace {
+
+// Waits on `cv` until `deadline`; the far-future deadline waits without a timeout, because
+// converting time_point::max() for a timed wait can overflow. False when the deadline passed.
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
+  if (deadline == Deadline::max()) {
+    cv.wait(lock);
+    return true;
+  }
+  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+}
+
+std::string SourceName(int source) {
+  return source == kAnySource ? std::string("any rank") : "rank " + std::to_string(source);
+}
+
+constexpr size_t kMinPooledBytes = 64 << 10;  // smaller buffers are cheap to allocate
+constexpr size_t kMaxPooled = 4;
+
+}  // namespace
+
+struct Mailbox::Posted {
+  enum class State { kWaiting, kClaimed, kDone };
+  int source;
+  int tag;
+  std::span<std::byte> out;
+  State state = State::kWaiting;
+  bool abandon = false;  // the receiver's deadline passed while its buffer was being filled
+  Status status;
+};
+
+Mailbox::Mailbox(std::string where, int rank, int world_size)
+    : where_(std::move(where)),
+      rank_(rank),
+      left_(static_cast<size_t>(world_size), false),
+      failed_(static_cast<size_t>(world_size)) {}
+
+// ---- Receivers ----
+
+Result<Message> Mailbox::Recv(int source, int tag, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (auto m = TakeQueued(source, tag)) return std::move(*m);
+    REEL_RETURN_IF_ERROR(UnavailableLocked(source, tag));
+    if (!WaitUntil(cv_, lock, deadline)) {
+      if (auto m = TakeQueued(source, tag)) return std::move(*m);
+      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " tag " +
+                                   std::to_string(tag) + " passed its deadline");
+    }
+  }
+}
+
+Status Mailbox::RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (auto m = TakeQueued(source, tag)) {
+    lock.unlock();
+    Status s = m->payload.size() == out.size()
+                   ? Status::Ok()
+                   : SizeMismatch(m->source, tag, m->payload.size(), out.size());
+    if (s.ok() && !out.empty()) std::memcpy(out.data(), m->payload.data(), out.size());
+    ReturnBuffer(std::move(m->payload));
+    return s;
+  }
+  REEL_RETURN_IF_ERROR(UnavailableLocked(source, tag));
+  Posted p{source, tag, out, Posted::State::kWaiting, false, Status::Ok()};
+  posted_.push_back(&p);
+  while (p.state != Posted::State::kDone) {
+    if (p.state == Posted::State::kWaiting) {
+      if (Status gone = UnavailableLocked(source, tag); !gone.ok()) {
+        posted_.remove(&p);
+        return gone;
+      }
+    }
+    if (WaitUntil(cv_, lock, deadline)) continue;
+    if (p.state == Posted::State::kWaiting) {
+      posted_.remove(&p);
+      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " tag " +
+                                   std::to_string(tag) + " passed its deadline");
+    }
+    // The reader is writing into `out`: it hands the message back (to the queue, so the timeout
+    // consumes nothing) at its next chunk, and only then may `out` go away.
+    p.abandon = true;
+    while (p.state != Posted::State::kDone) cv_.wait(lock);
+  }
+  return p.status;
+}
+
+// ---- Peers ----
+
+void Mailbox::PeerLeft(int rank) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left_[static_cast<size_t>(rank)] = true;
+  }
+  cv_.notify_all();
+}
+
+void Mailbox::PeerFailed(int rank, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& reason = failed_[static_cast<size_t>(rank)];
+    if (!reason.empty() || left_[static_cast<size_t>(rank)]) return;
+    reason = why;
+    if (first_failed_ < 0) first_failed_ = rank;
+  }
+  cv_.notify_all();
+}
+
+Status Mailbox::PeerStatus(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto r = static_cast<size_t>(rank);
+  if (!failed_[r].empty())
+    return UnavailableError(where_ + ": rank " + std::to_string(rank) +
+                            " is unavailable: " + failed_[r]);
+  if (left_[r])
+    return UnavailableError(where_ + ": rank " + std::to_string(rank) + " has left the group");
+  return Status::Ok();
+}
+
+Status Mailbox::GroupStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_failed_ < 0) return Status::Ok();
+  return UnavailableError(where_ + ": rank " + std::to_string(first_failed_) +
+                          " is unavailable: " + failed_[static_cast<size_t>(first_failed_)]);
+}
+
+Status Mailbox::UnavailableLocked(int source, int tag) const {
+  const std::string what =
+      where_ + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag) + ": ";
+  if (first_failed_ >= 0)
+    return UnavailableError(what + "rank " + std::to_string(first_failed_) +
+                            " is unavailable: " + failed_[static_cast<size_t>(first_failed_)]);
+  if (source != kAnySource) {
+    if (!left_[static_cast<size_t>(source)]) return Status::Ok();
+    return UnavailableError(what + "rank " + std::to_string(source) + " has left the group");
+  }
+  for (size_t r = 0; r < left_.size(); ++r)
+    if (!left_[r] && r != static_cast<size_t>(rank_)) return Status::Ok();
+  return UnavailableError(what + "every other rank has left the group");
+}
+
+Status Mailbox::SizeMismatch(int source, int tag, uint64_t got, size_t want) const {
+  return InvalidArgumentError(where_ + ": message from rank " + std::to_string(source) + " tag " +
+                              std::to_string(tag) + " has " + std::to_string(got) +
+                              " bytes, expected " + std::to_string(want));
+}
+
+// ---- Queues ----
+
+std::optional<Message> Mailbox::TakeQueued(int source, int tag) {
+  auto best = queues_.end();
+  if (source != kAnySource) {
+    best = queues_.find({tag, source});
+  } else {
+    for (auto it = queues_.lower_bound({tag, INT_MIN});
+         it != queues_.end() && it->first.first == tag; ++it)
+      if (best == queues_.end() || it->second.front().arrival < best->second.front().arrival)
+        best = it;
+  }
+  if (best == queues_.end()) return std::nullopt;
+  Message m{best->first.second, tag, std::move(best->second.front().payload)};
+  best->second.pop_front();
+  if (best->second.empty()) queues_.erase(best);  // queues only hold pending messages
+  return m;
+}
+
+Mailbox::Posted* Mailbox::Claim(int source, int tag, uint64_t length, bool* taken) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    Posted* p = *it;
+    if (p->tag != tag || (p->source != source && p->source != kAnySource)) continue;
+    posted_.erase(it);
+    *taken = true;
+    if (p->out.size() != length) {  // the receive takes the message and fails, as in inproc
+      Complete(p, SizeMismatch(source, tag, length, p->out.size()));
+      return nullptr;
+    }
+    p->state = Posted::State::kClaimed;
+    return p;
+  }
+  return nullptr;
+}
+
+void Mailbox::Complete(Posted* p, Status status) {
+  p->status = std::move(status);
+  p->state = Posted::State::kDone;
+  cv_.notify_all();
+}
+
+void Mailbox::Enqueue(int source, int tag, std::vector<std::byte> payload) {
+  queues_[{tag, source}].push_back(Queued{arrivals_++, std::move(payload)});
+  cv_.notify_all();  // several threads may wait for different tags
+}
+
+void Mailbox::DeliverCopy(int source, int tag, std::span<const std::byte> payload) {
+  Inbound in = Begin(source, tag, payload.size());
+  while (in.remaining() > 0) {
+    std::span<std::byte> dst = in.Next();
+    std::memcpy(dst.data(), payload.data() + (payload.size() - in.remaining()), dst.size());
+    in.Advance(dst.size());
+  }
+  in.Finish();
+}
+
+// Staging buffers are recycled: a fresh multi-megabyte vector per message would cost page
+// faults on every touch (the allocator returns big blocks to the kernel).
+std::vector<std::byte> Mailbox::TakeBuffer(size_t bytes) {
+  std::vector<std::byte> out;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto best = pool_.end();
+    for (auto it = pool_.begin(); it != pool_.end(); ++it)
+      if (it->capacity() >= bytes && (best == pool_.end() || it->capacity() < best->capacity()))
+        best = it;
+    if (best != pool_.end()) {
+      out = std::move(*best);
+      pool_.erase(best);
+    }
+  }
+  out.resize(bytes);
+  return out;
+}
+
+void Mailbox::ReturnBuffer(std::vector<std::byte> buffer) {
+  if (buffer.capacity() < kMinPooledBytes) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (pool_.size() < kMaxPooled) pool_.push_back(std::move(buffer));
+}
+
+// ---- Inbound ----
+
+Mailbox::Inbound Mailbox::Begin(int source, int tag, uint64_t length) {
+  Inbound in(this, source, tag, length);
+  std::lock_guard<std::mutex> lock(mu_);
+  bool taken = false;
+  in.claimed_ = Claim(source, tag, length, &taken);
+  in.discard_ = taken && !in.claimed_;  // a receive of the wrong size took it and failed
+  return in;
+}
+
+Mailbox::Inbound::Inbound(Mailbox* box, int source, int tag, uint64_t length)
+    : box_(box), source_(source), tag_(tag), length_(length) {}
+
+Mailbox::Inbound::Inbound(Inbound&& o) noexcept
+    : box_(o.box_),
+      source_(o.source_),
+      tag_(o.tag_),
+      length_(o.length_),
+      received_(o.received_),
+      claimed_(std::exchange(o.claimed_, nullptr)),
+      discard_(o.discard_),
+      staging_(std::move(o.staging_)),
+      drop_(std::move(o.drop_)),
+      done_(std::exchange(o.done_, true)) {}
+
+Mailbox::Inbound::~Inbound() {
+  if (!done_)
+    Fail(InternalError(box_->where_ + ": message from rank " + std::to_string(source_) + " tag " +
+                       std::to_string(tag_) + " abandoned mid-way"));
+}
+
+std::span<std::byte> Mailbox::Inbound::Next() {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, remaining()));
+  if (claimed_) return claimed_->out.subspan(static_cast<size_t>(received_), n);
+  if (discard_) {
+    drop_.resize(std::max(drop_.size(), n));
+    return {drop_.data(), n};
+  }
+  if (staging_.size() != length_) staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+  return std::span<std::byte>(staging_).subspan(static_cast<size_t>(received_), n);
+}
+
+void Mailbox::Inbound::Advance(size_t n) {
+  received_ += n;
+  if (discard_ || remaining() == 0) return;  // Finish() does the last hand-over
+  std::unique_lock<std::mutex> lock(box_->mu_);
+  if (claimed_) {
+    if (!claimed_->abandon) return;
+    lock.unlock();
+    Release(DeadlineExceededError(box_->where_ + ": Recv from rank " + std::to_string(source_) +
+                                  " tag " + std::to_string(tag_) + " passed its deadline"));
+    return;
+  }
+  bool taken = false;
+  Posted* p = box_->Claim(source_, tag_, length_, &taken);
+  if (!p) {
+    if (taken) {  // a receive of the wrong size took it and failed: drop the rest
+      discard_ = true;
+      lock.unlock();
+      box_->ReturnBuffer(std::move(staging_));
+      staging_ = {};
+    }
+    return;
+  }
+  lock.unlock();
+  std::memcpy(p->out.data(), staging_.data(), static_cast<size_t>(received_));
+  box_->ReturnBuffer(std::move(staging_));
+  staging_ = {};
+  claimed_ = p;
+}
+
+void Mailbox::Inbound::Release(Status status) {
+  // Move what `claimed_` holds back into staging, so the message can still be delivered.
+  staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+  std::memcpy(staging_.data(), claimed_->out.data(), static_cast<size_t>(received_));
+  std::lock_guard<std::mutex> lock(box_->mu_);
+  box_->Complete(std::exchange(claimed_, nullptr), std::move(status));
+}
+
+void Mailbox::Inbound::Finish() {
+  done_ = true;
+  if (discard_) return;
+  std::unique_lock<std::mutex> lock(box_->mu_);
+  if (claimed_) {
+    box_->Complete(std::exchange(claimed_, nullptr), Status::Ok());
+    return;
+  }
+  bool taken = false;
+  Posted* p = box_->Claim(source_, tag_, length_, &taken);
+  if (taken && !p) {
+    lock.unlock();
+    box_->ReturnBuffer(std::move(staging_));
+    return;
+  }
+  if (!p) {
+    if (staging_.size() != length_) staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+    box_->Enqueue(source_, tag_, std::move(staging_));
+    return;
+  }
+  lock.unlock();
+  if (length_ > 0) std::memcpy(p->out.data(), staging_.data(), static_cast<size_t>(length_));
+  box_->ReturnBuffer(std::move(staging_));
+  lock.lock();
+  box_->Complete(p, Status::Ok());
+}
+
+void Mailbox::Inbound::Fail(const Status& why) {
+  done_ = true;
+  if (claimed_) {
+    std::lock_guard<std::mutex> lock(box_->mu_);
+    box_->Complete(std::exchange(claimed_, nullptr), why);
+  }
+  if (!staging_.empty()) box_->ReturnBuffer(std::move(staging_));
+}
+
+}  // namespace reel::tcp

@@ -1,0 +1,132 @@
+// The receiving side of one tcp rank: matches arriving messages with receives, without sockets.
+//
+// Receives are matched by (tag, source) or (tag, any source), messages of one pair and tag in the
+// order sent. A RecvInto that is waiting when a message starts to arrive *claims* it, and the
+// connection's reader writes the payload straight into the caller's buffer (no copy). A message
+// nobody waits for is read into a pooled staging buffer; a RecvInto posted while it is still
+// arriving claims it at the next chunk boundary: the part already read is copied once, the rest
+// goes straight to the caller. Complete unclaimed messages queue until a receive takes them.
+//
+// Peers end in two ways. One that *left* (sent goodbye: its communicator was destroyed) fails
+// only receives that wait for it. One that *failed* (reset, end of stream without goodbye,
+// heartbeat timeout, protocol violation) breaks the group: every receive that would have to wait
+// returns Unavailable naming that rank, on every rank, instead of hanging until its deadline.
+//
+// Thread-safety: every method may be called from any thread. Inbound objects are used by one
+// reader thread each.
+#ifndef REEL_PLUGINS_TCP_MAILBOX_H_
+#define REEL_PLUGINS_TCP_MAILBOX_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reel/transport.h"
+
+namespace reel::tcp {
+
+class Mailbox {
+ public:
+  // `where` prefixes every error, e.g. "tcp rank 2"; `rank` is this rank.
+  Mailbox(std::string where, int rank, int world_size);
+  Mailbox(const Mailbox&) = delete;
+  Mailbox& operator=(const Mailbox&) = delete;
+
+  // ---- Receivers (caller threads) ----
+  Result<Message> Recv(int source, int tag, Deadline deadline);
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline);
+
+  // ---- Peers ----
+  void PeerLeft(int rank);
+  // The first reason recorded for a rank wins (a reset often follows a protocol error).
+  void PeerFailed(int rank, const std::string& why);
+  // OK, or Unavailable naming `rank` if it left or failed (a send to it cannot succeed).
+  Status PeerStatus(int rank) const;
+  // Unavailable naming the first failed rank if the group is broken.
+  Status GroupStatus() const;
+
+  // ---- Arriving messages (reader threads) ----
+  class Inbound;
+  // A message of `length` bytes from `source` with `tag` starts arriving.
+  Inbound Begin(int source, int tag, uint64_t length);
+  // A complete message that needs no reading (a rank sending to itself).
+  void DeliverCopy(int source, int tag, std::span<const std::byte> payload);
+
+  // Bytes a reader should read at most before calling Inbound::Advance again: small enough that
+  // a late receive claims most of a message, large enough to cost nothing per chunk.
+  static constexpr size_t kChunkBytes = size_t{512} << 10;
+
+ private:
+  struct Posted;
+  struct Queued {
+    uint64_t arrival;  // the oldest message wins an any-source receive
+    std::vector<std::byte> payload;
+  };
+
+  // REQUIRES: mu_ held.
+  std::optional<Message> TakeQueued(int source, int tag);
+  // The oldest waiting receive that matches, now claimed; null if none, or if the one that
+  // matched has the wrong size (*taken is then true: it took the message and failed).
+  Posted* Claim(int source, int tag, uint64_t length, bool* taken);
+  Status UnavailableLocked(int source, int tag) const;
+  void Complete(Posted* p, Status status);
+  void Enqueue(int source, int tag, std::vector<std::byte> payload);
+  Status SizeMismatch(int source, int tag, uint64_t got, size_t want) const;
+
+  std::vector<std::byte> TakeBuffer(size_t bytes);
+  void ReturnBuffer(std::vector<std::byte> buffer);
+
+  const std::string where_;
+  const int rank_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, int>, std::deque<Queued>> queues_;  // by (tag, source); guarded by mu_
+  std::list<Posted*> posted_;                                 // waiting RecvInto's, oldest first
+  uint64_t arrivals_ = 0;                                     // guarded by mu_
+  std::vector<bool> left_;                                    // guarded by mu_
+  std::vector<std::string> failed_;  // reason per rank, empty if alive; guarded by mu_
+  int first_failed_ = -1;            // guarded by mu_
+  std::mutex pool_mu_;
+  std::vector<std::vector<std::byte>> pool_;  // recycled staging buffers; guarded by pool_mu_
+};
+
+// One arriving message. The reader asks Next() where to put up to kChunkBytes, reads them there,
+// reports them with Advance(), and calls Finish() at the end or Fail() if the connection broke.
+class Mailbox::Inbound {
+ public:
+  Inbound(Inbound&&) noexcept;
+  Inbound& operator=(Inbound&&) = delete;
+  ~Inbound();  // an unfinished message fails its claimed receive (Internal)
+
+  uint64_t remaining() const { return length_ - received_; }
+  // Where the next bytes go (never empty while remaining() > 0).
+  std::span<std::byte> Next();
+  void Advance(size_t n);
+  void Finish();
+  void Fail(const Status& why);
+
+ private:
+  friend class Mailbox;
+  Inbound(Mailbox* box, int source, int tag, uint64_t length);
+  void Release(Status status);  // hands the claimed receive back (abandoned or failed)
+
+  Mailbox* box_;
+  int source_, tag_;
+  uint64_t length_, received_ = 0;
+  Posted* claimed_ = nullptr;       // writing into its buffer
+  bool discard_ = false;            // the claimed receive had the wrong size; bytes are dropped
+  std::vector<std::byte> staging_;  // unclaimed: the whole message
+  std::vector<std::byte> drop_;     // discard_: one chunk of scratch
+  bool done_ = false;
+};
+
+}  // namespace reel::tcp
+
+#endif  // REEL_PLUGINS_TCP_MAILBOX_H_

@@ -1,0 +1,114 @@
+// One rank of a tcp group.
+//
+// Connections: every ordered pair of ranks (a, b) has one TCP connection that a opened and only
+// a writes (its messages to b), so each socket is used in one direction by one side: senders
+// write from their own thread (no hand-off, scatter/gather of header and payload, the payload
+// straight from the caller's memory), and the io thread reads every incoming connection into the
+// Mailbox (straight into a waiting RecvInto's buffer when there is one).
+//
+// Threads: the io thread (runs the io_context: accepting, authenticating, reading), the heartbeat
+// thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
+// Send and Recv may be called from any threads at once; sends to one rank are serialised.
+#ifndef REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_
+#define REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "blocking_io.h"
+#include "mailbox.h"
+#include "tcp_transport.h"
+
+namespace reel::tcp {
+
+class TcpCommunicator final : public Communicator {
+ public:
+  // Forms the group (rendezvous at ctx.coordinator, then the mesh) before `deadline`.
+  static Result<std::unique_ptr<Communicator>> Connect(const TcpOptions& options,
+                                                       const TransportContext& ctx,
+                                                       Deadline deadline);
+  // Says goodbye to every peer (so they see a departure, not a failure) and closes everything.
+  ~TcpCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override;
+  Result<Message> Recv(int source, int tag, Deadline deadline) override;
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override;
+
+ private:
+  struct Peer {
+    explicit Peer(asio::io_context& io) : out(io) {}
+    int rank = 0;
+    Endpoint endpoint;  // where it accepts connections
+    // Outgoing (this rank writes). `out` is written by whoever holds write_mu.
+    std::timed_mutex write_mu;
+    tcp::socket out;
+    bool out_ready = false;  // guarded by write_mu
+    std::string out_broken;  // why writing failed; guarded by write_mu
+    std::atomic<int64_t> last_write_ns{0};
+    // Incoming (the peer writes, the io thread reads). Touched on the io thread only.
+    std::unique_ptr<tcp::socket> in;
+    std::atomic<int64_t> last_heard_ns{0};
+    std::atomic<bool> reading{false};
+  };
+
+  TcpCommunicator(const TcpOptions& options, int rank, int world);
+
+  // ---- Forming the group (formation.cc) ----
+  Status Form(const std::string& coordinator, Deadline deadline);
+  Status Listen(const tcp::endpoint& at);
+  Status JoinRendezvous(const Endpoint& coordinator, Deadline deadline);
+  Status HostRendezvous(const Endpoint& coordinator, Deadline deadline);
+  Status ConnectMesh(Deadline deadline);
+  Status AwaitIncoming(Deadline deadline);
+  asio::awaitable<void> AcceptLoop();
+  asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket);
+  std::string MissingRanks(const std::vector<bool>& present) const;
+
+  // ---- Running (tcp_communicator.cc) ----
+  asio::awaitable<void> ReadLoop(Peer* peer);
+  Status WriteFrame(Peer& peer, std::span<const std::byte> header, std::span<const std::byte> data,
+                    Deadline deadline, const std::string& what);
+  void HeartbeatLoop();
+  void StartHeartbeats();
+  void Log(const std::string& message) const;
+  std::string Where() const { return "tcp rank " + std::to_string(rank_); }
+
+  const TcpOptions options_;
+  const int rank_;
+  const int world_;
+  Mailbox mailbox_;  // declared before io_: coroutines destroyed with io_ still report into it
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  tcp::acceptor acceptor_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; peers_[rank_] is unused
+  std::atomic<bool> closing_{false};
+  std::atomic<int> pending_handshakes_{0};
+
+  // Formation state shared between the io thread (Admit) and the connecting thread.
+  std::mutex form_mu_;
+  std::condition_variable form_cv_;
+  std::vector<std::shared_ptr<tcp::socket>> joiners_;  // rank 0: rendezvous sockets; guarded
+  std::vector<bool> joined_;                           // rank 0: ranks in the rendezvous; guarded
+  std::vector<bool> incoming_;                         // ranks connected to us; guarded
+  bool formed_ = false;                                // guarded by form_mu_
+  bool rendezvous_open_ = true;                        // rank 0; guarded by form_mu_
+  std::set<tcp::socket*> handshaking_;                 // connections in Admit; io thread only
+
+  std::mutex heartbeat_mu_;
+  std::condition_variable heartbeat_cv_;
+  bool stop_heartbeats_ = false;  // guarded by heartbeat_mu_
+  std::thread heartbeat_thread_;
+  std::thread io_thread_;
+};
+
+}  // namespace reel::tcp
+
+#endif  // REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_

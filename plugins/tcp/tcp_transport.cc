@@ -1,0 +1,76 @@
+// The tcp Transport: options and the factory (see tcp_transport.h).
+#include "tcp_transport.h"
+
+#include <cstdlib>
+
+#include "tcp_communicator.h"
+
+namespace reel::tcp {
+namespace {
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(TcpOptions options) : options_(std::move(options)) {}
+  Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
+                                                Deadline deadline) override {
+    return TcpCommunicator::Connect(options_, ctx, deadline);
+  }
+
+ private:
+  const TcpOptions options_;
+};
+
+Result<std::chrono::milliseconds> Milliseconds(const Options& o, const char* name, int64_t min) {
+  const int64_t v = o.GetInt(name);
+  if (v < min)
+    return InvalidArgumentError("tcp option '" + std::string(name) + "': " + std::to_string(v) +
+                                " ms is below the minimum of " + std::to_string(min));
+  return std::chrono::milliseconds(v);
+}
+
+}  // namespace
+
+OptionSchema TcpOptionSchema() {
+  return {
+      StringOption("listen_address", "",
+                   "address this rank accepts peers on (IP or host name; 0.0.0.0 or :: for every "
+                   "interface); empty: the address it reaches the coordinator from, i.e. loopback "
+                   "when the coordinator is local. Rank 0 listens on the coordinator's port"),
+      IntOption("listen_port", 0, "port of ranks other than 0; 0 picks a free one"),
+      StringOption("secret", "",
+                   "shared secret that authenticates every connection (HMAC-SHA256, both ways); "
+                   "empty: $REEL_SECRET. Required unless every rank listens on loopback"),
+      IntOption("heartbeat_ms", 1000, "a connection idle this long carries a heartbeat"),
+      IntOption("heartbeat_timeout_ms", 15000,
+                "a peer silent this long is unavailable (its failure is reported on every rank)"),
+      IntOption("handshake_timeout_ms", 5000,
+                "time a new connection has to authenticate before it is dropped"),
+  };
+}
+
+Result<TcpOptions> TcpOptionsFrom(const Options& o) {
+  TcpOptions t;
+  t.listen_address = o.GetString("listen_address");
+  const int64_t port = o.GetInt("listen_port");
+  if (port < 0 || port > 65535)
+    return InvalidArgumentError("tcp option 'listen_port': " + std::to_string(port) +
+                                " outside [0, 65535]");
+  t.listen_port = static_cast<int>(port);
+  t.secret = o.GetString("secret");
+  if (t.secret.empty())
+    if (const char* env = std::getenv("REEL_SECRET")) t.secret = env;
+  REEL_ASSIGN_OR_RETURN(t.heartbeat, Milliseconds(o, "heartbeat_ms", 1));
+  REEL_ASSIGN_OR_RETURN(t.heartbeat_timeout, Milliseconds(o, "heartbeat_timeout_ms", 1));
+  REEL_ASSIGN_OR_RETURN(t.handshake_timeout, Milliseconds(o, "handshake_timeout_ms", 1));
+  if (t.heartbeat_timeout <= t.heartbeat)
+    return InvalidArgumentError(
+        "tcp option 'heartbeat_timeout_ms' (" + std::to_string(t.heartbeat_timeout.count()) +
+        ") must exceed 'heartbeat_ms' (" + std::to_string(t.heartbeat.count()) + ")");
+  return t;
+}
+
+std::unique_ptr<Transport> MakeTcpTransport(TcpOptions options) {
+  return std::make_unique<TcpTransport>(std::move(options));
+}
+
+}  // namespace reel::tcp

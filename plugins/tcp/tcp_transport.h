@@ -1,0 +1,36 @@
+// The tcp transport: ranks in separate processes or hosts, a full mesh of TCP connections formed
+// through a rendezvous at rank 0 (torchrun style), every connection authenticated both ways with
+// a shared secret. See README.md for the user's view and wire.h for the protocol.
+#ifndef REEL_PLUGINS_TCP_TCP_TRANSPORT_H_
+#define REEL_PLUGINS_TCP_TCP_TRANSPORT_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "reel/options.h"
+#include "reel/transport.h"
+
+namespace reel::tcp {
+
+struct TcpOptions {
+  // Where this rank accepts connections. Empty: the address this host uses to reach the
+  // coordinator (loopback when the coordinator is local); "0.0.0.0" or "::": every interface,
+  // advertising that same address. Rank 0 listens on the coordinator's port.
+  std::string listen_address;
+  int listen_port = 0;  // ranks other than 0; 0 = any free port
+  std::string secret;   // the shared secret; REEL_SECRET when the option is not given
+  std::chrono::milliseconds heartbeat{1000};           // a peer idle this long is sent a heartbeat
+  std::chrono::milliseconds heartbeat_timeout{15000};  // a peer silent this long has failed
+  std::chrono::milliseconds handshake_timeout{5000};   // for a connection to authenticate
+};
+
+OptionSchema TcpOptionSchema();
+// InvalidArgument naming the option for values out of range.
+Result<TcpOptions> TcpOptionsFrom(const Options& options);
+
+std::unique_ptr<Transport> MakeTcpTransport(TcpOptions options);
+
+}  // namespace reel::tcp
+
+#endif  // REEL_PLUGINS_TCP_TCP_TRANSPORT_H_

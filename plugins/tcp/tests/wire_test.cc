@@ -1,0 +1,125 @@
+// The wire format's decoders on valid and invalid bytes.
+#include "wire.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace reel::tcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Wire, FrameHeaderRoundTrips) {
+  FrameHeader h{FrameType::kData, 3, 32767, uint64_t{1} << 33};
+  auto bytes = EncodeFrameHeader(h);
+  Result<FrameHeader> back = DecodeFrameHeader(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->type, FrameType::kData);
+  EXPECT_EQ(back->source, 3u);
+  EXPECT_EQ(back->tag, 32767u);
+  EXPECT_EQ(back->length, uint64_t{1} << 33);
+}
+
+TEST(Wire, FrameHeaderRejectsEveryBadField) {
+  auto good = EncodeFrameHeader({FrameType::kData, 1, 5, 10});
+  auto expect_bad = [&](size_t offset, std::byte value, const char* says) {
+    auto bytes = good;
+    bytes[offset] = value;
+    Result<FrameHeader> h = DecodeFrameHeader(bytes);
+    ASSERT_FALSE(h.ok()) << "offset " << offset;
+    EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(h.status().message(), HasSubstr(says)) << "offset " << offset;
+  };
+  expect_bad(0, std::byte{'X'}, "magic");
+  expect_bad(4, std::byte{9}, "version 9");
+  expect_bad(5, std::byte{0}, "frame type 0");
+  expect_bad(5, std::byte{7}, "frame type 7");
+  expect_bad(6, std::byte{1}, "reserved");
+  expect_bad(13, std::byte{0x80}, "tag");         // tag 32768 + ...
+  expect_bad(21, std::byte{0x01}, "payload of");  // length >= 2^40
+  EXPECT_THAT(DecodeFrameHeader(std::span(good).first(23)).status().message(),
+              HasSubstr("23 bytes, expected 24"));
+  auto heartbeat_with_payload = EncodeFrameHeader({FrameType::kHeartbeat, 1, 0, 4});
+  EXPECT_THAT(DecodeFrameHeader(heartbeat_with_payload).status().message(),
+              HasSubstr("heartbeat or goodbye frame with a tag or payload"));
+}
+
+TEST(Wire, HandshakeMacsBindBothNoncesAndTheSecret) {
+  Hello hello{Purpose::kData, 1, 4, *FreshNonce()};
+  auto hello_bytes = EncodeHello(hello);
+  Challenge c{0, 4, *FreshNonce(), {}};
+  auto challenge_bytes = EncodeChallenge(c);
+  const Mac server = ServerMac("s3cret", hello_bytes, challenge_bytes);
+  c.mac = server;
+  auto with_mac = EncodeChallenge(c);
+  // The server's MAC ignores the mac field itself, so the client can recompute it.
+  EXPECT_TRUE(MacsEqual(server, ServerMac("s3cret", hello_bytes, with_mac)));
+  EXPECT_FALSE(MacsEqual(server, ServerMac("other", hello_bytes, with_mac)));
+  EXPECT_FALSE(MacsEqual(server, ClientMac("s3cret", hello_bytes, with_mac)));
+  Hello replay = hello;
+  replay.nonce = *FreshNonce();
+  EXPECT_FALSE(MacsEqual(server, ServerMac("s3cret", EncodeHello(replay), with_mac)));
+
+  Result<Hello> back = DecodeHello(hello_bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->rank, 1u);
+  EXPECT_EQ(back->nonce, hello.nonce);
+  Result<Mac> response = DecodeResponse(EncodeResponse(server));
+  ASSERT_TRUE(response.ok());
+  EXPECT_TRUE(MacsEqual(*response, server));
+}
+
+TEST(Wire, HelloRejectsRankOutsideWorldAndUnknownPurpose) {
+  auto bytes = EncodeHello({Purpose::kJoin, 4, 4, {}});
+  EXPECT_THAT(DecodeHello(bytes).status().message(), HasSubstr("rank 4 outside world size 4"));
+  bytes = EncodeHello({Purpose::kJoin, 0, 4, {}});
+  bytes[5] = std::byte{9};
+  EXPECT_THAT(DecodeHello(bytes).status().message(), HasSubstr("unknown purpose 9"));
+  EXPECT_THAT(DecodeChallenge(bytes).status().message(), HasSubstr("48 bytes, expected 80"));
+}
+
+TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
+  Endpoint e{"10.77.0.2", 40000};
+  Result<Endpoint> back = DecodeEndpoint(EncodeEndpoint(e));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, e);
+  auto body = EncodeEndpoint(e);
+  body.push_back(std::byte{0});
+  EXPECT_THAT(DecodeEndpoint(body).status().message(), HasSubstr("1 trailing bytes"));
+  EXPECT_THAT(DecodeEndpoint(EncodeEndpoint({"h", 0})).status().message(), HasSubstr("port 0"));
+  EXPECT_THAT(DecodeEndpoint(EncodeEndpoint({"a b", 1})).status().message(),
+              HasSubstr("non-printable"));
+
+  std::vector<Endpoint> table{{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"::1", 3}};
+  Result<std::vector<Endpoint>> t = DecodeTable(EncodeTable(table), 3);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, table);
+  EXPECT_THAT(DecodeTable(EncodeTable(table), 4).status().message(),
+              HasSubstr("3 ranks, expected world size 4"));
+  auto cut = EncodeTable(table);
+  cut.pop_back();
+  EXPECT_THAT(DecodeTable(cut, 3).status().message(), HasSubstr("rank 2"));
+
+  std::vector<bool> set{true, false, true, false, false, false, false, false, true};
+  Result<std::vector<bool>> s = DecodeRankSet(EncodeRankSet(set), 9);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, set);
+  EXPECT_THAT(DecodeRankSet(EncodeRankSet(set), 3).status().message(), HasSubstr("expected 1"));
+  auto stray = EncodeRankSet({true, true, true, true});
+  EXPECT_THAT(DecodeRankSet(stray, 3).status().message(), HasSubstr("rank 3 outside"));
+
+  auto control = EncodeControl(ControlType::kJoin, body);
+  Result<ControlHeader> h = DecodeControlHeader(std::span(control).first(kControlHeaderBytes));
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->type, ControlType::kJoin);
+  EXPECT_EQ(h->length, body.size());
+  control[4] = std::byte{42};
+  EXPECT_THAT(DecodeControlHeader(std::span(control).first(kControlHeaderBytes)).status().message(),
+              HasSubstr("unknown type 42"));
+  auto huge = EncodeControl(ControlType::kRefuse, {});
+  huge[10] = std::byte{0x7f};
+  EXPECT_THAT(DecodeControlHeader(huge).status().message(), HasSubstr("exceeds the limit"));
+}
+
+}  // namespace
+}  // namespace reel::tcp

@@ -1,0 +1,144 @@
+// The tcp transport's wire format: pure encoders and decoders, no sockets, so that a fuzz target
+// and the tests can call them on arbitrary bytes. Every decoder checks every field and returns
+// InvalidArgument naming the field; none reads past the span it is given.
+//
+// All integers are little-endian. A connection carries one direction of one pair of ranks: the
+// connecting rank writes, the accepting rank reads (a mesh of n ranks has n(n-1) connections).
+//
+// 1. Handshake (mutual HMAC-SHA256 challenge-response, before anything else is accepted):
+//      client -> server  Hello      48 bytes  "RLHe" u8 version u8 purpose u16 0
+//                                             u32 rank u32 world_size  nonce_c[32]
+//      server -> client  Challenge  80 bytes  "RLCh" u8 version u8 0 u16 0
+//                                             u32 rank u32 world_size  nonce_s[32]  mac_s[32]
+//      client -> server  Response   40 bytes  "RLRe" u8 version u8 0 u16 0  mac_c[32]
+//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..48))  (the challenge without
+//    its mac), mac_c = HMAC(secret, "reel-tcp client" | Hello | Challenge). The server proves the
+//    secret first, bound to the client's fresh nonce; the client then proves it bound to the
+//    server's; a recorded exchange is worthless to replay. MACs are compared in constant time.
+//    Then the server answers with a control message: Accept, or Refuse with the reason.
+// 2. Control messages (handshake verdict, rendezvous):  "RLCo" u8 type u8 0 u16 0 u32 length,
+//    then `length` (<= kMaxControlBody) bytes of body; see ControlType.
+// 3. Data frames (after the handshake of a kData connection): a 24-byte header
+//      "RLFr" u8 version u8 type u16 0  u32 source  u32 tag  u64 length
+//    then `length` payload bytes (data frames only). Heartbeat and goodbye frames are headers
+//    with tag and length 0.
+#ifndef REEL_PLUGINS_TCP_WIRE_H_
+#define REEL_PLUGINS_TCP_WIRE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reel/status.h"
+
+namespace reel::tcp {
+
+constexpr uint8_t kWireVersion = 1;
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMacBytes = 32;
+using Nonce = std::array<std::byte, kNonceBytes>;
+using Mac = std::array<std::byte, kMacBytes>;
+
+// ---- Handshake ----
+
+enum class Purpose : uint8_t {
+  kJoin = 1,  // a rank joins the rendezvous hosted by rank 0
+  kData = 2,  // a rank's connection for sending messages to the accepting rank
+};
+
+struct Hello {
+  Purpose purpose = Purpose::kData;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  Nonce nonce{};
+};
+constexpr size_t kHelloBytes = 48;
+std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h);
+Result<Hello> DecodeHello(std::span<const std::byte> bytes);
+
+struct Challenge {
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  Nonce nonce{};
+  Mac mac{};
+};
+constexpr size_t kChallengeBytes = 80;
+std::array<std::byte, kChallengeBytes> EncodeChallenge(const Challenge& c);
+Result<Challenge> DecodeChallenge(std::span<const std::byte> bytes);
+
+constexpr size_t kResponseBytes = 40;
+std::array<std::byte, kResponseBytes> EncodeResponse(const Mac& mac);
+Result<Mac> DecodeResponse(std::span<const std::byte> bytes);
+
+// The MACs of the exchange above. `challenge` is the encoded challenge; its mac field is ignored
+// for the server's MAC (which it is).
+Mac ServerMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+              std::span<const std::byte, kChallengeBytes> challenge);
+Mac ClientMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+              std::span<const std::byte, kChallengeBytes> challenge);
+// Constant-time comparison (the time does not depend on where the MACs differ).
+bool MacsEqual(const Mac& a, const Mac& b);
+// kNonceBytes from the system's cryptographic random generator. Internal on failure.
+Result<Nonce> FreshNonce();
+
+// ---- Control messages ----
+
+enum class ControlType : uint8_t {
+  kAccept = 1,    // handshake verdict: authenticated and admitted; empty body
+  kRefuse = 2,    // handshake or rendezvous refused; body: the reason as text
+  kJoin = 3,      // rank -> rank 0: where this rank accepts connections (Endpoint)
+  kProgress = 4,  // rank 0 -> joiners: which ranks have joined so far (RankSet)
+  kTable = 5,     // rank 0 -> joiners: every rank's endpoint, in rank order (Table)
+};
+constexpr size_t kControlHeaderBytes = 12;
+constexpr uint32_t kMaxControlBody = 1 << 20;
+
+struct ControlHeader {
+  ControlType type = ControlType::kAccept;
+  uint32_t length = 0;
+};
+std::vector<std::byte> EncodeControl(ControlType type, std::span<const std::byte> body);
+Result<ControlHeader> DecodeControlHeader(std::span<const std::byte> bytes);
+
+// Where a rank accepts connections: a host (numeric address or name) and a port.
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
+constexpr size_t kMaxHostBytes = 255;
+std::vector<std::byte> EncodeEndpoint(const Endpoint& e);
+Result<Endpoint> DecodeEndpoint(std::span<const std::byte> body);
+
+// A set of ranks as a bitmap over [0, world_size).
+std::vector<std::byte> EncodeRankSet(const std::vector<bool>& ranks);
+Result<std::vector<bool>> DecodeRankSet(std::span<const std::byte> body, uint32_t world_size);
+
+// u32 count, then count endpoints as above. The count must equal world_size.
+std::vector<std::byte> EncodeTable(const std::vector<Endpoint>& table);
+Result<std::vector<Endpoint>> DecodeTable(std::span<const std::byte> body, uint32_t world_size);
+
+// ---- Data frames ----
+
+enum class FrameType : uint8_t { kData = 1, kHeartbeat = 2, kGoodbye = 3 };
+constexpr size_t kFrameHeaderBytes = 24;
+// No message may exceed this (1 TiB): a larger length is corruption, not a request to allocate.
+constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
+
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  uint32_t source = 0;
+  uint32_t tag = 0;
+  uint64_t length = 0;
+};
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& h);
+// Checks magic, version, type, reserved bits, tag <= kMaxTag and length <= kMaxPayloadBytes,
+// and that heartbeats and goodbyes carry neither tag nor length.
+Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes);
+
+}  // namespace reel::tcp
+
+#endif  // REEL_PLUGINS_TCP_WIRE_H_
