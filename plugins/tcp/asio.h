@@ -2,7 +2,11 @@
 #ifndef REEL_PLUGINS_TCP_ASIO_H_
 #define REEL_PLUGINS_TCP_ASIO_H_
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>, so <utility> must
+// come first.
+// clang-format off
+#include <utility>
+// clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -17,7 +21,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
-#include <utility>
 
 namespace reel::tcp {
 namespace asio = boost::asio;

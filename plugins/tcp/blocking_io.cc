@@ -4,19 +4,12 @@
 #include <future>
 #include <thread>
 
+#include "waiting.h"
+
 namespace reel::tcp {
 namespace {
 
 using boost::system::error_code;
-
-template <typename T>
-bool WaitFuture(std::future<T>& f, Deadline deadline) {
-  if (deadline == Deadline::max()) {
-    f.wait();
-    return true;
-  }
-  return f.wait_until(deadline) == std::future_status::ready;
-}
 
 // Cancels the socket's operations on the io thread and returns once that has happened, so a
 // late cancel can never hit a later operation.
@@ -33,7 +26,7 @@ void CancelOnIoThread(asio::io_context& io, tcp::socket& socket) {
 // Waits for an operation started with asio::use_future; its error code, or timed_out.
 template <typename T>
 error_code Finish(asio::io_context& io, tcp::socket& socket, std::future<T>& f, Deadline deadline) {
-  if (!WaitFuture(f, deadline)) {
+  if (!WaitUntil(f, deadline)) {
     CancelOnIoThread(io, socket);
     f.wait();
     return asio::error::timed_out;
@@ -152,7 +145,7 @@ bool WaitWritable(asio::io_context& io, tcp::socket& socket, Deadline deadline, 
   std::promise<error_code> p;
   std::future<error_code> f = p.get_future();
   socket.async_wait(tcp::socket::wait_write, [&p](const error_code& ec) { p.set_value(ec); });
-  if (!WaitFuture(f, deadline)) {
+  if (!WaitUntil(f, deadline)) {
     CancelOnIoThread(io, socket);
     f.wait();
     return false;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "tcp_communicator.h"
+#include "waiting.h"
 
 namespace reel::tcp {
 namespace {
@@ -21,14 +22,6 @@ using boost::system::error_code;
 
 // More unauthenticated connections than this at once are dropped on arrival.
 constexpr int kMaxPendingHandshakes = 64;
-
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
-  if (deadline == Deadline::max()) {
-    cv.wait(lock);
-    return true;
-  }
-  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
-}
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));

@@ -6,18 +6,10 @@
 #include <cstring>
 #include <utility>
 
+#include "waiting.h"
+
 namespace reel::tcp {
 namespace {
-
-// Waits on `cv` until `deadline`; the far-future deadline waits without a timeout, because
-// converting time_point::max() for a timed wait can overflow. False when the deadline passed.
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
-  if (deadline == Deadline::max()) {
-    cv.wait(lock);
-    return true;
-  }
-  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
-}
 
 std::string SourceName(int source) {
   return source == kAnySource ? std::string("any rank") : "rank " + std::to_string(source);
