@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fails, naming file and line, when a tracked file refers to a path outside the repository, so a
 # clone with nothing beside it builds, tests and runs its configs. Flagged:
-#  - an absolute path into the checkout's parent directory (the checkout itself or a sibling);
-#  - a relative path whose parent-directory steps climb above the repository root from the file's
-#    own directory;
-#  - a path that, from an unknown anchor such as "${CMAKE_SOURCE_DIR}/" or "$(dirname "$0")/", or
-#    from the root (configs are run from there), steps out of the tree and names something that
-#    exists outside it (a sibling checkout or folder).
+#  - an absolute path to the checkout itself or to something beside it (a sibling that exists);
+#  - a relative path whose parent-directory steps climb above the repository root, taken from the
+#    file's own directory, or from the anchor a known variable names ("${CMAKE_SOURCE_DIR}/" is the
+#    root; "${CMAKE_CURRENT_SOURCE_DIR}/" and "$(dirname "$0")/" are the file's directory);
+#  - a plain relative path that names nothing in the tree from the file's directory but, taken
+#    from the root (configs are run from there), climbs out to something that exists.
+# Paths from anchors the tree does not define ("$ORIGIN/", "<exe>/", "$HOME/") are not judged.
 # Binary files are skipped. Usage: scripts/check-paths.sh [REPO]  (default: this repository).
 # Needs git (tracked files only: build trees and other untracked files are never read) and python3.
 set -euo pipefail
@@ -20,7 +21,9 @@ import os, re, subprocess, sys
 
 root = os.path.realpath(sys.argv[1])
 parent = os.path.dirname(root)
-parent_prefix = parent + "/" if parent != "/" else None
+# "<parent>/<name>" where name exists beside the checkout (the checkout's own name included);
+# other paths under the parent (say /tmp/reel_test_x when the checkout is in /tmp) are not siblings.
+sibling_re = re.compile(re.escape(parent) + r"/([^/\s'\"`<>(),;=|&*?\[{$]+)") if parent != "/" else None
 # Path-like tokens: everything up to whitespace, quotes, brackets and separators of the
 # languages in the tree; '$', '{' and '}' stay so "${VAR}/x" is one token.
 token_re = re.compile(r"[^\s'\"`<>(),;=|&]+")
@@ -40,11 +43,11 @@ def leaves_tree(start, components):
     return False
 
 
-def names_outside(start, components):
-    """True when components, taken from start, leave the tree and then name a folder or file that
-    exists there (a sibling checkout, a shared data folder). A bare climb to an ancestor of the
-    root names nothing; a variable or glob ends what can be checked."""
-    depth = len(start)
+def names_outside(components):
+    """True when components, taken from the root, leave the tree and then name a folder or file
+    that exists there. A bare climb to an ancestor names nothing; a variable or glob ends what can
+    be checked."""
+    depth = 0
     for i, c in enumerate(components):
         if dynamic_re.search(c):
             return False
@@ -52,13 +55,27 @@ def names_outside(start, components):
             depth -= 1
         elif c not in ("", "."):
             if depth < 0:
-                target = os.path.normpath(os.path.join(root, *start, *components[: i + 1]))
-                return os.path.exists(target)
+                return os.path.exists(os.path.normpath(os.path.join(root, *components[: i + 1])))
             depth += 1
     return False
 
 
-def problem(token, file_dir):
+def resolves_inside(start, components):
+    literal = []
+    for c in components:
+        if dynamic_re.search(c):
+            break
+        literal.append(c)
+    return os.path.exists(os.path.normpath(os.path.join(root, *start, *literal)))
+
+
+# Variables (and commands) that name the root or the file's own directory, last one wins.
+root_anchor_re = re.compile(r"CMAKE_SOURCE_DIR|PROJECT_SOURCE_DIR|REEL_SOURCE_DIR|show-toplevel")
+file_anchor_re = re.compile(r"CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR|dirname|BASH_SOURCE|__file__")
+
+
+def problem(token, context, file_dir):
+    """context: the line up to the token, for the anchor of a path that starts with a variable."""
     if "://" in token:
         return None
     parts = token.split("/")
@@ -68,14 +85,19 @@ def problem(token, file_dir):
     if token.startswith("/") and first != 1:
         return None  # an absolute path elsewhere on the system; the parent rule covers siblings
     if token.startswith("/") or any(dynamic_re.search(p) for p in parts[:first]):
-        # "$(dirname "$0")/.." and "${VAR}/..": the anchor is unknown, evaluate the steps only.
-        rest = parts[first:]
-    else:
-        rest = parts
-        if leaves_tree(file_dir, rest):
-            return "climbs above the repository root from the file's directory"
-    if names_outside(file_dir, rest) or names_outside([], rest):
-        return "names a path outside the repository"
+        anchored = context + "/".join(parts[:first])
+        anchors = [(m.start(), []) for m in root_anchor_re.finditer(anchored)]
+        anchors += [(m.start(), file_dir) for m in file_anchor_re.finditer(anchored)]
+        if not anchors:
+            return None  # an anchor outside the tree's meaning: $ORIGIN, <exe>, $HOME
+        start = max(anchors)[1]
+        if leaves_tree(start, parts[first:]):
+            return "climbs above the repository root from where it is anchored"
+        return None
+    if leaves_tree(file_dir, parts):
+        return "climbs above the repository root from the file's directory"
+    if not resolves_inside(file_dir, parts) and names_outside(parts):
+        return "names a path outside the repository when taken from the root"
     return None
 
 
@@ -96,13 +118,16 @@ for name in names:
     rel = os.fsdecode(name)
     file_dir = [c for c in os.path.dirname(rel).split("/") if c]
     for number, line in enumerate(text.splitlines(), 1):
-        if parent_prefix and parent_prefix in line:
-            print(f"{rel}:{number}: absolute path into {parent_prefix} (outside the repository)",
+        sibling = next((m.group(1) for m in sibling_re.finditer(line)
+                        if os.path.exists(os.path.join(parent, m.group(1)))), None) if sibling_re else None
+        if sibling is not None:
+            print(f"{rel}:{number}: absolute path to {os.path.join(parent, sibling)} (outside the repository)",
                   file=sys.stderr)
             bad += 1
             continue
-        for token in token_re.findall(line):
-            why = problem(token, file_dir)
+        for m in token_re.finditer(line):
+            token = m.group(0)
+            why = problem(token, line[: m.start()], file_dir)
             if why:
                 print(f"{rel}:{number}: '{token}' {why}", file=sys.stderr)
                 bad += 1

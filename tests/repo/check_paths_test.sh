@@ -9,7 +9,9 @@ check="$src/scripts/check-paths.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 up=..
-mkdir -p "$work/sibling/data"  # something beside the test checkout for a bad reference to name
+# Beside the test checkouts: a folder for a bad reference to name, and one ("lib") that a path
+# anchored outside the tree ($ORIGIN) happens to match and must not be blamed for.
+mkdir -p "$work/sibling/data" "$work/lib"
 failures=0
 
 # new_repo NAME: an empty git repository in $work/NAME, printed.
@@ -50,6 +52,9 @@ expect_flagged "$r" configs/a.pbtxt:1
 # A build file that anchors at the source dir and steps out to the sibling.
 r=$(new_repo repo); put "$r" cmake/x.cmake "set(D \"\${CMAKE_SOURCE_DIR}/$up/sibling/data\")"
 expect_flagged "$r" cmake/x.cmake:1
+# A script anchored at its own directory that climbs one step too many.
+r=$(new_repo repo); put "$r" bench/s3/run.sh "data=\"\$(dirname \"\$0\")/$up/$up/$up/other\""
+expect_flagged "$r" bench/s3/run.sh:1
 # A nested file whose steps climb above the root (line 2: the line is named, not just the file).
 r=$(new_repo repo); put "$r" a/b/notes.md "$(printf 'fine\nsee %s/%s/%s/elsewhere/file' $up $up $up)"
 expect_flagged "$r" a/b/notes.md:2
