@@ -12,6 +12,8 @@ packages=(
   libssl-dev  # s3 plugin: SHA-256 of request payloads (OpenSSL EVP)
   # tests and benchmarks
   git  # scripts/check-paths.sh reads the tracked files
+  iproute2  # tests/netns: ip netns, veth, bridge and tc tbf for simulated hosts
+  debootstrap  # scripts/fresh-machine-check.sh builds an empty Debian root
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch libopenblas0-pthread python3-numpy
   awscli
