@@ -233,6 +233,8 @@ class InprocTransport final : public Transport {
   Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
                                                 Deadline deadline) override {
     const std::string where = "inproc group '" + world_ + "'";
+    if (ctx.rank == kDiscover && ctx.world_size == kDiscover)
+      return Connect({0, 1, ctx.coordinator}, deadline);  // nobody else is in this process's world
     if (ctx.world_size < 1)
       return InvalidArgumentError(where + ": world size " + std::to_string(ctx.world_size) +
                                   " < 1");
@@ -270,11 +272,15 @@ class InprocTransport final : public Transport {
           if (it != rv.forming.end() && it->second == f) rv.forming.erase(it);
         }
         std::string missing;
+        int count = 0;
         for (int r = 0; r < f->world_size; ++r)
-          if (!f->joined[r] && r != ctx.rank)
+          if (!f->joined[r] && r != ctx.rank) {
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+            ++count;
+          }
         return DeadlineExceededError(where + ": rank " + std::to_string(ctx.rank) +
-                                     " timed out waiting for rank(s) " + missing + " to join");
+                                     " timed out waiting for " + (count == 1 ? "rank " : "ranks ") +
+                                     missing + " to join");
       }
     }
     return std::unique_ptr<Communicator>(new InprocCommunicator(f->group, ctx.rank));

@@ -1,5 +1,5 @@
-// The inproc transport: the conformance suite twice (direct API and named groups through the
-// Transport API), plus what is specific to it (rendezvous errors, registration).
+// The inproc transport: the conformance suite (ranks as threads, and this process as a world of
+// one), plus what is specific to it (the direct API, rendezvous errors, registration).
 #include "reel/core/inproc.h"
 
 #include <gmock/gmock.h>
@@ -10,36 +10,32 @@
 #include <future>
 #include <thread>
 
-#include "comm/transport_conformance.h"
 #include "reel/core/collectives.h"
 #include "reel/core/registry.h"
+#include "reel/testing/transport_conformance.h"
 
 namespace reel::core {
 namespace {
 
 using conformance::Communicators;
 using conformance::ConnectOnThreads;
-using conformance::TransportUnderTest;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-Result<Communicators> DirectGroup(int n) {
-  REEL_ASSIGN_OR_RETURN(Communicators raw, CreateInprocGroup(n));
-  Communicators out;
-  for (auto& c : raw) out.push_back(WithRingCollectives(std::move(c)));
-  return out;
-}
-
 // Every call forms a fresh group under a new name, as separate test runs would.
-Result<Communicators> NamedGroup(int n) {
+Result<conformance::Group> FreshGroup() {
   static std::atomic<int> counter{0};
-  auto transport = MakeInprocTransport("conformance-" + std::to_string(counter.fetch_add(1)));
-  return ConnectOnThreads(*transport, n, "", DeadlineIn(60s));
+  return conformance::Group{MakeInprocTransport("conformance-" + std::to_string(counter++)), ""};
 }
 
-REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(Inproc, (TransportUnderTest{"inproc", DirectGroup}));
-REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(InprocNamed,
-                                       (TransportUnderTest{"inproc_named", NamedGroup}));
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(Inproc, conformance::RanksAsThreads("inproc", FreshGroup));
+// One rank per process: started without REEL_RANK, inproc discovers a world of this one rank,
+// so the cases that need two or more ranks are skipped and the rest run through the per-process
+// path a plugin's launched tests take.
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
+    InprocProcess, conformance::RankPerProcess("inproc_process", [] {
+      return Result<conformance::Group>(conformance::Group{MakeInprocTransport("process"), ""});
+    }));
 
 TEST(InprocTransport, GroupOfZeroRanksIsRefused) {
   EXPECT_EQ(CreateInprocGroup(0).status().code(), StatusCode::kInvalidArgument);
@@ -72,8 +68,18 @@ TEST(InprocTransport, RankMaySendToItself) {
   EXPECT_EQ(m->payload, data);
 }
 
+TEST(InprocTransport, DiscoveringFormsAGroupOfOne) {
+  auto t = MakeInprocTransport("discover");
+  auto c = t->Connect({kDiscover, kDiscover, ""}, DeadlineIn(1s));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->rank(), 0);
+  EXPECT_EQ((*c)->size(), 1);
+}
+
 TEST(InprocTransport, ConnectRejectsBadRanksAndSizes) {
   auto t = MakeInprocTransport("connect-errors");
+  EXPECT_EQ(t->Connect({kDiscover, 2, ""}, DeadlineIn(1s)).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(t->Connect({2, 2, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t->Connect({-1, 2, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t->Connect({0, 0, ""}, DeadlineIn(1s)).status().code(), StatusCode::kInvalidArgument);
@@ -129,7 +135,7 @@ TEST(InprocTransport, ConnectTimesOutNamingTheMissingRanks) {
   auto c = t->Connect({1, 4, ""}, DeadlineIn(20ms));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(c.status().message(), HasSubstr("rank(s) 0, 2, 3"));
+  EXPECT_THAT(c.status().message(), HasSubstr("waiting for ranks 0, 2, 3"));
   // The slot was given back: the group can still form under the same name.
   Communicators comms;
   auto formed = ConnectOnThreads(*t, 4, "", DeadlineIn(60s));

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <map>
 
-#include "comm/transport_conformance.h"
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/core/registry.h"
+#include "reel/testing/transport_conformance.h"
 #include "reel/update_rule.h"
 
 namespace reel::core {

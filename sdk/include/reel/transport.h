@@ -12,6 +12,9 @@
 // Unavailable naming the rank. Messages between one pair of ranks with the same tag arrive in
 // the order sent.
 //
+// Conformance: the suite in reel/testing/transport_conformance.h (library reel::transport_testing)
+// checks all of this for a backend, with ranks as threads or one rank per process.
+//
 // Thread-safety: Send and Recv may be called from different threads at once (e.g. a ring
 // sending to the right while receiving from the left); collectives are called by one thread
 // per rank, in the same order on every rank.
@@ -42,7 +45,8 @@ constexpr int kAnySource = -1;
 // Tags: every backend carries tags in [0, kMaxTag]; 32767 is the largest tag MPI guarantees
 // (MPI_TAG_UB), so the same tag space fits every backend. Tags in [0, kCollectiveTagBase) belong to
 // users (optimizers, the trainer, plugins); [kCollectiveTagBase, kMaxTag] are reserved for the
-// core's collectives, which cycle through them.
+// core's collectives, which cycle through them. A backend refuses tags outside [0, kMaxTag] and
+// ranks outside [0, size()) with InvalidArgument, at once.
 constexpr int kMaxTag = 32767;
 constexpr int kCollectiveTagBase = 16384;
 

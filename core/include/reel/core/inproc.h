@@ -37,7 +37,8 @@ Result<std::vector<std::unique_ptr<Communicator>>> CreateInprocGroup(int n);
 // The Transport behind the registered "inproc" component: Connect() joins the group named
 // `world`. Errors from Connect: InvalidArgument for a rank outside [0, world_size) or a
 // world_size that differs from the one the group was started with; AlreadyExists when the rank
-// is taken; DeadlineExceeded naming the ranks still missing.
+// is taken; DeadlineExceeded naming the ranks still missing. Asked to discover its rank and size
+// (both kDiscover), it forms a group of this one rank: no launcher can have placed others in it.
 std::unique_ptr<Transport> MakeInprocTransport(std::string world);
 
 }  // namespace reel::core

@@ -1,0 +1,144 @@
+// The transport conformance suite: what every Communicator must do (point-to-point, any-source
+// receives, tags, deadlines, peers that leave, and every collective at awkward sizes), written
+// once and run over every transport (style.md: one parameterised suite). A transport plugin's
+// tests link the library `reel::transport_testing` (the core plus GoogleTest) and instantiate the
+// suite in one of their own files:
+//
+//   #include "reel/testing/transport_conformance.h"
+//
+//   // Ranks as threads of the test process: each test forms fresh groups of 1-4 ranks.
+//   reel::Result<reel::conformance::Group> FreshTcpGroup() {
+//     return reel::conformance::Group{MakeTcpTransport(...), "127.0.0.1:" + FreePort()};
+//   }
+//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
+//       Tcp, reel::conformance::RanksAsThreads("tcp", FreshTcpGroup));
+//
+//   // One rank per process: every process of a launched world runs the same tests on its rank.
+//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
+//       MpiWorld, reel::conformance::RankPerProcess("mpi", [] { return ...Transport...; }));
+//
+// Ranks as threads: `group()` is called for every group a test forms and must return a Transport
+// whose ranks 0..n-1 can Connect() concurrently from threads of this process (Connect blocks until
+// the whole group has joined) with the given coordinator. The suite wraps the communicators with
+// the core's ring collectives (reel/core/collectives.h), which forward to native ones.
+//
+// One rank per process: `group()` is called once per process; its coordinator, if empty, comes
+// from REEL_COORDINATOR. Rank and world size come from REEL_RANK and REEL_WORLD_SIZE (strictly
+// parsed, reel/core/rank_environment.h), or, when both are unset, are left to the transport to
+// discover (kDiscover; MPI does). Start the test binary as N processes of one world, e.g.
+//   mpirun -n 3 my_mpi_tests --gtest_filter='MpiWorld/*'
+//   REEL_RANK=r REEL_WORLD_SIZE=2 REEL_COORDINATOR=127.0.0.1:PORT my_tcp_tests --gtest_filter=...
+//   (for r in 0 1, started together), or `reel launch -n N -- my_tcp_tests ...`.
+// Every process must run the same tests in the same order (the same filter), because the tests
+// communicate. Tests that need more ranks than the world has are skipped, and so are those that
+// only make sense in one process (a peer leaving, Connect deadlines, collectives called by some
+// ranks only): a plugin's own fault tests kill a process instead. Register such a run with CTest
+// as one test (add_test with the launcher), not with gtest_discover_tests.
+//
+// Test names carry the prefix and the transport's name, so `--gtest_filter='Tcp/*'` selects one
+// transport; collective cases read e.g. `tcp_3ranks_not_divisible` (`tcp_world_...` per process).
+//
+// Thread-safety: the suite runs one thread per rank; each thread uses only its own communicator.
+#ifndef REEL_TESTING_TRANSPORT_CONFORMANCE_H_
+#define REEL_TESTING_TRANSPORT_CONFORMANCE_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "reel/transport.h"
+
+namespace reel::conformance {
+
+using Communicators = std::vector<std::unique_ptr<Communicator>>;
+
+// What a test connects to: a transport and the coordinator address its ranks are given.
+struct Group {
+  std::unique_ptr<Transport> transport;
+  std::string coordinator;
+};
+
+enum class Placement { kThreads, kProcesses };
+
+struct TransportUnderTest {
+  std::string name;  // letters, digits and '_' only (it becomes part of test names)
+  Placement placement = Placement::kThreads;
+  std::function<Result<Group>()> group;
+};
+
+inline TransportUnderTest RanksAsThreads(std::string name, std::function<Result<Group>()> group) {
+  return {std::move(name), Placement::kThreads, std::move(group)};
+}
+inline TransportUnderTest RankPerProcess(std::string name, std::function<Result<Group>()> group) {
+  return {std::move(name), Placement::kProcesses, std::move(group)};
+}
+
+// Runs fn(comm) for every communicator on its own thread; the statuses in rank order.
+std::vector<Status> RunOnRanks(const Communicators& comms,
+                               const std::function<Status(Communicator&)>& fn);
+
+// Connects ranks 0..n-1 of `transport` concurrently (Connect blocks until all have joined) and
+// wraps each in the core's collectives. The first failing rank's error (naming it), if any.
+Result<Communicators> ConnectOnThreads(Transport& transport, int n, const std::string& coordinator,
+                                       Deadline deadline);
+
+// Which layer a test talks to: the backend's own communicator, or the one with collectives that
+// every optimizer gets (user tags only).
+enum class Layer { kBackend, kWithCollectives };
+
+class TransportConformance : public ::testing::TestWithParam<TransportUnderTest> {
+ protected:
+  // Runs fn on every rank of a group and records a failure naming the rank for every error:
+  // as threads, `threads` ranks of a fresh group; per process, this process's rank of the world.
+  // Skips the test if the world has fewer than `min_ranks` ranks.
+  void OnRanks(int threads, int min_ranks, const std::function<Status(Communicator&)>& fn,
+               Layer layer = Layer::kWithCollectives);
+  // Connects a fresh group of n ranks as threads, raw backends (nothing wrapped); skips the test
+  // (returns an empty vector) when ranks run one per process.
+  Communicators ThreadsOnly(int n, const char* why);
+  bool per_process() const { return GetParam().placement == Placement::kProcesses; }
+};
+
+// Element counts the collectives are checked at, relative to the group size n.
+enum class Count { kEmpty, kOne, kFewerThanRanks, kNotDivisible, kLarge };
+size_t Elements(Count count, int n);
+std::vector<Count> AllCounts();
+
+// (transport, ranks as threads or 0 for "the launched world", count)
+using CollectiveCase = std::tuple<TransportUnderTest, int, Count>;
+class CollectiveConformance : public ::testing::TestWithParam<CollectiveCase> {};
+
+// 1..4 ranks as threads; {0} (the world) per process.
+std::vector<int> RankCounts(const TransportUnderTest& transport);
+std::string TransportCaseName(const ::testing::TestParamInfo<TransportUnderTest>& info);
+std::string CollectiveCaseName(const ::testing::TestParamInfo<CollectiveCase>& info);
+
+// Keeps the suite's test definitions linked into a binary that only instantiates them (a static
+// library's objects are otherwise dropped); per process, also registers the environment that
+// leaves the world in step once every test has run.
+int LinkSuite(const TransportUnderTest& transport);
+
+}  // namespace reel::conformance
+
+// Use at namespace scope (not inside a function), at most once per prefix. GoogleTest pastes
+// the suite names into identifiers, hence the using-declarations.
+#define REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(prefix, transport)                         \
+  using ::reel::conformance::TransportConformance;                                        \
+  using ::reel::conformance::CollectiveConformance;                                       \
+  INSTANTIATE_TEST_SUITE_P(prefix, TransportConformance, ::testing::Values(transport),    \
+                           ::reel::conformance::TransportCaseName);                       \
+  INSTANTIATE_TEST_SUITE_P(                                                               \
+      prefix, CollectiveConformance,                                                      \
+      ::testing::Combine(::testing::Values(transport),                                    \
+                         ::testing::ValuesIn(::reel::conformance::RankCounts(transport)), \
+                         ::testing::ValuesIn(::reel::conformance::AllCounts())),          \
+      ::reel::conformance::CollectiveCaseName);                                           \
+  [[maybe_unused]] static const int reel_conformance_linked_##prefix =                    \
+      ::reel::conformance::LinkSuite(transport)
+
+#endif  // REEL_TESTING_TRANSPORT_CONFORMANCE_H_

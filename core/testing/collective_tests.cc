@@ -1,0 +1,142 @@
+// The conformance suite's collective cases: AllReduce (sum, max, min), Broadcast from every root,
+// AllGather and Barrier against a sequential computation, at 0, 1, fewer-than-ranks,
+// not-divisible and large element counts; argument errors; and deadlines when a rank stays away.
+#include <gmock/gmock.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "harness.h"
+
+namespace reel::conformance {
+
+int CollectiveTestsLinked() { return 1; }
+
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Multiples of 1/8 in [-125, 125]: every sum of up to five is exact in float, so results must
+// match bit for bit whatever order the algorithm adds in.
+float Value(int rank, size_t i) {
+  return static_cast<float>(static_cast<int64_t>((rank * 7919 + i * 104729) % 2001) - 1000) / 8.0f;
+}
+
+Status CheckAllReduce(Communicator& c, size_t count, ReduceOp op, const char* name) {
+  std::vector<float> data(count), want(count);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] = Value(c.rank(), i);
+    want[i] = Value(0, i);
+    for (int r = 1; r < c.size(); ++r) {
+      float v = Value(r, i);
+      want[i] = op == ReduceOp::kSum   ? want[i] + v
+                : op == ReduceOp::kMax ? std::max(want[i], v)
+                                       : std::min(want[i], v);
+    }
+  }
+  REEL_RETURN_IF_ERROR(c.AllReduce(data, op, Far()));
+  for (size_t i = 0; i < count; ++i)
+    if (data[i] != want[i])
+      return InternalError(std::string("AllReduce ") + name + " index " + std::to_string(i) +
+                           ": got " + std::to_string(data[i]) + ", want " +
+                           std::to_string(want[i]));
+  return Status::Ok();
+}
+
+Status CheckBroadcast(Communicator& c, size_t count, int root) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = Value(c.rank(), i);
+  REEL_RETURN_IF_ERROR(c.Broadcast(std::as_writable_bytes(std::span<float>(data)), root, Far()));
+  for (size_t i = 0; i < count; ++i)
+    if (data[i] != Value(root, i))
+      return InternalError("Broadcast from " + std::to_string(root) + " index " +
+                           std::to_string(i));
+  return Status::Ok();
+}
+
+Status CheckAllGather(Communicator& c, size_t count) {
+  std::vector<float> in(count), out(count * static_cast<size_t>(c.size()), -1.0f);
+  for (size_t i = 0; i < count; ++i) in[i] = Value(c.rank(), i);
+  REEL_RETURN_IF_ERROR(c.AllGather(std::as_bytes(std::span<const float>(in)),
+                                   std::as_writable_bytes(std::span<float>(out)), Far()));
+  for (int r = 0; r < c.size(); ++r)
+    for (size_t i = 0; i < count; ++i)
+      if (out[static_cast<size_t>(r) * count + i] != Value(r, i))
+        return InternalError("AllGather block " + std::to_string(r) + " index " +
+                             std::to_string(i));
+  return Status::Ok();
+}
+
+TEST_P(CollectiveConformance, MatchSequentialComputation) {
+  const auto& [transport, threads, count_kind] = GetParam();
+  const bool as_threads = transport.placement == Placement::kThreads;
+  // Ranks as threads also check that nobody leaves a barrier before everyone has arrived.
+  std::vector<std::atomic<int>> arrived(3);
+  RunAndReport(
+      transport, threads, 1,
+      [&](Communicator& c) -> Status {
+        const int n = c.size();
+        const size_t count = Elements(count_kind, n);
+        REEL_RETURN_IF_ERROR(CheckAllReduce(c, count, ReduceOp::kSum, "sum"));
+        REEL_RETURN_IF_ERROR(CheckAllReduce(c, count, ReduceOp::kMax, "max"));
+        REEL_RETURN_IF_ERROR(CheckAllReduce(c, count, ReduceOp::kMin, "min"));
+        // Every root for small sizes; for the large one the last rank, so the root is not rank 0.
+        for (int root = count_kind == Count::kLarge ? n - 1 : 0; root < n; ++root)
+          REEL_RETURN_IF_ERROR(CheckBroadcast(c, count, root));
+        REEL_RETURN_IF_ERROR(CheckAllGather(c, count));
+        for (auto& a : arrived) {
+          a.fetch_add(1);
+          REEL_RETURN_IF_ERROR(c.Barrier(Far()));
+          if (as_threads && a.load() != n)
+            return InternalError("left the barrier before every rank arrived");
+        }
+        return Status::Ok();
+      },
+      Layer::kWithCollectives);
+}
+
+TEST_P(TransportConformance, CollectiveArgumentErrorsAreReported) {
+  OnRanks(2, 2, [&](Communicator& c) -> Status {
+    std::vector<std::byte> small(4), out(4 * static_cast<size_t>(c.size()) + 3);
+    Status bad_root = c.Broadcast(small, c.size(), Far());
+    if (bad_root.code() != StatusCode::kInvalidArgument)
+      return InternalError("Broadcast from root size(): " + bad_root.ToString());
+    Status gather = c.AllGather(small, out, Far());
+    if (gather.code() != StatusCode::kInvalidArgument)
+      return InternalError("AllGather into a wrong-sized output: " + gather.ToString());
+    // Ranks disagreeing about the size get an error, not a hang or a corrupt result. (The
+    // refused calls above sent nothing, so the ranks are still in step.) A native AllReduce (MPI)
+    // cannot promise that, so only the ring's is held to it.
+    if (c.capabilities().native_allreduce) return Status::Ok();
+    std::vector<float> data(c.rank() == 0 ? 10 : 12, 1.0f);
+    Status s = c.AllReduce(data, ReduceOp::kSum, Far());
+    if (s.code() != StatusCode::kInvalidArgument ||
+        s.message().find("same size") == std::string::npos)
+      return InternalError("AllReduce of 10 vs 12 floats: " + s.ToString());
+    return Status::Ok();
+  });
+}
+
+// A collective some ranks never join ends at its deadline on the ranks that did, instead of
+// waiting for ever.
+TEST_P(TransportConformance, CollectivePastItsDeadlineWhenARankStaysAway) {
+  Communicators comms = ThreadsOnly(3, "rank 2 stays out of a collective");
+  if (comms.empty()) return;
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    if (c.rank() == 2) return Status::Ok();
+    std::vector<float> data(1000, 1.0f);
+    return c.AllReduce(data, ReduceOp::kSum, DeadlineIn(200ms));
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(st[static_cast<size_t>(r)].code(), StatusCode::kDeadlineExceeded)
+        << "rank " << r << ": " << st[static_cast<size_t>(r)];
+  }
+  Status barrier = comms[0]->Barrier(DeadlineIn(200ms));
+  EXPECT_EQ(barrier.code(), StatusCode::kDeadlineExceeded) << barrier;
+  EXPECT_THAT(barrier.message(), HasSubstr("Barrier"));
+}
+
+}  // namespace
+}  // namespace reel::conformance
