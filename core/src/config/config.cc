@@ -261,4 +261,19 @@ std::string ConfigToText(const config::RunConfig& config) {
   return out;
 }
 
+Status ParseTextMessage(std::string_view text, const std::string& name, pb::Message& msg,
+                        std::map<std::string, int>* lines) {
+  pb::TextFormat::Parser parser;
+  Collector errors(name);
+  pb::TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &msg))
+    return InvalidArgumentError(errors.first().empty()
+                                    ? name + ": not a valid " + msg.GetDescriptor()->name()
+                                    : errors.first());
+  if (lines) RecordLines(msg, &tree, "", *lines);
+  return Status::Ok();
+}
+
 }  // namespace reel::core

@@ -49,6 +49,12 @@ Status ValidateComponents(const ConfigFile& cfg, const Registry& registry,
 // The options of a component section as the registry expects them.
 std::map<std::string, std::string> OptionMap(const config::Component& c);
 
+// Parses text-format `text` into `msg` (any message: a RunConfig, a TuneConfig, ...). Errors are
+// InvalidArgument "name:line:column: ..."; `lines`, when given, receives the 1-based line of every
+// field path present ("trainer.steps", "model.options.hidden", ...).
+Status ParseTextMessage(std::string_view text, const std::string& name,
+                        google::protobuf::Message& msg, std::map<std::string, int>* lines);
+
 // Text format of the whole config (for checkpoints and `--print-config`).
 std::string ConfigToText(const config::RunConfig& config);
 
