@@ -9,6 +9,7 @@
 #include <system_error>
 #include <thread>
 
+#include "flush_denormals.h"
 #include "reel/layers/init.h"
 #include "reel/layers/input.h"
 
@@ -23,10 +24,9 @@ inline void CopyOrZero(float* dst, const float* src, int64_t n) {
     std::memset(dst, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
-// Runs a() and b() concurrently, each on half of the OpenMP threads. The two directions of a layer
-// are independent, so this replaces oneDNN's per-time-step thread barriers (hundreds per sequence,
-// and costly whenever a core is shared) with one join per layer; with 2 threads each direction
-// runs single-threaded. With one thread it runs them in turn.
+}  // namespace
+
+// With 2 threads each direction runs single-threaded.
 Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& b) {
   const int threads = omp_get_max_threads();
   if (threads < 2) {
@@ -38,6 +38,7 @@ Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& 
   try {
     worker = std::thread([&] {
       omp_set_num_threads(threads / 2);
+      ScopedFlushDenormals flush;
       sa = a();
     });
   } catch (const std::system_error&) {  // no thread to be had: run them in turn
@@ -45,14 +46,22 @@ Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& 
     return b();
   }
   omp_set_num_threads(threads - threads / 2);
-  Status sb = b();
+  Status sb;
+  {
+    ScopedFlushDenormals flush;
+    sb = b();
+  }
   worker.join();
   omp_set_num_threads(threads);
   REEL_RETURN_IF_ERROR(sa);
   return sb;
 }
 
-}  // namespace
+Result<LstmImpl> ParseLstmImpl(const std::string& name) {
+  if (name == "gemm") return LstmImpl::kGemm;
+  if (name == "dnnl_rnn") return LstmImpl::kDnnlRnn;
+  return InvalidArgumentError("option 'impl': '" + name + "' is not gemm or dnnl_rnn");
+}
 
 BiLstmEncoder::BiLstmEncoder(EncoderConfig config, std::string prefix, const dnnl::engine& engine)
     : config_(std::move(config)), prefix_(std::move(prefix)), engine_(engine) {}
@@ -70,7 +79,10 @@ Status BiLstmEncoder::Declare(ParamArena& arena) {
       REEL_ASSIGN_OR_RETURN(dir->wx, arena.Declare(p + "/wx", {in, 4, h}));
       REEL_ASSIGN_OR_RETURN(dir->wh, arena.Declare(p + "/wh", {h, 4, h}));
       REEL_ASSIGN_OR_RETURN(dir->b, arena.Declare(p + "/b", {4, h}));
-      dir->lstm = std::make_unique<DnnlLstm>(engine_, in, h);
+      if (config_.impl == LstmImpl::kGemm)
+        dir->gemm = std::make_unique<GemmLstm>(in, h, dir == &layers_[static_cast<size_t>(k)].bwd);
+      else
+        dir->lstm = std::make_unique<DnnlLstm>(engine_, in, h);
     }
   }
   return Status::Ok();
@@ -131,9 +143,28 @@ Status BiLstmEncoder::Forward(const Feature& feature, bool train, float* enc, in
                               int64_t col) {
   trained_ = false;
   batch_ = feature.values.dim(0);
-  const int64_t t_in = feature.values.dim(1), width = config_.width, h = config_.hidden;
+  const int64_t h = config_.hidden;
+  ScopedFlushDenormals flush;  // also for the threads RunBoth() starts, which inherit it
   lengths_ = feature.lengths;
   steps_ = *std::max_element(lengths_.begin(), lengths_.end());
+  if (config_.impl == LstmImpl::kGemm) {
+    REEL_RETURN_IF_ERROR(ForwardGemm(feature));
+  } else {
+    REEL_RETURN_IF_ERROR(ForwardDnnl(feature, train));
+  }
+  const Layer& top = layers_.back();
+  argmax_fwd_.resize(static_cast<size_t>(batch_ * h));
+  argmax_bwd_.resize(argmax_fwd_.size());
+  layers::PoolForward(config_.pooling, top.fwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
+                      col, argmax_fwd_.data());
+  layers::PoolForward(config_.pooling, top.bwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
+                      col + h, argmax_bwd_.data());
+  trained_ = train;
+  return Status::Ok();
+}
+
+Status BiLstmEncoder::ForwardDnnl(const Feature& feature, bool train) {
+  const int64_t t_in = feature.values.dim(1), width = config_.width;
   Layer& first = layers_.front();
   first.fwd.in.resize(static_cast<size_t>(steps_ * batch_ * width));
   first.bwd.in.resize(first.fwd.in.size());
@@ -147,14 +178,6 @@ Status BiLstmEncoder::Forward(const Feature& feature, bool train, float* enc, in
     REEL_RETURN_IF_ERROR(RunBoth([&] { return RunForward(layer.fwd, train); },
                                  [&] { return RunForward(layer.bwd, train); }));
   }
-  const Layer& top = layers_.back();
-  argmax_fwd_.resize(static_cast<size_t>(batch_ * h));
-  argmax_bwd_.resize(argmax_fwd_.size());
-  layers::PoolForward(config_.pooling, top.fwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
-                      col, argmax_fwd_.data());
-  layers::PoolForward(config_.pooling, top.bwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
-                      col + h, argmax_bwd_.data());
-  trained_ = train;
   return Status::Ok();
 }
 
@@ -163,12 +186,19 @@ Status BiLstmEncoder::Backward(const float* denc, int64_t enc_ld, int64_t col) {
     return FailedPreconditionError("encoder of feature '" + config_.feature +
                                    "': Backward() without a training Forward()");
   const int64_t h = config_.hidden, n = steps_ * batch_ * h;
+  ScopedFlushDenormals flush;
   dout_fwd_.resize(static_cast<size_t>(n));
   dout_bwd_.resize(static_cast<size_t>(n));
   layers::PoolBackward(config_.pooling, denc, enc_ld, col, steps_, batch_, h, lengths_,
                        argmax_fwd_.data(), dout_fwd_.data());
   layers::PoolBackward(config_.pooling, denc, enc_ld, col + h, steps_, batch_, h, lengths_,
                        argmax_bwd_.data(), dout_bwd_.data());
+  if (config_.impl == LstmImpl::kGemm) return BackwardGemm();
+  return BackwardDnnl();
+}
+
+Status BiLstmEncoder::BackwardDnnl() {
+  const int64_t h = config_.hidden;
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& layer = layers_[k];
     REEL_RETURN_IF_ERROR(RunBoth([&] { return RunBackward(layer.fwd, dout_fwd_, din_fwd_); },
@@ -222,6 +252,7 @@ DnnlLstm::CacheStats BiLstmEncoder::cache_stats() const {
   DnnlLstm::CacheStats total;
   for (const Layer& layer : layers_)
     for (const Dir* d : {&layer.fwd, &layer.bwd}) {
+      if (!d->lstm) continue;
       total.hits += d->lstm->stats().hits;
       total.misses += d->lstm->stats().misses;
     }

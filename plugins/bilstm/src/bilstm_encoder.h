@@ -1,13 +1,20 @@
 // A stacked bidirectional LSTM over one frame-level feature, exact for variable lengths, pooled
 // into one vector per video.
 //
-// Exactness: every direction runs on oneDNN as a left-to-right LSTM with each sequence's padding at
-// the end. The forward direction reads the frames as they are; the backward direction reads each
-// sequence reversed within its own length (frame len-1-t at time t). Padding frames then only
-// influence later (padding) outputs, which are never read: pooling and the next layer's inputs use
-// frames t < length only, and on the way back the gradients of padding frames are zero. A video's
-// encoding and gradients therefore do not depend on its batch's padding. The batch is also trimmed
-// to its longest video, so padding past every length costs nothing.
+// Two implementations (EncoderConfig::impl), equal to float tolerance:
+//  - kGemm (gemm_lstm.h): the batch in cuDNN's packed layout (sorted by length, only the running
+//    sequences at each step), the input projections and weight gradients as single large GEMMs,
+//    the recurrent products per step, fused gate passes. The backward direction visits the steps
+//    from the last down, each sequence joining at its own last frame. No work on padding.
+//  - kDnnlRnn: oneDNN's lstm_forward/lstm_backward primitives (dnnl_lstm.h), described next.
+//
+// Exactness of kDnnlRnn: every direction runs on oneDNN as a left-to-right LSTM with each
+// sequence's padding at the end. The forward direction reads the frames as they are; the backward
+// direction reads each sequence reversed within its own length (frame len-1-t at time t). Padding
+// frames then only influence later (padding) outputs, which are never read: pooling and the next
+// layer's inputs use frames t < length only, and on the way back the gradients of padding frames
+// are zero. A video's encoding and gradients therefore do not depend on its batch's padding. The
+// batch is also trimmed to its longest video, so padding past every length costs nothing.
 //
 // Layer k > 0 reads [forward output, backward output] of layer k-1 in original time order (as
 // torch.nn.LSTM(bidirectional=True) does). The encoding is [forward, backward] pooled: "last"
@@ -19,17 +26,20 @@
 //
 // Ownership: keeps a pointer to the arena given to Declare(); the engine must outlive it.
 // Thread-safety: one thread per instance. Internally, the two directions of a layer run on two
-// threads, splitting the OpenMP threads (omp_get_max_threads()) between them.
+// threads, splitting the OpenMP threads (omp_get_max_threads()) between them (RunBoth()).
 #ifndef REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
 #define REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
 
 #include <cstdint>
 #include <dnnl.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dnnl_lstm.h"
+#include "gemm_lstm.h"
+#include "packed_layout.h"
 #include "reel/batch.h"
 #include "reel/layers/sequence.h"
 #include "reel/param_arena.h"
@@ -37,12 +47,23 @@
 
 namespace reel::bilstm {
 
+enum class LstmImpl { kGemm, kDnnlRnn };
+
+// Runs a() and b() concurrently, each on half of the OpenMP threads; in turn with one thread.
+// The two directions of a layer are independent, so this replaces per-time-step thread barriers
+// (hundreds per sequence, and costly whenever a core is shared) with one join per layer.
+Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& b);
+
+// "gemm" | "dnnl_rnn"; InvalidArgument naming option 'impl' otherwise.
+Result<LstmImpl> ParseLstmImpl(const std::string& name);
+
 struct EncoderConfig {
   std::string feature;  // batch feature name, e.g. "rgb"
   int64_t width = 0;    // D, the feature's per-frame width
   int64_t hidden = 0;   // H per direction
   int64_t layers = 1;
   layers::Pooling pooling = layers::Pooling::kLast;
+  LstmImpl impl = LstmImpl::kGemm;
 };
 
 class BiLstmEncoder {
@@ -71,21 +92,35 @@ class BiLstmEncoder {
 
   int64_t output_width() const { return 2 * config_.hidden; }
   const EncoderConfig& config() const { return config_; }
-  // Summed over every layer and direction.
+  // Summed over every layer and direction (kDnnlRnn; zero for kGemm).
   DnnlLstm::CacheStats cache_stats() const;
+  // kGemm's time per phase since the last reset: summed over the layers, averaged over the two
+  // directions (which run concurrently, so this approximates wall time). Zero for kDnnlRnn.
+  LstmPhases phases() const;
+  void ResetPhases();
 
  private:
   struct Dir {
-    std::unique_ptr<DnnlLstm> lstm;
+    std::unique_ptr<DnnlLstm> lstm;  // kDnnlRnn
+    std::unique_ptr<GemmLstm> gemm;  // kGemm
     ParamArena::BlockId wx = -1, wh = -1, b = -1;
-    std::vector<float> in, out;  // [T, B, I] and [T, B, H], in this direction's time order
+    // kDnnlRnn: [T, B, I] and [T, B, H], in this direction's time order; kGemm: the top layer's
+    // out only (for pooling).
+    std::vector<float> in, out;
   };
   struct Layer {
     Dir fwd, bwd;
+    std::vector<float> packed_out;  // kGemm: [rows, 2H], [forward, backward] per frame
   };
   Status RunForward(Dir& d, bool train);
   Status RunBackward(Dir& d, const std::vector<float>& dout, std::vector<float>& din);
   void BuildLayerInputs(size_t k);
+  // kGemm (bilstm_encoder_gemm.cc). ForwardGemm() leaves the top layer's outputs in
+  // top.fwd.out/top.bwd.out as kDnnlRnn does; BackwardGemm() reads dout_fwd_/dout_bwd_.
+  Status ForwardGemm(const Feature& feature);
+  Status BackwardGemm();
+  Status ForwardDnnl(const Feature& feature, bool train);
+  Status BackwardDnnl();
 
   EncoderConfig config_;
   std::string prefix_;
@@ -99,6 +134,11 @@ class BiLstmEncoder {
   std::vector<int32_t> argmax_fwd_, argmax_bwd_;
   // Backward scratch.
   std::vector<float> dout_fwd_, dout_bwd_, din_fwd_, din_bwd_;
+  // kGemm: the batch's packed layout, the first layer's packed input [rows, width], and the
+  // gradient reaching a layer's packed outputs [rows, 2H] (two buffers, one per layer in turn).
+  PackedLayout layout_;
+  std::vector<float> packed_input_, dpacked_, dpacked_next_;
+  LstmPhases input_grad_phases_;  // kGemm: the input gradients of layers k > 0
 };
 
 }  // namespace reel::bilstm

@@ -1,5 +1,7 @@
 #include "bilstm_model.h"
 
+#include <chrono>
+
 #include "reel/layers/input.h"
 #include "reel/layers/sequence.h"
 
@@ -8,6 +10,9 @@ namespace {
 
 OptionSchema WithCommon(OptionSchema schema) {
   schema.push_back(IntOption("layers", 1, "stacked bidirectional layers"));
+  schema.push_back(StringOption("impl", "gemm",
+                                "LSTM implementation: gemm (packed sequences on large sgemm "
+                                "products, fused gates) or dnnl_rnn (oneDNN's RNN primitive)"));
   schema.push_back(StringOption("pooling", "last",
                                 "sequence encoding: last (final states of both directions), "
                                 "mean or max over the valid frames"));
@@ -33,6 +38,7 @@ Result<EncoderConfig> StreamConfig(const Options& o, const std::string& feature_
   c.hidden = o.GetInt(hidden_key);
   c.layers = o.GetInt("layers");
   REEL_ASSIGN_OR_RETURN(c.pooling, layers::ParsePooling(o.GetString("pooling")));
+  REEL_ASSIGN_OR_RETURN(c.impl, ParseLstmImpl(o.GetString("impl")));
   return c;
 }
 
@@ -132,7 +138,10 @@ Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
     col += streams_[i]->output_width();
   }
   Tensor logits({b_n, classes_});
+  const auto head_start = std::chrono::steady_clock::now();
   head_->Forward(enc_.data(), b_n, logits.data());
+  head_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - head_start).count();
   batch_ = b_n;
   trained_ = train;
   return logits;
@@ -142,7 +151,10 @@ Status BiLstmModel::Backward(const Batch& batch, const Tensor& dlogits) {
   (void)batch;  // everything Backward needs was kept by Forward
   REEL_RETURN_IF_ERROR(layers::RequireBackwardInput(kind_, trained_, dlogits, batch_, classes_));
   denc_.resize(enc_.size());
+  const auto head_start = std::chrono::steady_clock::now();
   head_->Backward(enc_.data(), dlogits.data(), batch_, denc_.data());
+  head_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - head_start).count();
   int64_t col = 0;
   for (auto& s : streams_) {
     REEL_RETURN_IF_ERROR(s->Backward(denc_.data(), enc_width_, col));
@@ -158,6 +170,23 @@ DnnlLstm::CacheStats BiLstmModel::cache_stats() const {
     total.misses += s->cache_stats().misses;
   }
   return total;
+}
+
+BiLstmModel::Phases BiLstmModel::phases() const {
+  Phases p;
+  p.head = head_seconds_;
+  for (const auto& s : streams_) {
+    const LstmPhases l = s->phases();
+    p.lstm.projections += l.projections;
+    p.lstm.recurrence += l.recurrence;
+    p.lstm.gates += l.gates;
+  }
+  return p;
+}
+
+void BiLstmModel::ResetPhases() {
+  head_seconds_ = 0;
+  for (auto& s : streams_) s->ResetPhases();
 }
 
 }  // namespace reel::bilstm

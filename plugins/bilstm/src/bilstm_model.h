@@ -44,8 +44,17 @@ class BiLstmModel final : public Model {
   Result<Tensor> Forward(const Batch& batch, Mode mode) override;
   Status Backward(const Batch& batch, const Tensor& dlogits) override;
 
-  // oneDNN primitive cache hits and misses, summed over every LSTM of the model.
+  // oneDNN primitive cache hits and misses, summed over every LSTM of the model (impl dnnl_rnn).
   DnnlLstm::CacheStats cache_stats() const;
+
+  // Seconds per phase since the last reset, for benchmarks: the encoders' (impl gemm only; see
+  // BiLstmEncoder::phases()) and the head's forward and backward.
+  struct Phases {
+    LstmPhases lstm;
+    double head = 0;
+  };
+  Phases phases() const;
+  void ResetPhases();
 
  private:
   BiLstmModel() = default;
@@ -61,6 +70,7 @@ class BiLstmModel final : public Model {
   bool trained_ = false;
   int64_t batch_ = 0;
   std::vector<float> enc_, denc_;
+  double head_seconds_ = 0;
 };
 
 }  // namespace reel::bilstm

@@ -30,9 +30,10 @@ Batch TinyBatch(const std::string& kind, const std::vector<int32_t>& lengths, in
 }
 
 std::map<std::string, std::string> TinyOptions(const std::string& kind, const std::string& head,
-                                               const std::string& pooling, int layers) {
+                                               const std::string& pooling, int layers,
+                                               const std::string& impl = "gemm") {
   std::map<std::string, std::string> o = {
-      {"head", head}, {"pooling", pooling}, {"layers", std::to_string(layers)}};
+      {"head", head}, {"pooling", pooling}, {"layers", std::to_string(layers)}, {"impl", impl}};
   if (kind == "two_stream") {
     o.insert(
         {{"video_width", "6"}, {"audio_width", "4"}, {"video_hidden", "3"}, {"audio_hidden", "2"}});
@@ -45,35 +46,90 @@ std::map<std::string, std::string> TinyOptions(const std::string& kind, const st
 struct GradCase {
   std::string kind, head, pooling;
   int layers;
+  std::string impl;
 };
+
+void PrintTo(const GradCase& c, std::ostream* os) {
+  *os << c.kind << "/" << c.head << "/" << c.pooling << "/" << c.layers << "/" << c.impl;
+}
 
 class ModelGradientTest : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(ModelGradientTest, EveryBlockMatchesFiniteDifferences) {
   const GradCase& c = GetParam();
-  auto built = Build(c.kind, TinyOptions(c.kind, c.head, c.pooling, c.layers), kClasses, 3);
+  auto built = Build(c.kind, TinyOptions(c.kind, c.head, c.pooling, c.layers, c.impl), kClasses, 3);
   ASSERT_TRUE(built.model);
   Batch batch = TinyBatch(c.kind, {4, 2, 3}, 5, {11, 12, 13});
   EXPECT_TRUE(CheckModelGradients(*built.model, *built.arena, batch, 1e-2f, 2e-2, 3e-4, 8));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelGradientTest,
-                         ::testing::Values(GradCase{"bilstm_video", "moe", "last", 2},
-                                           GradCase{"bilstm_audio", "logistic", "mean", 1},
-                                           GradCase{"two_stream", "moe", "max", 1},
-                                           GradCase{"two_stream", "logistic", "last", 2}),
+std::vector<GradCase> GradCases() {
+  std::vector<GradCase> cases;
+  for (std::string impl : {"gemm", "dnnl_rnn"})
+    for (GradCase c : {GradCase{"bilstm_video", "moe", "last", 2, ""},
+                       GradCase{"bilstm_audio", "logistic", "mean", 1, ""},
+                       GradCase{"two_stream", "moe", "max", 1, ""},
+                       GradCase{"two_stream", "logistic", "last", 2, ""}}) {
+      c.impl = impl;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradientTest, ::testing::ValuesIn(GradCases()),
                          [](const auto& info) {
                            return info.param.kind + "_" + info.param.head + "_" +
-                                  info.param.pooling + "_" + std::to_string(info.param.layers);
+                                  info.param.pooling + "_" + std::to_string(info.param.layers) +
+                                  "_" + info.param.impl;
                          });
 
-class PaddingInvarianceTest : public ::testing::TestWithParam<std::string> {};
+// Both implementations from the same weights on the same batch (different lengths, padding past
+// every length, 2 layers): logits and every parameter gradient equal to float tolerance.
+class ImplAgreementTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ImplAgreementTest, GemmAndDnnlRnnGiveTheSameLogitsAndGradients) {
+  auto gemm =
+      Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2, "gemm"), kClasses, 6);
+  auto rnn =
+      Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2, "dnnl_rnn"), kClasses, 6);
+  ASSERT_TRUE(gemm.model && rnn.model);
+  Batch batch = TinyBatch("two_stream", {3, 7, 1, 5, 7}, 8, {41, 42, 43, 44, 45});
+  auto lg = gemm.model->Forward(batch, Mode::kTrain), lr = rnn.model->Forward(batch, Mode::kTrain);
+  ASSERT_TRUE(lg.ok() && lr.ok());
+  for (int64_t i = 0; i < lg->size(); ++i)
+    EXPECT_NEAR(lg->data()[i], lr->data()[i], 1e-5 + 1e-5 * std::abs(lr->data()[i])) << i;
+  const std::vector<float> d = SigmoidCrossEntropy(*lr, batch).dlogits;
+  ASSERT_TRUE(gemm.model->Backward(batch, Tensor({5, kClasses}, d)).ok());
+  ASSERT_TRUE(rnn.model->Backward(batch, Tensor({5, kClasses}, d)).ok());
+  ASSERT_EQ(gemm.arena->total_size(), rnn.arena->total_size());
+  for (const auto& block : rnn.arena->blocks())
+    for (int64_t i = 0; i < block.size; ++i) {
+      const float a = gemm.arena->grads()[block.offset + i],
+                  b = rnn.arena->grads()[block.offset + i];
+      ASSERT_NEAR(a, b, 1e-6 + 1e-4 * std::abs(b)) << block.name << "[" << i << "]";
+    }
+  // Inference takes the same path: the same logits as training mode.
+  auto infer = gemm.model->Forward(batch, Mode::kInfer);
+  ASSERT_TRUE(infer.ok());
+  for (int64_t i = 0; i < lg->size(); ++i) EXPECT_EQ(infer->data()[i], lg->data()[i]) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Poolings, ImplAgreementTest, ::testing::Values("last", "mean", "max"));
+
+struct PaddingCase {
+  std::string pooling, impl;
+};
+
+class PaddingInvarianceTest : public ::testing::TestWithParam<PaddingCase> {};
 
 // Video 21 (length 3) alone, then between longer neighbours in a batch padded to 7 frames:
 // its logits and its parameter gradients (dlogits only on its row) must agree.
 TEST_P(PaddingInvarianceTest, SameVideoAloneAndInPaddedBatch) {
-  auto alone = Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2), kClasses, 4);
-  auto padded = Build("two_stream", TinyOptions("two_stream", "moe", GetParam(), 2), kClasses, 4);
+  const PaddingCase& c = GetParam();
+  auto alone =
+      Build("two_stream", TinyOptions("two_stream", "moe", c.pooling, 2, c.impl), kClasses, 4);
+  auto padded =
+      Build("two_stream", TinyOptions("two_stream", "moe", c.pooling, 2, c.impl), kClasses, 4);
   ASSERT_TRUE(alone.model && padded.model);
   Batch one = TinyBatch("two_stream", {3}, 3, {21});
   Batch three = TinyBatch("two_stream", {7, 3, 5}, 7, {20, 21, 22});
@@ -94,7 +150,12 @@ TEST_P(PaddingInvarianceTest, SameVideoAloneAndInPaddedBatch) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Poolings, PaddingInvarianceTest, ::testing::Values("last", "mean", "max"));
+INSTANTIATE_TEST_SUITE_P(
+    Poolings, PaddingInvarianceTest,
+    ::testing::Values(PaddingCase{"last", "gemm"}, PaddingCase{"mean", "gemm"},
+                      PaddingCase{"max", "gemm"}, PaddingCase{"last", "dnnl_rnn"},
+                      PaddingCase{"mean", "dnnl_rnn"}, PaddingCase{"max", "dnnl_rnn"}),
+    [](const auto& info) { return info.param.pooling + "_" + info.param.impl; });
 
 TEST(BiLstmModelTest, DeterministicUnderSeed) {
   auto a = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 9);
@@ -113,7 +174,8 @@ TEST(BiLstmModelTest, DeterministicUnderSeed) {
 }
 
 TEST(BiLstmModelTest, PrimitivesAreCreatedOncePerShape) {
-  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "logistic", "last", 2), kClasses);
+  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "logistic", "last", 2, "dnnl_rnn"),
+                     kClasses);
   Batch batch = TinyBatch("bilstm_audio", {4, 2}, 4, {1, 2});
   auto step = [&](const Batch& b) {
     auto logits = built.model->Forward(b, Mode::kTrain);
@@ -194,6 +256,7 @@ TEST(BiLstmModelTest, BadOptionsAreInvalidArgumentsNamingTheOption) {
                                                         {"pooling", "median"},
                                                         {"hidden", "0"},
                                                         {"layers", "0"},
+                                                        {"impl", "cudnn"},
                                                         {"experts", "0"}}) {
     auto m = make({{key, value}});
     ASSERT_FALSE(m.ok()) << key;
@@ -206,11 +269,16 @@ TEST(BiLstmModelTest, BadOptionsAreInvalidArgumentsNamingTheOption) {
   EXPECT_NE(same.status().message().find("'audio_feature'"), std::string::npos);
 }
 
-TEST(BiLstmModelTest, SgdStepsLowerTheLoss) {
-  auto built = Build("bilstm_audio", TinyOptions("bilstm_audio", "moe", "mean", 1), kClasses, 5);
+class SgdTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SgdTest, SgdStepsLowerTheLoss) {
+  auto built =
+      Build("bilstm_audio", TinyOptions("bilstm_audio", "moe", "mean", 1, GetParam()), kClasses, 5);
   Batch batch = TinyBatch("bilstm_audio", {5, 3, 4, 2}, 5, {31, 32, 33, 34});
   EXPECT_TRUE(SgdLowersLoss(*built.model, *built.arena, batch, 40, 4.0f, 0.5));
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, SgdTest, ::testing::Values("gemm", "dnnl_rnn"));
 
 }  // namespace
 }  // namespace reel::bilstm

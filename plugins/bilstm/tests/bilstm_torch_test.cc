@@ -70,7 +70,9 @@ void ExpectClose(const std::string& what, std::span<const float> got,
   }
 }
 
-TEST(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
+class TorchAgreementTest : public ::testing::TestWithParam<LstmImpl> {};
+
+TEST_P(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
   const int64_t width = 5, hidden = 4, layers = 2, steps = 7;
   const std::vector<int32_t> lengths = {6, 2, 4};  // padded to 7; the longest is 6
   Batch batch;
@@ -93,7 +95,7 @@ TEST(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   bool weights_written = false;
   for (std::string pooling : {"last", "mean"}) {
-    EncoderConfig config{"rgb", width, hidden, layers, *layers::ParsePooling(pooling)};
+    EncoderConfig config{"rgb", width, hidden, layers, *layers::ParsePooling(pooling), GetParam()};
     BiLstmEncoder encoder(config, "x", engine);
     ParamArena arena;
     ASSERT_TRUE(encoder.Declare(arena).ok());
@@ -157,6 +159,12 @@ TEST(TorchAgreementTest, BidirectionalPackedLstmOutputsAndGradients) {
     ExpectClose(name, g, want[name]);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, TorchAgreementTest,
+                         ::testing::Values(LstmImpl::kGemm, LstmImpl::kDnnlRnn),
+                         [](const auto& info) {
+                           return info.param == LstmImpl::kGemm ? "gemm" : "dnnl_rnn";
+                         });
 
 }  // namespace
 }  // namespace reel::bilstm
