@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "bilstm_encoder.h"
+#include "reel/layers/gemm.h"
 
 namespace reel::bilstm {
 
@@ -18,8 +19,9 @@ Status BiLstmEncoder::ForwardGemm(const Feature& feature) {
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
     layer.packed_out.resize(static_cast<size_t>(rows * 2 * h));
     auto run = [&](Dir& d, int64_t col) {
-      return d.gemm->Forward(layout_, in, arena_->values(d.wx).data(), arena_->values(d.wh).data(),
-                             arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h);
+      d.gemm->Forward(layout_, in, arena_->values(d.wx).data(), arena_->values(d.wh).data(),
+                      arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h);
+      return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
         RunBoth([&] { return run(layer.fwd, 0); }, [&] { return run(layer.bwd, h); }));
@@ -42,10 +44,10 @@ Status BiLstmEncoder::BackwardGemm() {
     Layer& layer = layers_[k];
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
     auto run = [&](Dir& d, int64_t col) {
-      return d.gemm->Backward(layout_, in, arena_->values(d.wh).data(),
-                              layer.packed_out.data() + col, 2 * h, dpacked_.data() + col, 2 * h,
-                              arena_->grads(d.wx).data(), arena_->grads(d.wh).data(),
-                              arena_->grads(d.b).data());
+      d.gemm->Backward(layout_, in, arena_->values(d.wh).data(), layer.packed_out.data() + col,
+                       2 * h, dpacked_.data() + col, 2 * h, arena_->grads(d.wx).data(),
+                       arena_->grads(d.wh).data(), arena_->grads(d.b).data());
+      return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
         RunBoth([&] { return run(layer.fwd, 0); }, [&] { return run(layer.bwd, h); }));
@@ -54,12 +56,10 @@ Status BiLstmEncoder::BackwardGemm() {
     const auto start = std::chrono::steady_clock::now();
     const int64_t in_width = 2 * h, g4 = 4 * h;
     dpacked_next_.resize(static_cast<size_t>(rows * in_width));
-    REEL_RETURN_IF_ERROR(Sgemm("the input gradient", false, true, rows, in_width, g4,
-                               layer.fwd.gemm->dgates(), g4, arena_->values(layer.fwd.wx).data(),
-                               g4, 0.0f, dpacked_next_.data(), in_width));
-    REEL_RETURN_IF_ERROR(Sgemm("the input gradient", false, true, rows, in_width, g4,
-                               layer.bwd.gemm->dgates(), g4, arena_->values(layer.bwd.wx).data(),
-                               g4, 1.0f, dpacked_next_.data(), in_width));
+    layers::Gemm(false, true, rows, in_width, g4, 1.0f, layer.fwd.gemm->dgates(), g4,
+                 arena_->values(layer.fwd.wx).data(), g4, 0.0f, dpacked_next_.data(), in_width);
+    layers::Gemm(false, true, rows, in_width, g4, 1.0f, layer.bwd.gemm->dgates(), g4,
+                 arena_->values(layer.bwd.wx).data(), g4, 1.0f, dpacked_next_.data(), in_width);
     std::swap(dpacked_, dpacked_next_);
     input_grad_phases_.projections +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,7 +7,8 @@
 //  - on the way back the weight gradients are one product each, dWx = X^T dA and dWh = Hprev^T dA,
 //    and the input gradient dA Wx^T is left to the caller (it sums both directions, and the first
 //    layer needs none).
-// The products run on oneDNN's dnnl_sgemm with the calling thread's OpenMP thread count.
+// The products run on oneDNN's dnnl_sgemm (layers::Gemm) with the calling thread's OpenMP thread
+// count.
 //
 // Weights as DnnlLstm's: wx [I, 4H], wh [H, 4H], bias [4H], gate order i, f, c~, o.
 //
@@ -19,7 +20,6 @@
 #include <vector>
 
 #include "packed_layout.h"
-#include "reel/status.h"
 
 namespace reel::bilstm {
 
@@ -29,26 +29,20 @@ struct LstmPhases {
   double projections = 0, recurrence = 0, gates = 0;
 };
 
-// Row-major C [m, n] = op(A) op(B) + beta C on dnnl_sgemm; InternalError naming `what` on failure.
-Status Sgemm(const char* what, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-             int64_t ldc);
-
 class GemmLstm {
  public:
   // reverse=false reads each sequence from its first frame, true from its last.
   GemmLstm(int64_t input, int64_t hidden, bool reverse);
 
   // h [rows, h_ld] (columns [0, H) written) from x [rows, I], both packed by `layout`.
-  Status Forward(const PackedLayout& layout, const float* x, const float* wx, const float* wh,
-                 const float* bias, float* h, int64_t h_ld);
+  void Forward(const PackedLayout& layout, const float* x, const float* wx, const float* wh,
+               const float* bias, float* h, int64_t h_ld);
 
   // REQUIRES: the last Forward() ran on this layout, x, weights and h. From dh [rows, dh_ld] (the
   // gradient reaching h from outside the recurrence) writes dwx, dwh, dbias (overwritten); then
   // dgates() holds the gradient of the gate pre-activations [rows, 4H].
-  Status Backward(const PackedLayout& layout, const float* x, const float* wh, const float* h,
-                  int64_t h_ld, const float* dh, int64_t dh_ld, float* dwx, float* dwh,
-                  float* dbias);
+  void Backward(const PackedLayout& layout, const float* x, const float* wh, const float* h,
+                int64_t h_ld, const float* dh, int64_t dh_ld, float* dwx, float* dwh, float* dbias);
   const float* dgates() const { return gates_.data(); }
 
   int64_t input() const { return input_; }
@@ -69,8 +63,9 @@ class GemmLstm {
   // Of the last Forward(), packed [rows, .]: gate activations (their gradients after
   // Backward()), cell states and their tanh.
   std::vector<float> gates_, c_, tanh_c_;
-  // Backward scratch: previous hidden states aligned with the rows, carried gradients [B, H].
-  std::vector<float> h_prev_, dh_rec_, dc_a_, dc_b_;
+  // Backward scratch: previous hidden states aligned with the rows, carried gradients [B, H],
+  // Wh transposed.
+  std::vector<float> h_prev_, dh_rec_, dc_a_, dc_b_, wh_t_;
 };
 
 }  // namespace reel::bilstm
