@@ -3,6 +3,7 @@
 // JSON object on stdout.
 //
 //   reel_bilstm_step --shape video|audio --lengths 300,300,... [--steps 3] [--warmup 1]
+//                    [--impl gemm|dnnl_rnn]
 //   reel_bilstm_step --sgemm [--steps 5]
 //
 // Threads: oneDNN's OpenMP runtime, so OMP_NUM_THREADS sets them.
@@ -13,11 +14,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
 #include "bench_timing.h"
 #include "bilstm_model.h"
+#include "lstm_gates.h"
 #include "reel/layers/init.h"
 #include "reel/update_rule.h"
 
@@ -26,6 +29,14 @@ namespace {
 using reel::bench::Clock;
 using reel::bench::Median;
 using reel::bench::Seconds;
+
+// CPU time of the whole process (all threads): beside the wall time it shows how much of the two
+// cores the step actually got on a shared machine (2x wall when it had both to itself).
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 int Sgemm(int steps) {
   const int64_t n = 2048;
@@ -63,14 +74,19 @@ double Loss(const reel::Tensor& logits, const reel::Batch& batch, std::vector<fl
   return loss / static_cast<double>(b_n);
 }
 
-int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup) {
+int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup,
+         const std::string& impl) {
   const bool video = shape == "video";
   const int64_t width = video ? 1024 : 128, hidden = video ? 256 : 128, steps_t = 300;
   const int64_t b_n = static_cast<int64_t>(lengths.size()), classes = 3862;
   const std::string kind = video ? "bilstm_video" : "bilstm_audio";
   auto options =
       reel::ParseOptions(reel::bilstm::BiLstmOptions(video ? "rgb" : "audio", width, hidden),
-                         {{"hidden", std::to_string(hidden)}, {"head", "moe"}});
+                         {{"hidden", std::to_string(hidden)}, {"head", "moe"}, {"impl", impl}});
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().ToString().c_str());
+    return 2;
+  }
   reel::ModelContext context;
   context.num_classes = classes;
   auto model = reel::bilstm::BiLstmModel::Create(kind, *options, context);
@@ -99,10 +115,12 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
   batch.features[video ? "rgb" : "audio"] = std::move(f);
 
   auto adam = reel::MakeUpdateRule(reel::UpdateRuleConfig{});
-  std::vector<double> total, fwd, bwd, upd;
+  std::vector<double> total, cpu, fwd, bwd, upd, proj, rec, gates, head;
   std::vector<float> dlogits;
   double first_loss = 0, last_loss = 0;
   for (int i = 0; i < warmup + steps; ++i) {
+    (*model)->ResetPhases();
+    const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
     auto logits = (*model)->Forward(batch, reel::Mode::kTrain);
     if (!logits.ok()) {
@@ -123,20 +141,31 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
     last_loss = loss;
     if (i < warmup) continue;
     total.push_back(Seconds(t0, t3));
+    cpu.push_back(ProcessCpuSeconds() - cpu0);
     fwd.push_back(Seconds(t0, t1));
     bwd.push_back(Seconds(t1, t2));
     upd.push_back(Seconds(t2, t3));
+    const auto phases = (*model)->phases();
+    proj.push_back(phases.lstm.projections);
+    rec.push_back(phases.lstm.recurrence);
+    gates.push_back(phases.lstm.gates);
+    head.push_back(phases.head);
   }
   int64_t frames = 0;
   for (int32_t l : lengths) frames += l;
   const auto cache = (*model)->cache_stats();
   std::printf(
       "{\"shape\": \"%s\", \"batch\": %ld, \"frames\": %ld, \"params\": %ld, \"median_s\": %.6f, "
+      "\"cpu_s\": %.6f, "
       "\"forward_loss_s\": %.6f, \"backward_s\": %.6f, \"adam_s\": %.6f, \"first_loss\": %.5f, "
-      "\"last_loss\": %.5f, \"cache_hits\": %ld, \"cache_misses\": %ld}\n",
+      "\"last_loss\": %.5f, \"cache_hits\": %ld, \"cache_misses\": %ld, \"impl\": \"%s\", "
+      "\"gates_isa\": \"%s\", \"phases_s\": {\"projections\": %.6f, \"recurrence\": %.6f, "
+      "\"gates\": %.6f, \"head\": %.6f, \"update\": %.6f}}\n",
       shape.c_str(), static_cast<long>(b_n), static_cast<long>(frames),
-      static_cast<long>(arena.total_size()), Median(total), Median(fwd), Median(bwd), Median(upd),
-      first_loss, last_loss, static_cast<long>(cache.hits), static_cast<long>(cache.misses));
+      static_cast<long>(arena.total_size()), Median(total), Median(cpu), Median(fwd), Median(bwd),
+      Median(upd), first_loss, last_loss, static_cast<long>(cache.hits),
+      static_cast<long>(cache.misses), impl.c_str(), reel::bilstm::LstmGatesIsa(), Median(proj),
+      Median(rec), Median(gates), Median(head), Median(upd));
   return 0;
 }
 
@@ -147,6 +176,7 @@ int main(int argc, char** argv) {
   std::vector<int32_t> lengths;
   int steps = 3, warmup = 1;
   bool sgemm = false;
+  std::string impl = "gemm";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -165,6 +195,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(next());
     } else if (a == "--warmup") {
       warmup = std::stoi(next());
+    } else if (a == "--impl") {
+      impl = next();
     } else if (a == "--sgemm") {
       sgemm = true;
     } else {
@@ -182,5 +214,5 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "length %d outside 1..300\n", l);
       return 2;
     }
-  return Step(shape, lengths, steps, warmup);
+  return Step(shape, lengths, steps, warmup, impl);
 }

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """BiLSTM training-step benchmark driver: reel vs PyTorch 1.13 vs dnnl_sgemm, in one run.
 
-Alternates, within each repetition, dnnl_sgemm (2048^3), reel's step and PyTorch's step for each
-case (video/audio x every video 300 frames / lengths uniform in 150..300), each measurement in a
-fresh process (reel_bilstm_step, torch_step.py), and reports per case the median over the
-repetitions of each process's median step time. PyTorch runs with 2 threads (the spec) and also
-with 1 thread: on a shared 2-core machine its per-time-step thread barriers can make 2 threads
-much slower than 1, so the ratio is taken against its faster setting (the conservative one).
+Every repetition runs dnnl_sgemm (2048^3, 2 threads) and then, per case (video/audio x every video
+300 frames / lengths uniform in 150..300), every program once, in an order rotated from one
+repetition to the next: reel's step with impl=gemm and impl=dnnl_rnn (2 OpenMP threads), PyTorch's
+padded step and, for the variable lengths, its packed (exact) step, each with 2 threads and with 1
+(on a shared 2-core machine its per-time-step barriers can make 2 threads slower than 1; the ratio
+is taken against its faster setting). Each measurement is a fresh process; /proc/loadavg is
+recorded beside each. The summary gives min/median/max of the step times beside the ratios of the
+medians, the reel gemm step's per-phase breakdown, and the fraction of the sgemm rate.
 
-  bench/bilstm/run_bench.py --build build-models [--reps 3] [--out bench/results]
+  bench/bilstm/run_bench.py --build build [--reps 3] [--out bench/results] [--shapes video,audio]
 
-Writes <out>/bilstm_step.json and <out>/bilstm_step.md.
+Writes <out>/bilstm_step.json and <out>/bilstm_step.md (--render re-renders from a json).
 """
 import argparse
 import datetime
@@ -25,10 +27,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSES, EXPERTS, BATCH = 3862, 2, 32
 SHAPES = {"video": (1024, 256), "audio": (128, 128)}
+REEL_IMPLS = ("gemm", "dnnl_rnn")
+PHASES = ("projections", "recurrence", "gates", "head", "update")
 
 
 def model_flops(shape, lengths):
-    """Useful FLOPs of one training step (3x forward), padding frames not counted."""
+    """The convention of the targets: 3x the forward FLOPs, valid frames only."""
     d, h = SHAPES[shape]
     frames = sum(lengths)
     lstm = 2 * (2 * frames * 4 * h * (d + h))  # two directions
@@ -36,15 +40,33 @@ def model_flops(shape, lengths):
     return 3 * (lstm + head)
 
 
+def gemm_executed_flops(shape, lengths):
+    """What impl=gemm actually computes for one layer: forward (input and recurrent products),
+    dWx, dWh and the recurrent gradient; no gradient for the input features (none is needed)."""
+    d, h = SHAPES[shape]
+    frames = sum(lengths)
+    lstm = 2 * (2 * frames * 4 * h * (2 * d + 3 * h))
+    head = 2 * len(lengths) * 2 * h * (CLASSES * (EXPERTS + 1) + CLASSES * EXPERTS)
+    return lstm + 3 * head
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
 def run(cmd, env, timeout):
+    load = loadavg()
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         print(f"  timeout after {timeout}s: {' '.join(cmd[:4])} ...", flush=True)
-        return {"timeout_s": timeout}
+        return {"timeout_s": timeout, "load_1min": load}
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["load_1min"] = max(load, loadavg())
+    return r
 
 
 def main():
@@ -54,10 +76,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "..", "results"))
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch")
     ap.add_argument("--timeout", type=int, default=150,
-                    help="per measurement process; a timed-out PyTorch run counts as slower than this")
+                    help="per measurement process; a timed-out PyTorch run counts as this (a lower bound)")
     ap.add_argument("--shapes", default="video,audio")
     ap.add_argument("--torch-warmup", default="1",
                     help="untimed PyTorch steps first (0 saves minutes when its steps take tens of s)")
+    ap.add_argument("--torch-flush-denormal", action=argparse.BooleanOptionalAction, default=True,
+                    help="run PyTorch with torch.set_flush_denormal(True), as reel flushes denormals "
+                         "in its LSTM (the conservative peer: without it PyTorch's backward slows down)")
     ap.add_argument("--render", help="only re-render the summary from this bilstm_step.json")
     args = ap.parse_args()
     if args.render:
@@ -66,100 +91,146 @@ def main():
         render(saved["meta"], saved["samples"], args.out)
         return
     reel_bin = os.path.join(args.build, "bin", "reel_bilstm_step")
-    env2 = dict(os.environ, OMP_NUM_THREADS="2")
-    env1 = dict(os.environ, OMP_NUM_THREADS="1")
+    env = {t: dict(os.environ, OMP_NUM_THREADS=t) for t in ("1", "2")}
     rng = random.Random(1)
     uniform = [rng.randint(150, 300) for _ in range(BATCH)]
     cases = []
     for shape in args.shapes.split(","):
-        cases.append((shape, "full", [300] * BATCH, "padded"))
-        cases.append((shape, "uniform", uniform, "packed"))
+        cases.append((shape, "full", [300] * BATCH))
+        cases.append((shape, "uniform", uniform))
     samples = {"sgemm": []}
     for rep in range(args.reps):
         print(f"rep {rep + 1}/{args.reps}", flush=True)
-        samples["sgemm"].append(run([reel_bin, "--sgemm", "--steps", "5"], env2, args.timeout))
-        for shape, kind, lengths, mode in cases:
+        samples["sgemm"].append(run([reel_bin, "--sgemm", "--steps", "5"], env["2"], args.timeout))
+        for shape, kind, lengths in cases:
             lens = ",".join(map(str, lengths))
-            steps = "2" if shape == "video" else "3"
             key = f"{shape}_{kind}"
-            r = run([reel_bin, "--shape", shape, "--lengths", lens, "--steps", steps, "--warmup", "1"],
-                    env2, args.timeout)
-            samples.setdefault(key + "/reel", []).append(r)
-            for threads, env in (("2", env2), ("1", env1)):
-                t = run([args.python, os.path.join(HERE, "torch_step.py"), "--shape", shape,
-                         "--lengths", lens, "--mode", mode, "--steps", "1",
-                         "--warmup", args.torch_warmup, "--threads", threads], env, args.timeout)
-                samples.setdefault(f"{key}/torch_{mode}_{threads}t", []).append(t)
-            print(f"  {key}: reel {r.get('median_s')} s, torch {samples[f'{key}/torch_{mode}_2t'][-1].get('median_s')} s (2t), "
-                  f"{t.get('median_s')} s (1t)", flush=True)
+            programs = []
+            for impl in REEL_IMPLS:
+                programs.append((f"reel_{impl}", [reel_bin, "--shape", shape, "--lengths", lens,
+                                                  "--steps", "3", "--warmup", "1", "--impl", impl], "2"))
+            for mode in ("padded", "packed") if kind == "uniform" else ("padded",):
+                for threads in ("2", "1"):
+                    programs.append((f"torch_{mode}_{threads}t",
+                                     [args.python, os.path.join(HERE, "torch_step.py"), "--shape", shape,
+                                      "--lengths", lens, "--mode", mode, "--steps", "1",
+                                      "--warmup", args.torch_warmup, "--threads", threads]
+                                     + (["--flush-denormal"] if args.torch_flush_denormal else []), threads))
+            shift = rep % len(programs)
+            for name, cmd, threads in programs[shift:] + programs[:shift]:
+                r = run(cmd, env[threads], args.timeout)
+                samples.setdefault(f"{key}/{name}", []).append(r)
+                print(f"  {key} {name}: {r.get('median_s', '>timeout')} s (load {r['load_1min']})", flush=True)
 
-    with open("/proc/loadavg") as f:
-        load = f.read().split()[:3]
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     meta = {
         "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
         "date": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
-        "cpu": cpu, "cores": os.cpu_count(), "load_average_at_end": load, "reps": args.reps,
-        "threads": 2, "python": platform.python_version(), "timeout_s": args.timeout,
-        "uniform_lengths": uniform, "cases": cases,
+        "cpu": cpu, "cores": os.cpu_count(), "reps": args.reps, "threads": 2,
+        "python": platform.python_version(), "timeout_s": args.timeout,
+        "uniform_lengths": uniform, "cases": cases, "torch_flush_denormal": args.torch_flush_denormal,
     }
     render(meta, samples, args.out)
+
+
+def stats(vals):
+    return {"min": min(vals), "median": statistics.median(vals), "max": max(vals)}
 
 
 def render(meta, samples, out_dir):
     """Summarises the samples into <out_dir>/bilstm_step.{json,md}."""
     timeout = meta["timeout_s"]
 
-    def med(key):
-        """Median step seconds; a timed-out run counts as `timeout` (a lower bound)."""
-        vals = [s.get("median_s", timeout) for s in samples[key]]
-        return statistics.median(vals), any("median_s" not in s for s in samples[key])
+    def times(key):
+        return [s.get("median_s", timeout) for s in samples.get(key, [])]
 
-    sgemm_gflops = statistics.median(s["gflops"] for s in samples["sgemm"])
-    meta["sgemm_gflops"] = sgemm_gflops
+    def timed_out(key):
+        return any("median_s" not in s for s in samples.get(key, []))
+
+    sgemm = stats([s["gflops"] for s in samples["sgemm"]])
+    meta["sgemm_gflops"] = sgemm
+    loads = [s["load_1min"] for v in samples.values() for s in v if "load_1min" in s]
+    meta["load_1min_range"] = [min(loads), max(loads)] if loads else []
     results = []
-    for shape, kind, lengths, mode in meta["cases"]:
+    for shape, kind, lengths in meta["cases"]:
         key = f"{shape}_{kind}"
-        flops = model_flops(shape, lengths)
-        frames = sum(lengths)
-        reel_s, _ = med(key + "/reel")
-        (t2, t2_lb), (t1, t1_lb) = med(f"{key}/torch_{mode}_2t"), med(f"{key}/torch_{mode}_1t")
-        best = min(t2, t1)
-        results.append({
-            "case": f"bilstm_{shape}_step", "lengths": kind, "torch_path": mode, "frames": frames,
-            "gflop_per_step": flops / 1e9, "reel_s": reel_s,
-            "torch_2t_s": t2, "torch_2t_timed_out": t2_lb, "torch_1t_s": t1, "torch_1t_timed_out": t1_lb,
-            "reel_frames_per_s": frames / reel_s, "reel_gflops": flops / reel_s / 1e9,
-            "torch_best_frames_per_s": frames / best, "speedup_vs_torch_best": best / reel_s,
-            "speedup_vs_torch_2t": t2 / reel_s, "fraction_of_sgemm": flops / reel_s / 1e9 / sgemm_gflops,
-            "reel_breakdown_s": {k: statistics.median(s[k] for s in samples[key + "/reel"])
-                                 for k in ("forward_loss_s", "backward_s", "adam_s")},
-        })
+        r = {"case": f"bilstm_{shape}_step", "lengths": kind, "frames": sum(lengths),
+             "gflop_per_step": model_flops(shape, lengths) / 1e9,
+             "gemm_executed_gflop_per_step": gemm_executed_flops(shape, lengths) / 1e9, "programs": {}}
+        for prog in [k.split("/", 1)[1] for k in samples if k.startswith(key + "/")]:
+            r["programs"][prog] = dict(stats(times(f"{key}/{prog}")), timed_out=timed_out(f"{key}/{prog}"),
+                                       load_1min=[s["load_1min"] for s in samples[f"{key}/{prog}"]])
+        reel = r["programs"]["reel_gemm"]["median"]
+        r["reel_gemm_gflops"] = model_flops(shape, lengths) / reel / 1e9
+        r["fraction_of_sgemm"] = r["reel_gemm_gflops"] / sgemm["median"]
+        r["executed_fraction_of_sgemm"] = gemm_executed_flops(shape, lengths) / reel / 1e9 / sgemm["median"]
+        r["gemm_vs_dnnl_rnn"] = r["programs"]["reel_dnnl_rnn"]["median"] / reel
+        for mode in ("padded", "packed"):
+            cands = [(r["programs"][f"torch_{mode}_{t}t"]["median"], t) for t in ("2", "1")
+                     if f"torch_{mode}_{t}t" in r["programs"]]
+            if cands:
+                best, t = min(cands)
+                r[f"torch_{mode}_best"] = {"threads": int(t), "median_s": best, "speedup": best / reel}
+        phase_samples = [s["phases_s"] for s in samples[f"{key}/reel_gemm"] if "phases_s" in s]
+        r["reel_gemm_phases_s"] = {p: statistics.median(s[p] for s in phase_samples) for p in PHASES}
+        r["reel_gemm_cpu_s"] = statistics.median(s.get("cpu_s", 0) for s in samples[f"{key}/reel_gemm"])
+        results.append(r)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "bilstm_step.json"), "w") as f:
         json.dump({"meta": meta, "results": results, "samples": samples}, f, indent=1)
-    secs = lambda v, lb: (">" if lb else "") + f"{v:.3f}"
-    ratio = lambda v, lb: (">" if lb else "") + f"{v:.2f}x"
+    write_md(meta, results, sgemm, timeout, out_dir)
+
+
+def write_md(meta, results, sgemm, timeout, out_dir):
+    f3 = lambda v: f"{v:.3f}"
+    lo, hi = meta["load_1min_range"]
     lines = [
         "# BiLSTM training step: reel vs PyTorch 1.13 vs dnnl_sgemm", "",
-        f"Command: `{meta['command']}` ({meta['date']}, {meta['cpu']}, {meta['cores']} cores, load "
-        f"average at end {' '.join(meta['load_average_at_end'])}; median of {meta['reps']} repetitions, "
-        "each measurement a fresh process, all in one run).", "",
-        f"dnnl_sgemm 2048x2048 in the same run: **{sgemm_gflops:.1f} GFLOP/s** (2 threads).", "",
-        "| case | lengths | reel s/step | reel frames/s | reel GFLOP/s | % of sgemm | torch path | "
-        "torch 2 threads s | torch 1 thread s | reel / torch 2 threads | reel / best torch |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"Command: `{meta['command']}` ({meta['date']}, {meta['cpu']}, {meta['cores']} cores; "
+        f"{meta['reps']} repetitions, programs alternated in rotated order, each measurement a fresh "
+        f"process). **The machine was shared: 1-minute load average {lo:.1f}–{hi:.1f} during the "
+        "run** (recorded beside every sample in the json); absolute numbers are lower than on an idle "
+        "machine and the ratios carry that noise. PyTorch ran with "
+        f"torch.set_flush_denormal({meta.get('torch_flush_denormal', False)}) (reel's LSTM flushes "
+        "denormals too).", "",
+        f"dnnl_sgemm 2048x2048, 2 threads, min/median/max over the repetitions: "
+        f"{sgemm['min']:.1f} / **{sgemm['median']:.1f}** / {sgemm['max']:.1f} GFLOP/s.", "",
+        "## Step times (s): min / median / max", "",
+        "| case | lengths | program | min | median | max | load (1 min) |", "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(
-            f"| {r['case']} | {r['lengths']} | {r['reel_s']:.3f} | {r['reel_frames_per_s']:.0f} | "
-            f"{r['reel_gflops']:.1f} | {100 * r['fraction_of_sgemm']:.0f}% | {r['torch_path']} | "
-            f"{secs(r['torch_2t_s'], r['torch_2t_timed_out'])} | {secs(r['torch_1t_s'], r['torch_1t_timed_out'])} | "
-            f"{ratio(r['speedup_vs_torch_2t'], r['torch_2t_timed_out'])} | "
-            f"{ratio(r['speedup_vs_torch_best'], r['torch_2t_timed_out'] and r['torch_1t_timed_out'])} |")
-    lines += ["", f"'>' marks a PyTorch run stopped at the {timeout} s timeout (its time is at least that). "
-              "Targets: reel >= 3x PyTorch's step rate and >= 70% of the sgemm rate. FLOPs count valid "
-              "frames only: 3x the forward (LSTM: 2 directions x 2 frames 4H(D+H); plus the MoE head).", ""]
+        for prog, p in r["programs"].items():
+            gt = ">" if p["timed_out"] else ""
+            lines.append(f"| {r['case']} | {r['lengths']} | {prog} | {gt}{f3(p['min'])} | {gt}{f3(p['median'])} | "
+                         f"{gt}{f3(p['max'])} | {min(p['load_1min']):.1f}–{max(p['load_1min']):.1f} |")
+    lines += ["", "## Ratios (of the medians) and targets", "",
+              "| case | lengths | reel gemm GFLOP/s | % of sgemm (3x fwd) | % of sgemm (executed) | gemm vs dnnl_rnn | "
+              "vs best torch padded | vs best torch packed |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        tp = r.get("torch_padded_best")
+        tk = r.get("torch_packed_best")
+        fmt = lambda t: f"{t['speedup']:.2f}x ({t['threads']} thr)" if t else "—"
+        lines.append(f"| {r['case']} | {r['lengths']} | {r['reel_gemm_gflops']:.1f} | {100 * r['fraction_of_sgemm']:.0f}% | "
+                     f"{100 * r['executed_fraction_of_sgemm']:.0f}% | {r['gemm_vs_dnnl_rnn']:.2f}x | {fmt(tp)} | {fmt(tk)} |")
+    lines += ["", "## reel gemm step per phase (s, median)", "",
+              "| case | lengths | step | " + " | ".join(PHASES) + " | rest | process CPU s |",
+              "|---" * (len(PHASES) + 5) + "|"]
+    for r in results:
+        ph = r["reel_gemm_phases_s"]
+        step = r["programs"]["reel_gemm"]["median"]
+        lines.append(f"| {r['case']} | {r['lengths']} | {f3(step)} | " + " | ".join(f3(ph[p]) for p in PHASES) +
+                     f" | {f3(step - sum(ph.values()))} | {f3(r['reel_gemm_cpu_s'])} |")
+    lines += ["",
+              "FLOPs count valid frames only. \"3x fwd\" is the targets' convention: 3x the forward FLOPs "
+              "(LSTM: 2 directions x 2 x frames x 4H(D+H); plus the MoE head). \"executed\" counts what impl=gemm "
+              "computes: forward, dWx, dWh and the recurrent gradient, but no gradient for the input features, "
+              "which the first layer does not need (PyTorch skips it too). Phases: projections = the large "
+              "products (input projections, dWx, dWh), recurrence = the per-step products, gates = the fused "
+              "passes (with the per-step bookkeeping), each averaged over the two directions, which run "
+              "concurrently on one thread each; head = MoE forward + backward; update = Adam; rest = packing, "
+              "pooling, loss. Process CPU s: CPU time of all the process's threads during the step; on an idle "
+              "machine close to 2x the step for the concurrent parts, less when the load took the cores. '>' marks a PyTorch run stopped at the "
+              f"{timeout} s timeout.", ""]
     with open(os.path.join(out_dir, "bilstm_step.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -7,7 +7,7 @@ same log-odds form as reel's), per-class sigmoid cross-entropy summed over class
 over the batch, backward, Adam (lr 1e-3).
 
   torch_step.py --shape video|audio --lengths 300,300,... --mode padded|packed [--steps 2]
-                [--warmup 1] [--threads 2]
+                [--warmup 1] [--threads 2] [--flush-denormal]
 
 padded: the LSTM runs on the [B, T, D] tensor (its fastest path; exact only when every video has
 T frames). packed: pack_padded_sequence (the exact path for different lengths).
@@ -50,8 +50,12 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True), as reel's LSTM flushes denormals")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.flush_denormal and not torch.set_flush_denormal(True):
+        raise SystemExit("torch.set_flush_denormal(True) is not supported on this CPU")
     torch.manual_seed(1)
     d, h = (1024, 256) if args.shape == "video" else (128, 128)
     lengths = [int(v) for v in args.lengths.split(",")]
@@ -88,7 +92,8 @@ def main():
                       "median_s": statistics.median(times),
                       "forward_loss_s": statistics.median(fwd_times),
                       "first_loss": losses[0], "last_loss": losses[-1],
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}))
+                      "torch": torch.__version__, "threads": torch.get_num_threads(),
+                      "flush_denormal": args.flush_denormal}))
 
 
 if __name__ == "__main__":
