@@ -61,7 +61,7 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
 
 // Builds one rank's components and trains.
 Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOptions& options,
-                            std::unique_ptr<Communicator> comm) {
+                            std::unique_ptr<Communicator> comm, int threads) {
   const config::RunConfig& c = cfg.config;
   const Registry& reg = host.registry();
   const int rank = comm->rank(), world = comm->size();
@@ -81,7 +81,7 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
   REEL_ASSIGN_OR_RETURN(
       auto model,
       reg.CreateModel(c.model().name(), ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
-                      ModelContext{options.num_classes}));
+                      ModelContext{options.num_classes, threads}));
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena).WithContext("model '" + c.model().name() + "'"));
   arena.Finalize();
   const std::string opt_name = c.optimizer().name().empty() ? "sync" : c.optimizer().name();
@@ -119,9 +119,11 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   REEL_RETURN_IF_ERROR(ValidateComponents(cfg, host.registry(), {"data", "model"}));
   const TrainerOptions options = TrainerOptionsFrom(cfg, job);
   const config::RunConfig& c = cfg.config;
-  const int local = static_cast<int>(std::max<int64_t>(1, c.trainer().local_ranks()));
-  const int world = local > 1 ? local : EnvInt("REEL_WORLD_SIZE", 1);
-  const int first_rank = local > 1 ? 0 : EnvInt("REEL_RANK", 0);
+  const int local = job.single_process
+                        ? 1
+                        : static_cast<int>(std::max<int64_t>(1, c.trainer().local_ranks()));
+  const int world = job.single_process ? 1 : local > 1 ? local : EnvInt("REEL_WORLD_SIZE", 1);
+  const int first_rank = job.single_process ? 0 : local > 1 ? 0 : EnvInt("REEL_RANK", 0);
   if (world < 1 || first_rank < 0 || first_rank >= world)
     return InvalidArgumentError("REEL_RANK=" + std::to_string(first_rank) +
                                 " is outside REEL_WORLD_SIZE=" + std::to_string(world));
@@ -134,7 +136,8 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   const std::string transport_name = c.has_transport() ? c.transport().name()
                                      : env_transport   ? env_transport
                                                        : "";
-  if (!transport_name.empty() && (c.has_transport() || (world > 1 && local == 1))) {
+  if (!job.single_process && !transport_name.empty() &&
+      (c.has_transport() || (world > 1 && local == 1))) {
     REEL_ASSIGN_OR_RETURN(
         transport, host.registry().CreateTransport(transport_name, OptionMap(c.transport())));
   } else if (world > 1 && local == 1) {
@@ -161,7 +164,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       comm = std::move(*joined);
     }
     comm = WithRingCollectives(std::move(comm));
-    results[i] = RunRank(host, cfg, options, std::move(comm));
+    results[i] = RunRank(host, cfg, options, std::move(comm), job.threads);
     // The communicator is gone now, so ranks still waiting on this one fail instead of hanging.
   };
   if (local == 1) {

@@ -24,6 +24,10 @@ namespace reel {
 
 struct ModelContext {
   int64_t num_classes = 3862;  // the width of the logits
+  // Compute threads the model may use in Forward/Backward (e.g. OpenMP threads of its kernels);
+  // 0: as many as the machine has. Set when several models train at once in one process (the
+  // trials of `reel tune`), so they share the cores instead of oversubscribing them.
+  int threads = 0;
 };
 
 enum class Mode { kTrain, kInfer };

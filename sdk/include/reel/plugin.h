@@ -115,7 +115,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 
 // The current plugin ABI: bumped whenever a contract in sdk/include/reel changes incompatibly.
 // 2: Tensor storage became a shared_ptr with a release function (TensorPool).
-inline constexpr uint32_t kPluginAbiVersion = 2;
+// 3: ModelContext gained `threads` (a compute-thread budget per model); the transport tag space
+//    became [0, kMaxTag = 32767].
+inline constexpr uint32_t kPluginAbiVersion = 3;
 
 using RegisterFn = Status (*)(Registrar&) noexcept;
 

@@ -30,6 +30,11 @@ struct TrainJobOptions {
   bool tty = false;
   std::ostream* progress = nullptr;
   std::function<bool(int64_t step)> should_stop;
+  // A world of one rank in this process, whatever the environment and the config's transport and
+  // local_ranks say: for runs embedded in another job (a trial of `reel tune`).
+  bool single_process = false;
+  // Compute threads the model may use (ModelContext::threads); 0: all the machine's cores.
+  int threads = 0;
 };
 
 // Runs the job. Errors name the section and component at fault (an unregistered component
