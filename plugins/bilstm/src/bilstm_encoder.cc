@@ -26,12 +26,28 @@ inline void CopyOrZero(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-// With 2 threads each direction runs single-threaded.
+// With 2 threads each direction runs single-threaded, on the two threads of one OpenMP team: the
+// runtime keeps its pool thread spinning for a while after every parallel region (the head's, the
+// update's), and a separate std::thread would have to share the second core with it (measured:
+// a quarter of the audio step's CPU time in libgomp's spin). Nested in the team, oneDNN runs
+// single-threaded. With more threads the directions get a std::thread and half the threads each.
 Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& b) {
   const int threads = omp_get_max_threads();
   if (threads < 2) {
     REEL_RETURN_IF_ERROR(a());
     return b();
+  }
+  if (threads == 2 && !omp_in_parallel()) {
+    Status status[2];
+#pragma omp parallel num_threads(2)
+    {
+      const int t = omp_get_thread_num();
+      ScopedFlushDenormals flush;
+      if (t == 0) status[0] = a();
+      if (t == 1 || omp_get_num_threads() == 1) status[1] = b();  // one thread: in turn
+    }
+    REEL_RETURN_IF_ERROR(status[0]);
+    return status[1];
   }
   Status sa;
   std::thread worker;

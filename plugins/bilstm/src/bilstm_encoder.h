@@ -50,6 +50,7 @@ namespace reel::bilstm {
 enum class LstmImpl { kGemm, kDnnlRnn };
 
 // Runs a() and b() concurrently, each on half of the OpenMP threads; in turn with one thread.
+// Both run with denormals flushed (flush_denormals.h).
 // The two directions of a layer are independent, so this replaces per-time-step thread barriers
 // (hundreds per sequence, and costly whenever a core is shared) with one join per layer.
 Status RunBoth(const std::function<Status()>& a, const std::function<Status()>& b);
