@@ -13,6 +13,7 @@
 #include "reel/core/metrics.h"
 #include "reel/recordio.h"
 #include "train/testing.h"
+#include "train/tiny_run.h"
 
 namespace reel::core {
 namespace {
@@ -22,44 +23,12 @@ using testing::TinyModel;
 using testing::TinySgd;
 using testing::TinySource;
 
-constexpr int kDim = 6, kClasses = 12, kVideos = 48, kBatch = 8;
+constexpr int kDim = testing::kTinyDim, kClasses = testing::kTinyClasses,
+              kVideos = testing::kTinyVideos, kBatch = testing::kTinyBatch;
+using Rank = testing::TinyRank;
 
-std::unique_ptr<Communicator> Solo() {
-  auto group = CreateInprocGroup(1);
-  EXPECT_TRUE(group.ok());
-  return WithRingCollectives(std::move((*group)[0]));
-}
-
-// Everything one rank needs, built from scratch like a fresh process would.
-struct Rank {
-  Rank(int rank, int world, uint64_t seed, int model_dim = kDim)
-      : train(kVideos, kDim, kClasses, kBatch, seed, {rank, world}),
-        eval(24, kDim, kClasses, kBatch, 999, {rank, world}, false),
-        model(model_dim, kClasses) {
-    EXPECT_TRUE(model.DeclareParams(arena).ok());
-    arena.Finalize();
-  }
-  RankComponents components(Communicator* comm, bool with_eval = true) {
-    return {&train, with_eval ? &eval : nullptr, &model, &arena, &optimizer, comm};
-  }
-  std::vector<float> params() const { return {arena.values().begin(), arena.values().end()}; }
-  TinySource train, eval;
-  ParamArena arena;  // outlives the model, as the Model contract asks
-  TinyModel model;
-  TinySgd optimizer;
-};
-
-TrainerOptions BaseOptions() {
-  TrainerOptions o;
-  o.steps = 30;
-  o.seed = 5;
-  o.learning_rate = {.base = 0.5, .schedule = "cosine", .warmup_steps = 3};
-  o.log_every_steps = 5;
-  o.num_classes = kClasses;
-  o.model_name = "tiny";
-  o.config_text = "model { name: \"tiny\" }";
-  return o;
-}
+std::unique_ptr<Communicator> Solo() { return testing::SoloCommunicator(); }
+TrainerOptions BaseOptions() { return testing::TinyTrainerOptions(); }
 
 // GAP of scoring every class by its frequency in the training data (the baseline to beat).
 double FrequencyBaselineGap() {

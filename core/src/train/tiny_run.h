@@ -1,0 +1,60 @@
+// A tiny training run for the trainer's tests: the pieces one rank needs (TinySource, TinyModel,
+// TinySgd over a ParamArena), a one-rank communicator and trainer options that train in
+// milliseconds. Header only, for *_test.cc.
+#ifndef REEL_CORE_SRC_TRAIN_TINY_RUN_H_
+#define REEL_CORE_SRC_TRAIN_TINY_RUN_H_
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "reel/core/collectives.h"
+#include "reel/core/inproc.h"
+#include "reel/core/trainer.h"
+#include "train/testing.h"
+
+namespace reel::core::testing {
+
+inline constexpr int kTinyDim = 6, kTinyClasses = 12, kTinyVideos = 48, kTinyBatch = 8;
+
+inline std::unique_ptr<Communicator> SoloCommunicator() {
+  auto group = CreateInprocGroup(1);
+  EXPECT_TRUE(group.ok());
+  return WithRingCollectives(std::move((*group)[0]));
+}
+
+// Everything one rank needs, built from scratch like a fresh process would.
+struct TinyRank {
+  TinyRank(int rank, int world, uint64_t seed, int model_dim = kTinyDim)
+      : train(kTinyVideos, kTinyDim, kTinyClasses, kTinyBatch, seed, {rank, world}),
+        eval(24, kTinyDim, kTinyClasses, kTinyBatch, 999, {rank, world}, false),
+        model(model_dim, kTinyClasses) {
+    EXPECT_TRUE(model.DeclareParams(arena).ok());
+    arena.Finalize();
+  }
+  RankComponents components(Communicator* comm, bool with_eval = true) {
+    return {&train, with_eval ? &eval : nullptr, &model, &arena, &optimizer, comm};
+  }
+  std::vector<float> params() const { return {arena.values().begin(), arena.values().end()}; }
+  TinySource train, eval;
+  ParamArena arena;  // outlives the model, as the Model contract asks
+  TinyModel model;
+  TinySgd optimizer;
+};
+
+inline TrainerOptions TinyTrainerOptions() {
+  TrainerOptions o;
+  o.steps = 30;
+  o.seed = 5;
+  o.learning_rate = {.base = 0.5, .schedule = "cosine", .warmup_steps = 3};
+  o.log_every_steps = 5;
+  o.num_classes = kTinyClasses;
+  o.model_name = "tiny";
+  o.config_text = "model { name: \"tiny\" }";
+  return o;
+}
+
+}  // namespace reel::core::testing
+
+#endif  // REEL_CORE_SRC_TRAIN_TINY_RUN_H_
