@@ -12,43 +12,9 @@
 #include <string>
 
 #include "reel/storage.h"
+#include "testing/mem_file.h"
 
 namespace reel::testing {
-
-class MemFile : public RandomAccessFile {
- public:
-  MemFile(std::string uri, std::string data) : uri_(std::move(uri)), data_(std::move(data)) {}
-  const std::string& uri() const override { return uri_; }
-  Result<uint64_t> Size() override { return static_cast<uint64_t>(data_.size()); }
-  Result<size_t> Read(uint64_t offset, std::span<std::byte> out) override {
-    if (offset >= data_.size()) return size_t{0};
-    size_t n = std::min<size_t>(out.size(), data_.size() - offset);
-    std::memcpy(out.data(), data_.data() + offset, n);
-    return n;
-  }
-  std::string& data() { return data_; }
-
- private:
-  std::string uri_, data_;
-};
-
-// Collects appended bytes into *target when closed.
-class MemWritable : public WritableFile {
- public:
-  explicit MemWritable(std::string* target) : target_(target) {}
-  Status Append(std::span<const std::byte> data) override {
-    buf_.append(reinterpret_cast<const char*>(data.data()), data.size());
-    return Status::Ok();
-  }
-  Status Close() override {
-    *target_ = buf_;
-    return Status::Ok();
-  }
-
- private:
-  std::string* target_;
-  std::string buf_;
-};
 
 inline std::string FromHex(std::string_view hex) {
   std::string out;
