@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -428,6 +429,29 @@ std::vector<std::string_view> XmlBlocks(std::string_view xml, std::string_view t
 std::string XmlValue(std::string_view xml, std::string_view tag) {
   auto blocks = XmlBlocks(xml, tag);
   return blocks.empty() ? "" : XmlDecode(blocks.front());
+}
+
+Result<ListPage> ParseListPage(std::string_view xml, std::string_view where) {
+  ListPage page;
+  size_t index = 0;
+  for (std::string_view entry : XmlBlocks(xml, "Contents")) {
+    const std::string key = XmlValue(entry, "Key"), size = XmlValue(entry, "Size");
+    const std::string which =
+        std::string(where) + ": ListObjectsV2 entry " + std::to_string(index++);
+    if (XmlBlocks(entry, "Key").empty() || key.empty()) return DataLossError(which + " has no Key");
+    uint64_t bytes = 0;
+    auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), bytes);
+    if (size.empty() || ec != std::errc() || end != size.data() + size.size())
+      return DataLossError(which + " ('" + key + "'): Size '" + size + "' is not a byte count");
+    page.objects.push_back({key, bytes});
+  }
+  if (XmlValue(xml, "IsTruncated") == "true") {
+    page.next_token = XmlValue(xml, "NextContinuationToken");
+    if (page.next_token.empty())
+      return DataLossError(std::string(where) +
+                           ": ListObjectsV2 page is truncated but has no NextContinuationToken");
+  }
+  return page;
 }
 
 }  // namespace reel::s3

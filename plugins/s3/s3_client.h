@@ -95,6 +95,20 @@ std::string XmlValue(std::string_view xml, std::string_view tag);
 // Every <tag>...</tag> block's inner text, raw.
 std::vector<std::string_view> XmlBlocks(std::string_view xml, std::string_view tag);
 
+// One page of a ListObjectsV2 answer.
+struct ListPage {
+  struct Object {
+    std::string key;
+    uint64_t size = 0;
+  };
+  std::vector<Object> objects;
+  std::string next_token;  // non-empty when the listing goes on (IsTruncated)
+};
+// Parses a ListObjectsV2 answer. DataLoss naming `where` for an entry without a Key, a Size that
+// is not a number, or a truncated page without a NextContinuationToken (which would otherwise end
+// the listing early, silently).
+Result<ListPage> ParseListPage(std::string_view xml, std::string_view where);
+
 }  // namespace reel::s3
 
 #endif  // REEL_PLUGINS_S3_S3_CLIENT_H_

@@ -282,5 +282,40 @@ TEST(S3Faults, MalformedUrisAreInvalidArgument) {
   EXPECT_EQ(storage->Glob("s3://b*/k").status().code(), StatusCode::kInvalidArgument);
 }
 
+// A listing the client cannot trust is an error, not a shorter list: a truncated page without a
+// continuation token (the rest of the listing would silently be missing), an entry without a key,
+// a size that is not a number.
+TEST(S3Faults, MalformedListingsAreDataLoss) {
+  auto page = [](const std::string& inner) {
+    return "<ListBucketResult><Name>bkt</Name>" + inner + "</ListBucketResult>";
+  };
+  const std::string entry = "<Contents><Key>d/a</Key><Size>12</Size></Contents>";
+  struct Case {
+    std::string body, message;
+  } cases[] = {
+      {page("<IsTruncated>true</IsTruncated>" + entry),
+       "truncated but has no NextContinuationToken"},
+      {page("<Contents><Size>3</Size></Contents>"), "entry 0 has no Key"},
+      {page(entry + "<Contents><Key>d/b</Key><Size>12x</Size></Contents>"),
+       "entry 1 ('d/b'): Size '12x' is not a byte count"},
+      {page("<Contents><Key>d/c</Key></Contents>"), "Size '' is not a byte count"},
+  };
+  for (const Case& c : cases) {
+    FakeHttpServer server([&](const HttpRequestSeen&) { return HttpResponse(200, c.body); });
+    auto storage = Make(FakeConfig(server.port()));
+    auto r = storage->Glob("s3://bkt/d/*");
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("s3://bkt/d/"), std::string::npos) << r.status();
+  }
+  auto good = ParseListPage(page("<IsTruncated>false</IsTruncated>" + entry), "x");
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->objects.size(), 1u);
+  EXPECT_EQ(good->objects[0].key, "d/a");
+  EXPECT_EQ(good->objects[0].size, 12u);
+  EXPECT_TRUE(good->next_token.empty());
+}
+
 }  // namespace
 }  // namespace reel::s3

@@ -44,14 +44,12 @@ class S3Storage : public Storage {
       query += "list-type=2&max-keys=1000&prefix=" + UriEncode(prefix, false);
       REEL_ASSIGN_OR_RETURN(S3Response r,
                             client_->Execute(MakeRequest("GET", p.bucket, "", query)));
-      for (std::string_view entry : XmlBlocks(r.body, "Contents")) {
-        std::string key = XmlValue(entry, "Key");
-        if (wild ? !GlobMatch(p.key, key) : key != p.key) continue;
-        out.push_back({S3Client::Uri(p.bucket, key),
-                       std::strtoull(XmlValue(entry, "Size").c_str(), nullptr, 10)});
+      REEL_ASSIGN_OR_RETURN(ListPage page, ParseListPage(r.body, S3Client::Uri(p.bucket, prefix)));
+      for (ListPage::Object& o : page.objects) {
+        if (wild ? !GlobMatch(p.key, o.key) : o.key != p.key) continue;
+        out.push_back({S3Client::Uri(p.bucket, o.key), o.size});
       }
-      token = XmlValue(r.body, "IsTruncated") == "true" ? XmlValue(r.body, "NextContinuationToken")
-                                                        : "";
+      token = std::move(page.next_token);
     } while (!token.empty());
     std::sort(out.begin(), out.end(),
               [](const ObjectInfo& a, const ObjectInfo& b) { return a.uri < b.uri; });

@@ -36,8 +36,22 @@ Status S3rverProcess::Start() {
   char tmpl[] = "/tmp/reel-s3rver-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return InternalError("mkdtemp failed");
   dir_ = tmpl;
-  std::string log = dir_ + "/s3rver.log";
   std::filesystem::create_directory(dir_ + "/data");
+  return Launch(0);
+}
+
+Status S3rverProcess::Restart() {
+  if (dir_.empty()) return FailedPreconditionError("s3rver was never started");
+  if (pid_ > 0) return FailedPreconditionError("s3rver is running");
+  return Launch(port_);
+}
+
+Status S3rverProcess::Launch(int port) {
+  const std::string entry = S3rverEntry();
+  const std::string port_arg = std::to_string(port);
+  std::string log = dir_ + "/s3rver.log";
+  // A restart must not find the previous run's "listening" line.
+  std::filesystem::remove(log);
   std::string data = dir_ + "/data";  // built before fork: no allocation in the child
   pid_t pid = fork();
   if (pid < 0) return InternalError("fork failed");
@@ -47,7 +61,7 @@ Status S3rverProcess::Start() {
     dup2(fd, 2);
     // s3rver's continuation tokens use DES, which OpenSSL 3 keeps in its legacy provider.
     execlp("node", "node", "--openssl-legacy-provider", entry.c_str(), "-d", data.c_str(), "-a",
-           "127.0.0.1", "-p", "0", "--silent", "--configure-bucket", kBucket,
+           "127.0.0.1", "-p", port_arg.c_str(), "--silent", "--configure-bucket", kBucket,
            static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -75,12 +89,16 @@ Status S3rverProcess::Start() {
   return DeadlineExceededError("s3rver did not start listening within 30 s");
 }
 
-void S3rverProcess::Stop() {
+void S3rverProcess::Kill() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+}
+
+void S3rverProcess::Stop() {
+  Kill();
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);

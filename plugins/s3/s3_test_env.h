@@ -37,7 +37,12 @@ class S3rverProcess {
 
   // Starts the server with bucket kBucket. FailedPrecondition (with the fix) if not installed.
   Status Start();
+  // Kills the server (SIGKILL) and deletes its data.
   void Stop();
+  // Kills the server but keeps its data and port, so Restart() brings the same objects back at
+  // the same endpoint: an outage, not a new server.
+  void Kill();
+  Status Restart();
   bool running() const { return pid_ > 0; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
@@ -47,6 +52,8 @@ class S3rverProcess {
   S3Config Config() const;
 
  private:
+  Status Launch(int port);  // starts node on dir_ and `port` (0: any free port)
+
   pid_t pid_ = -1;
   int port_ = 0;
   std::string dir_;
