@@ -5,8 +5,6 @@
 // again.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "s3_storage.h"
 #include "s3_test_env.h"
 
@@ -15,14 +13,8 @@ namespace {
 
 using testing::kBucket;
 
-std::string Uri(const std::string& key) { return "s3://" + std::string(kBucket) + "/" + key; }
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
+using testing::Uri;
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span<const char>(s));

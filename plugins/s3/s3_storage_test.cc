@@ -17,14 +17,8 @@ namespace {
 
 using testing::kBucket;
 
-std::string Uri(const std::string& key) { return "s3://" + std::string(kBucket) + "/" + key; }
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
+using testing::Uri;
 
 std::string ReadLocal(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -16,10 +16,18 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <regex>
 #include <sstream>
 
 namespace reel::s3::testing {
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
 
 std::string S3rverEntry() {
   const char* dir = std::getenv("REEL_S3RVER_DIR");

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -95,6 +96,13 @@ std::string HttpResponse(int status, const std::string& body,
 
 // Runs a shell command; returns its exit status (and output in *out when given).
 int RunCommand(const std::string& command, std::string* out = nullptr);
+
+// "s3://reel-test/<key>".
+inline std::string Uri(const std::string& key) {
+  return "s3://" + std::string(kBucket) + "/" + key;
+}
+// `n` bytes of a seeded pseudo-random stream.
+std::string RandomBytes(size_t n, uint32_t seed);
 
 }  // namespace reel::s3::testing
 
