@@ -4,7 +4,9 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace reel::core {
@@ -97,6 +99,10 @@ Status SetScalar(pb::Message& msg, const pb::FieldDescriptor* f, const std::stri
     case pb::FieldDescriptor::CPPTYPE_FLOAT: {
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || *end) return bad("a number");
+      // strtod also takes "nan" and "inf"; no run setting means either.
+      if (!std::isfinite(v) || (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_FLOAT &&
+                                std::fabs(v) > std::numeric_limits<float>::max()))
+        return bad("a finite number");
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE)
         r->SetDouble(&msg, f, v);
       else

@@ -82,6 +82,22 @@ TEST(ConfigTest, BadOverridesNameTheFlag) {
   EXPECT_EQ(cfg->config.trainer().steps(), 10);  // nothing changed by the failed flags
 }
 
+// Found by tests/fuzz/config_fuzz: strtod took "nan" and "inf", so `--set trainer.clip_norm=nan`
+// set a NaN clip norm (which also no longer equals itself after a round trip through text).
+TEST(ConfigTest, NonFiniteNumbersAreRefused) {
+  auto cfg = ParseConfig(kConfig, "run.pbtxt");
+  ASSERT_TRUE(cfg.ok());
+  for (const char* flag : {"trainer.clip_norm=nan", "trainer.clip_norm=-inf",
+                           "trainer.learning_rate.base=infinity", "trainer.clip_norm=1e999"}) {
+    Status s = ApplyOverride(*cfg, flag);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(s.message().find("is not a finite number"), std::string::npos) << s;
+  }
+  EXPECT_FALSE(cfg->config.trainer().has_clip_norm());
+  EXPECT_TRUE(ApplyOverride(*cfg, "trainer.clip_norm=2.5").ok());
+  EXPECT_EQ(cfg->config.trainer().clip_norm(), 2.5);
+}
+
 TEST(ConfigTest, ComponentOptionsAreCheckedAgainstTheSchemaWithLines) {
   auto host = MakeHost();
   auto cfg = ParseConfig(R"(optimizer {
