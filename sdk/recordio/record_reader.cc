@@ -253,7 +253,11 @@ Status RecordReader::Fail(Status s) {
 
 Status RecordReader::ReadHeader(uint64_t* length) {
   char header[12];
-  REEL_ASSIGN_OR_RETURN(size_t got, stream_->Read(header, sizeof(header)));
+  // A failing stream (a broken compressed stream, an I/O error) leaves the reader out of sync:
+  // sticky, or a caller that continues while can_continue() would loop on the same error.
+  Result<size_t> read = stream_->Read(header, sizeof(header));
+  if (!read.ok()) return Fail(read.status());
+  const size_t got = *read;
   const std::string where = uri() +
                             (stream_->compressed() ? ": uncompressed offset " : ": offset ") +
                             std::to_string(offset_) + ": ";

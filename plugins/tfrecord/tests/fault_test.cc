@@ -174,6 +174,40 @@ TEST_P(SourceFaultTest, UnreadableShardFailsWithTheStorageError) {
   }
 }
 
+// A gzip shard whose compressed bytes are garbage: with skip_corrupt the rest of that shard is
+// lost and counted once, and the epoch goes on with the next shard. (Before the reader made a
+// stream error under a record header sticky, this looped forever; found by
+// tests/fuzz/tfrecord_framing_fuzz.)
+TEST_P(SourceFaultTest, GarbledGzipShardIsSkippedOnceAndTheEpochEnds) {
+  SynthOptions o = SmallSynth(dir_.path(), 20, 2);
+  o.compression = recordio::Compression::kGzip;
+  std::vector<std::string> uris = Write(o);
+  ASSERT_EQ(uris.size(), 2u);
+  {
+    std::fstream f(uris[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);  // past the gzip header, inside the deflate data
+    const std::string garbage(64, '\x7f');
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  for (bool skip : {false, true}) {
+    auto src = Make({{"files", dir_ / "*.gz"},
+                     {"batch_size", "4"},
+                     {"prefetch", GetParam()},
+                     {"skip_corrupt", skip ? "true" : "false"}});
+    ASSERT_TRUE(src.ok()) << src.status();
+    Drained d = DrainUntilError(**src);
+    if (!skip) {
+      EXPECT_EQ(d.end.code(), StatusCode::kDataLoss) << d.end;
+      EXPECT_THAT(d.end.message(), HasSubstr(uris[0]));
+      EXPECT_THAT(d.end.message(), HasSubstr("gzip stream is corrupt"));
+    } else {
+      EXPECT_EQ(d.end.code(), StatusCode::kOutOfRange) << d.end;
+      EXPECT_EQ(d.ids.size(), 10u);  // all of shard 1, none of shard 0
+      EXPECT_EQ((*src)->stats().skipped_corrupt, 1);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Prefetch, SourceFaultTest, ::testing::Values("0", "2"),
                          [](const auto& info) { return std::string("prefetch") + info.param; });
 

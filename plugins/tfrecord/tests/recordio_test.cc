@@ -397,5 +397,24 @@ TEST(CorruptionTest, GarbageAndTruncatedCompressedStreams) {
   EXPECT_THAT(s.message(), HasSubstr("zlib stream is corrupt"));
 }
 
+// Found by tests/fuzz/tfrecord_framing_fuzz (a timeout): a compressed stream that breaks while a
+// record header is read left the reader claiming it could continue, so a caller that goes on
+// while can_continue() (the tfrecord source with skip_corrupt) called it forever. The input is the
+// fuzzer's: an uncompressed file of one empty record, read as zlib and as gzip.
+TEST(CorruptionTest, BrokenStreamUnderAHeaderIsSticky) {
+  const std::string one_empty_record = FromHex("0000000000000000 29039807 d8ea82a2");
+  for (Compression c : {Compression::kZlib, Compression::kGzip}) {
+    MemFile file("bad.tfrecord", one_empty_record);
+    RecordReader reader(&file, {.compression = c});
+    std::string rec;
+    Status first = reader.ReadRecord(&rec);
+    EXPECT_EQ(first.code(), StatusCode::kDataLoss) << first;
+    EXPECT_THAT(first.message(), HasSubstr("stream is corrupt"));
+    EXPECT_FALSE(reader.can_continue());
+    Status again = reader.SkipRecord();
+    EXPECT_EQ(again.message(), first.message());
+  }
+}
+
 }  // namespace
 }  // namespace reel::recordio
