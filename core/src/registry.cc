@@ -35,7 +35,15 @@ Status Registry::RegisterBuiltins() {
     REEL_RETURN_IF_ERROR(RegisterInprocTransport(r));
     return RegisterSyncOptimizer(r);
   };
-  return RegisterFrom("builtin", "", nullptr, all);
+  REEL_RETURN_IF_ERROR(RegisterFrom("builtin", "", nullptr, all));
+  defaults_[ComponentKind::kOptimizer] = "sync";
+  defaults_[ComponentKind::kTransport] = "inproc";
+  return Status::Ok();
+}
+
+std::string Registry::DefaultName(ComponentKind kind) const {
+  auto it = defaults_.find(kind);
+  return it == defaults_.end() ? std::string() : it->second;
 }
 
 Status Registry::RegisterFrom(const std::string& provider, const std::string& provider_path,

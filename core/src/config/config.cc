@@ -209,6 +209,9 @@ Status ApplyOverride(ConfigFile& cfg, std::string_view assignment) {
 std::map<std::string, std::string> OptionMap(const config::Component& c) {
   return {c.options().begin(), c.options().end()};
 }
+std::map<std::string, std::string> OptionMap(const config::Transport& t) {
+  return {t.options().begin(), t.options().end()};
+}
 
 Status ValidateComponents(const ConfigFile& cfg, const Registry& registry,
                           const std::vector<std::string>& required) {
@@ -219,12 +222,15 @@ Status ValidateComponents(const ConfigFile& cfg, const Registry& registry,
     ComponentKind kind;
   };
   const config::RunConfig& c = cfg.config;
+  config::Component transport;  // the transport section's component part
+  transport.set_name(c.transport().name());
+  *transport.mutable_options() = c.transport().options();
   const Section sections[] = {
       {"data", c.has_data(), c.data(), ComponentKind::kDataSource},
       {"eval_data", c.has_eval_data(), c.eval_data(), ComponentKind::kDataSource},
       {"model", c.has_model(), c.model(), ComponentKind::kModel},
       {"optimizer", c.has_optimizer(), c.optimizer(), ComponentKind::kOptimizer},
-      {"transport", c.has_transport(), c.transport(), ComponentKind::kTransport},
+      {"transport", c.has_transport(), transport, ComponentKind::kTransport},
   };
   for (const std::string& r : required) {
     for (const Section& s : sections)

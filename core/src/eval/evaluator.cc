@@ -29,27 +29,30 @@ Result<Tensor> PredictBatch(std::span<Model* const> models, const Batch& batch,
   return sum;
 }
 
-Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::string& mine) {
+Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::string& mine,
+                                             std::chrono::milliseconds timeout) {
   const int n = comm.size();
   if (n == 1) return std::vector<std::string>{mine};
+  const Deadline deadline = DeadlineIn(timeout);
   uint64_t my_size = mine.size();
   std::vector<uint64_t> sizes(static_cast<size_t>(n));
   REEL_RETURN_IF_ERROR(comm.AllGather(std::as_bytes(std::span<const uint64_t>(&my_size, 1)),
                                       std::as_writable_bytes(std::span<uint64_t>(sizes)),
-                                      NoDeadline()));
+                                      deadline));
   const uint64_t max_size = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
   std::string padded = mine;
   padded.resize(max_size, '\0');
   std::string all(max_size * static_cast<size_t>(n), '\0');
   REEL_RETURN_IF_ERROR(comm.AllGather(std::as_bytes(std::span<const char>(padded)),
-                                      std::as_writable_bytes(std::span<char>(all)), NoDeadline()));
+                                      std::as_writable_bytes(std::span<char>(all)), deadline));
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r) out.push_back(all.substr(r * max_size, sizes[r]));
   return out;
 }
 
 Result<EvalMetrics> Evaluate(std::span<Model* const> models, DataSource& source,
-                             int64_t num_classes, int top_k, Communicator* comm) {
+                             int64_t num_classes, int top_k, Communicator* comm,
+                             std::chrono::milliseconds timeout) {
   MetricsAccumulator acc(num_classes, top_k);
   while (true) {
     Result<Batch> batch = source.Next();
@@ -61,7 +64,7 @@ Result<EvalMetrics> Evaluate(std::span<Model* const> models, DataSource& source,
     REEL_RETURN_IF_ERROR(acc.AddBatch(probs, *batch));
   }
   if (comm != nullptr && comm->size() > 1) {
-    REEL_ASSIGN_OR_RETURN(auto parts, GatherBytes(*comm, acc.Serialize()));
+    REEL_ASSIGN_OR_RETURN(auto parts, GatherBytes(*comm, acc.Serialize(), timeout));
     MetricsAccumulator all(num_classes, top_k);
     for (size_t r = 0; r < parts.size(); ++r) {
       REEL_ASSIGN_OR_RETURN(MetricsAccumulator part, MetricsAccumulator::Deserialize(parts[r]));

@@ -1,21 +1,16 @@
 // Training jobs from a run configuration (see reel/core/train_job.h).
 #include <cstdlib>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "reel/core/checkpoint.h"
 #include "reel/core/collectives.h"
-#include "reel/core/inproc.h"
+#include "reel/core/connect.h"
+#include "reel/core/rank_plan.h"
 #include "reel/core/train_job.h"
+#include "train/local_ranks.h"
 
 namespace reel::core {
 namespace {
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
 
 bool SchemaHas(const Registry& registry, ComponentKind kind, const std::string& name,
                const std::string& option) {
@@ -84,10 +79,25 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
                       ModelContext{options.num_classes, threads}));
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena).WithContext("model '" + c.model().name() + "'"));
   arena.Finalize();
-  const std::string opt_name = c.optimizer().name().empty() ? "sync" : c.optimizer().name();
-  REEL_ASSIGN_OR_RETURN(auto optimizer, reg.CreateOptimizer(opt_name, OptionMap(c.optimizer())));
+  config::Component opt = c.optimizer();
+  if (opt.name().empty()) opt.set_name(reg.DefaultName(ComponentKind::kOptimizer));
+  REEL_ASSIGN_OR_RETURN(
+      auto optimizer,
+      reg.CreateOptimizer(opt.name(), ComponentOptions(reg, ComponentKind::kOptimizer, opt, c)));
   RankComponents rc{train.get(), eval.get(), model.get(), &arena, optimizer.get(), comm.get()};
   return RunTrainer(options, rc, host);
+}
+
+// The rank plan of this job; a single-process job (a tuning trial) is a world of one rank over
+// the default transport, whatever the environment and the config's transport and local_ranks say.
+Result<RankPlan> PlanFor(const config::RunConfig& c, const Registry& registry,
+                         const TrainJobOptions& job) {
+  const std::string default_transport = registry.DefaultName(ComponentKind::kTransport);
+  if (!job.single_process) return PlanRanks(c, default_transport, job.env);
+  config::RunConfig alone = c;
+  alone.clear_transport();
+  alone.mutable_trainer()->clear_local_ranks();
+  return PlanRanks(alone, default_transport, [](const char*) -> const char* { return nullptr; });
 }
 
 }  // namespace
@@ -112,76 +122,48 @@ std::map<std::string, std::string> ComponentOptions(const Registry& registry, Co
   if (config.trainer().batch_size() > 0)
     fill("batch_size", std::to_string(config.trainer().batch_size()));
   fill("num_classes", std::to_string(NumClasses(config)));
+  // Components that wait for other ranks (the sync optimizer's collectives) wait as long as the
+  // transport section says.
+  if (Result<Timeouts> t = TimeoutsFrom(config); t.ok())
+    fill("timeout_ms", std::to_string(t->each.count()));
   return out;
 }
 
 Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& job) {
-  REEL_RETURN_IF_ERROR(ValidateComponents(cfg, host.registry(), {"data", "model"}));
-  const TrainerOptions options = TrainerOptionsFrom(cfg, job);
+  const Registry& registry = host.registry();
+  REEL_RETURN_IF_ERROR(ValidateComponents(cfg, registry, {"data", "model"}));
   const config::RunConfig& c = cfg.config;
-  const int local = job.single_process
-                        ? 1
-                        : static_cast<int>(std::max<int64_t>(1, c.trainer().local_ranks()));
-  const int world = job.single_process ? 1 : local > 1 ? local : EnvInt("REEL_WORLD_SIZE", 1);
-  const int first_rank = job.single_process ? 0 : local > 1 ? 0 : EnvInt("REEL_RANK", 0);
-  if (world < 1 || first_rank < 0 || first_rank >= world)
-    return InvalidArgumentError("REEL_RANK=" + std::to_string(first_rank) +
-                                " is outside REEL_WORLD_SIZE=" + std::to_string(world));
+  REEL_ASSIGN_OR_RETURN(RankPlan plan, PlanFor(c, registry, job));
+  TrainerOptions options = TrainerOptionsFrom(cfg, job);
+  options.timeout = plan.timeouts.each;
 
-  // One communicator per local rank.
-  std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(local));
-  Owned<Transport> transport;
-  // Without a transport section, a launcher's REEL_TRANSPORT (`reel launch` sets tcp) names it.
-  const char* env_transport = std::getenv("REEL_TRANSPORT");
-  const std::string transport_name = c.has_transport() ? c.transport().name()
-                                     : env_transport   ? env_transport
-                                                       : "";
-  if (!job.single_process && !transport_name.empty() &&
-      (c.has_transport() || (world > 1 && local == 1))) {
-    REEL_ASSIGN_OR_RETURN(
-        transport, host.registry().CreateTransport(transport_name, OptionMap(c.transport())));
-  } else if (world > 1 && local == 1) {
-    return InvalidArgumentError("REEL_WORLD_SIZE=" + std::to_string(world) +
-                                " needs a transport section (e.g. transport { name: \"tcp\" })");
-  } else {
-    REEL_ASSIGN_OR_RETURN(auto group, CreateInprocGroup(local));
-    for (int i = 0; i < local; ++i) comms[i] = std::move(group[i]);
-  }
-
-  std::vector<Result<TrainResult>> results(static_cast<size_t>(local),
-                                           Result<TrainResult>(InternalError("rank did not run")));
-  auto run = [&](int i) {
-    std::unique_ptr<Communicator> comm = std::move(comms[i]);
-    if (!comm) {
-      const char* coord = std::getenv("REEL_COORDINATOR");
-      TransportContext ctx{first_rank + i, world, coord ? coord : ""};
-      Result<std::unique_ptr<Communicator>> joined = transport->Connect(ctx, NoDeadline());
-      if (!joined.ok()) {
-        results[i] = joined.status().WithContext("rank " + std::to_string(ctx.rank) +
-                                                 ": transport '" + transport_name + "'");
-        return;
-      }
-      comm = std::move(*joined);
-    }
+  // A transport the config did not name is the first thing every process of a run says, before
+  // it waits for its peers.
+  if (!plan.why.empty() && job.progress != nullptr && job.verbosity > 0)
+    *job.progress << "reel: " << plan.why << "\n";
+  const std::string transport_name = "transport '" + plan.transport + "'";
+  // The section's options belong to the transport it names, not to one chosen otherwise.
+  Result<Owned<Transport>> transport = registry.CreateTransport(
+      plan.transport, plan.transport == c.transport().name() ? OptionMap(c.transport())
+                                                             : std::map<std::string, std::string>{});
+  if (!transport.ok()) return transport.status().WithContext(transport_name);
+  Result<std::vector<std::unique_ptr<Communicator>>> comms =
+      ConnectConcurrently(**transport, plan.ranks, DeadlineIn(plan.timeouts.connect));
+  if (!comms.ok()) return comms.status().WithContext(transport_name);
+  std::vector<int> ranks;
+  for (auto& comm : *comms) {
     comm = WithRingCollectives(std::move(comm));
-    results[i] = RunRank(host, cfg, options, std::move(comm), job.threads);
-    // The communicator is gone now, so ranks still waiting on this one fail instead of hanging.
-  };
-  if (local == 1) {
-    run(0);
-  } else {
-    std::vector<std::thread> threads;
-    for (int i = 0; i < local; ++i) threads.emplace_back(run, i);
-    for (auto& t : threads) t.join();
+    ranks.push_back(comm->rank());
   }
-  // Report the root cause: the first rank whose error is not a peer having gone away.
-  for (int i = 0; i < local; ++i)
-    if (!results[i].ok() && results[i].status().code() != StatusCode::kUnavailable)
-      return local > 1 ? results[i].status().WithContext("rank " + std::to_string(i))
-                       : results[i].status();
-  for (int i = 0; i < local; ++i)
-    if (!results[i].ok()) return results[i].status();
-  return results[0];
+
+  std::vector<Result<TrainResult>> results =
+      RunOnThreads<TrainResult>(static_cast<int>(comms->size()), [&](int i) {
+        // RunRank destroys the communicator when it returns, so ranks still waiting on this one
+        // fail instead of hanging.
+        return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]),
+                       job.threads);
+      });
+  return RootCause(std::move(results), ranks);
 }
 
 Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path) {

@@ -105,10 +105,10 @@ class TinySource : public DataSource {
     std::mt19937 rng(1234);  // the dataset itself does not depend on the run's seed
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (int v = 0; v < videos; ++v) {
-      if (v % shard.world_size != shard.rank) continue;
       Video vid;
       vid.id = "v" + std::to_string(v);
-      for (int d = 0; d < dim; ++d) vid.x.push_back(n(rng));
+      for (int d = 0; d < dim; ++d) vid.x.push_back(n(rng));  // every video, so shards agree
+      if (v % shard.world_size != shard.rank) continue;
       for (int c = 0; c < classes; ++c)
         if ((c / dim % 2 ? -1.0f : 1.0f) * vid.x[c % dim] > 0.4f) vid.labels.push_back(c);
       videos_.push_back(std::move(vid));

@@ -78,7 +78,7 @@ class Loop {
 
 Status Loop::SumOverRanks(std::span<float> values) {
   if (world() == 1) return Status::Ok();
-  return r_.comm->AllReduce(values, ReduceOp::kSum, NoDeadline());
+  return r_.comm->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
 }
 
 Status Loop::OpenLogs() {
@@ -222,7 +222,7 @@ Status Loop::RunEval() {
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
   REEL_ASSIGN_OR_RETURN(EvalMetrics m,
-                        Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, r_.comm));
+                        Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, r_.comm, o_.timeout));
   result_.final_eval = m;
   last_eval_step_ = step_;
   if (!rank0()) return Status::Ok();
@@ -252,7 +252,7 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions, GatherBytes(*r_.comm, my_position));
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions, GatherBytes(*r_.comm, my_position, o_.timeout));
   if (!rank0()) return Status::Ok();
   CheckpointState s;
   s.model_name = o_.model_name;

@@ -48,6 +48,7 @@ Status ValidateComponents(const ConfigFile& cfg, const Registry& registry,
 
 // The options of a component section as the registry expects them.
 std::map<std::string, std::string> OptionMap(const config::Component& c);
+std::map<std::string, std::string> OptionMap(const config::Transport& t);
 
 // Parses text-format `text` into `msg` (any message: a RunConfig, a TuneConfig, ...). Errors are
 // InvalidArgument "name:line:column: ..."; `lines`, when given, receives the 1-based line of every

@@ -8,6 +8,7 @@
 #ifndef REEL_CORE_EVALUATOR_H_
 #define REEL_CORE_EVALUATOR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "reel/core/metrics.h"
+#include "reel/core/timeouts.h"
 #include "reel/data_source.h"
 #include "reel/model.h"
 #include "reel/status.h"
@@ -28,9 +30,10 @@ Result<Tensor> PredictBatch(std::span<Model* const> models, const Batch& batch,
                             int64_t num_classes);
 
 // Reads `source` until OutOfRange (the caller starts the epoch) and returns the metrics.
-// `comm` may be null (one rank).
+// `comm` may be null (one rank); merging with the other ranks waits at most `timeout`.
 Result<EvalMetrics> Evaluate(std::span<Model* const> models, DataSource& source,
-                             int64_t num_classes, int top_k, Communicator* comm);
+                             int64_t num_classes, int top_k, Communicator* comm,
+                             std::chrono::milliseconds timeout = kDefaultTimeout);
 
 // For every video of the epoch, calls `emit(id, top)` with its `top_k` (class, probability) pairs,
 // best first.
@@ -39,8 +42,10 @@ using PredictionFn =
 Status Predict(std::span<Model* const> models, DataSource& source, int64_t num_classes, int top_k,
                const PredictionFn& emit);
 
-// Concatenation of every rank's `mine`, in rank order (sizes may differ between ranks).
-Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::string& mine);
+// Concatenation of every rank's `mine`, in rank order (sizes may differ between ranks); waits at
+// most `timeout` for the other ranks.
+Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::string& mine,
+                                             std::chrono::milliseconds timeout = kDefaultTimeout);
 
 }  // namespace reel::core
 

@@ -59,6 +59,9 @@ class Registry : public Registrar {
   std::vector<const ComponentEntry*> ListAll() const;
   // "file, s3" — for "unknown component" errors.
   std::string Names(ComponentKind kind) const;
+  // The component a run uses when its config has no section of this kind: optimizer "sync" and
+  // transport "inproc" once RegisterBuiltins() ran; empty for kinds a config must name.
+  std::string DefaultName(ComponentKind kind) const;
 
   // Create a component from its name and its options as text, validated against its schema.
   // Errors: NotFound listing the registered names; InvalidArgument naming the option.
@@ -88,6 +91,7 @@ class Registry : public Registrar {
   Result<const ComponentEntry*> Lookup(ComponentKind kind, const std::string& name) const;
 
   std::vector<std::unique_ptr<ComponentEntry>> entries_;
+  std::map<ComponentKind, std::string> defaults_;
   Staging* staging_ = nullptr;  // set while a provider registers
 };
 

@@ -3,10 +3,11 @@
 // the trainer on each (reel/core/trainer.h). Also the pieces `reel eval` and `reel predict`
 // share: options with the trainer's defaults filled in, and a model rebuilt from a checkpoint.
 //
-// Ranks: trainer.local_ranks > 1 runs that many ranks as threads of this process (transport
-// `inproc` unless the config names another); otherwise this process is one rank, with rank and
-// world size from REEL_RANK / REEL_WORLD_SIZE (default 0 / 1) and REEL_COORDINATOR for
-// transports that rendezvous over a network.
+// Ranks and transport: see reel/core/rank_plan.h (trainer.local_ranks threads per process;
+// REEL_RANK / REEL_WORLD_SIZE / REEL_COORDINATOR from a launcher, or discovered by the transport
+// under mpirun; transport and optimizer default to the registry's defaults). Deadlines: Connect()
+// waits transport.connect_timeout_seconds, every collective after it transport.timeout_seconds,
+// so a rank that died or hangs is an error naming it, not a hang.
 //
 // Thread-safety: RunTrainJob blocks the calling thread; it starts and joins the rank threads.
 #ifndef REEL_CORE_TRAIN_JOB_H_
@@ -20,6 +21,7 @@
 
 #include "reel/core/config.h"
 #include "reel/core/host.h"
+#include "reel/core/rank_environment.h"
 #include "reel/core/trainer.h"
 
 namespace reel::core {
@@ -35,6 +37,9 @@ struct TrainJobOptions {
   bool single_process = false;
   // Compute threads the model may use (ModelContext::threads); 0: all the machine's cores.
   int threads = 0;
+  // Where REEL_RANK and the other launcher variables are read (tests give each simulated
+  // process its own).
+  GetEnv env = ProcessEnvironment();
 };
 
 // Runs the job. Errors name the section and component at fault (an unregistered component

@@ -15,6 +15,7 @@
 #ifndef REEL_CORE_TRAINER_H_
 #define REEL_CORE_TRAINER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +24,7 @@
 
 #include "reel/core/metrics.h"
 #include "reel/core/schedule.h"
+#include "reel/core/timeouts.h"
 #include "reel/data_source.h"
 #include "reel/model.h"
 #include "reel/optimizer.h"
@@ -51,6 +53,9 @@ struct TrainerOptions {
   std::string model_name;   // recorded in (and checked against) checkpoints
   std::string config_text;  // recorded in checkpoints
   bool resume = false;      // continue from the newest checkpoint in checkpoint_dir
+  // How long each collective with the other ranks (the per-step agreement, evaluation and
+  // checkpoint gathers) may wait; past it the run fails naming what it waited for.
+  std::chrono::milliseconds timeout = kDefaultTimeout;
 
   // Progress: 0 quiet (errors only), 1 normal, 2 verbose. On a terminal (`tty`) a live line is
   // redrawn in place; otherwise a plain line every log_every_steps.

@@ -1,0 +1,288 @@
+// Training jobs end to end through the registry, with test components registered like a plugin's:
+// ranks as threads, N processes x M local ranks (each simulated process a thread with its own
+// environment), the registry's default transport and optimizer, timeouts from the transport
+// section (a rank that stops answering is an error naming it), and the data-parallel equivalence:
+// N ranks with batch B end with the parameters of one rank with batch N*B.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "reel/core/checkpoint.h"
+#include "reel/core/train_job.h"
+#include "train/testing.h"
+
+namespace reel::core {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Sources alive in this process. A source told to stall waits until it is the last one, i.e.
+// until every other rank has given up and destroyed its components: a rank that stops answering,
+// without any sleep.
+std::mutex live_mu;
+std::condition_variable live_cv;
+int live_sources = 0;  // guarded by live_mu
+
+class JobSource final : public DataSource {
+ public:
+  JobSource(const Options& o, const DataSourceContext& ctx)
+      : tiny_(static_cast<int>(o.GetInt("videos")), static_cast<int>(o.GetInt("dim")),
+              static_cast<int>(o.GetInt("num_classes")), static_cast<int>(o.GetInt("batch_size")),
+              ctx.seed, ctx.shard, o.GetBool("shuffle")),
+        rank_(ctx.shard.rank),
+        stall_rank_(static_cast<int>(o.GetInt("stall_rank"))),
+        fail_rank_(static_cast<int>(o.GetInt("fail_rank"))) {
+    std::lock_guard<std::mutex> lock(live_mu);
+    ++live_sources;
+  }
+  ~JobSource() override {
+    {
+      std::lock_guard<std::mutex> lock(live_mu);
+      --live_sources;
+    }
+    live_cv.notify_all();
+  }
+  Result<Batch> Next() override {
+    if (++batches_ == 3 && rank_ == stall_rank_) {
+      std::unique_lock<std::mutex> lock(live_mu);
+      live_cv.wait(lock, [] { return live_sources == 1; });
+    }
+    if (batches_ == 3 && rank_ == fail_rank_)
+      return DataLossError("job source: rank " + std::to_string(rank_) + " fails on purpose");
+    return tiny_.Next();
+  }
+  Status StartEpoch(int64_t epoch) override { return tiny_.StartEpoch(epoch); }
+  Result<std::string> Position() const override { return tiny_.Position(); }
+  Status Restore(std::string_view p) override { return tiny_.Restore(p); }
+
+ private:
+  testing::TinySource tiny_;
+  const int rank_, stall_rank_, fail_rank_;
+  int batches_ = 0;
+};
+
+constexpr int kDim = 5;
+
+Status RegisterTestComponents(Registrar& r) {
+  REEL_RETURN_IF_ERROR(r.Add<DataSource>(
+      {"job_source",
+       "TinySource with faults on request",
+       {IntOption("videos", 240, ""), IntOption("dim", kDim, ""), IntOption("num_classes", 6, ""),
+        IntOption("batch_size", 4, ""), BoolOption("shuffle", true, ""),
+        IntOption("stall_rank", -1, "this rank stops answering at its third batch"),
+        IntOption("fail_rank", -1, "this rank fails at its third batch")}},
+      [](const Options& o, const DataSourceContext& ctx) -> Result<std::unique_ptr<DataSource>> {
+        return std::unique_ptr<DataSource>(new JobSource(o, ctx));
+      }));
+  return r.Add<Model>(
+      {"tiny_linear", "TinyModel", {IntOption("dim", kDim, "")}},
+      [](const Options& o, const ModelContext& ctx) -> Result<std::unique_ptr<Model>> {
+        return std::unique_ptr<Model>(
+            new testing::TinyModel(o.GetInt("dim"), static_cast<int>(ctx.num_classes)));
+      });
+}
+
+std::unique_ptr<Host> MakeHost() {
+  HostOptions options;
+  options.load_plugins = false;
+  auto host = std::move(Host::Create(options).value());
+  EXPECT_TRUE(host->registry()
+                  .RegisterFrom("job_test", "", nullptr,
+                                [](Registrar& r) noexcept { return RegisterTestComponents(r); })
+                  .ok());
+  return host;
+}
+
+GetEnv Env(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("reel-job-test-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+ConfigFile Config(const std::string& text) {
+  auto cfg = ParseConfig(text, "job.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  return cfg.ok() ? std::move(*cfg) : ConfigFile{};
+}
+
+// `extra` goes inside the trainer section; `sections` after it.
+std::string Text(const std::string& trainer, const std::string& data_options = "",
+                 const std::string& sections = "") {
+  return "data { name: \"job_source\" " + data_options +
+         " }\nmodel { name: \"tiny_linear\" }\ntrainer { num_classes: 6 learning_rate { base: "
+         "0.2 } log_every_steps: 2 " +
+         trainer + " }\n" + sections;
+}
+
+TEST(TrainJob, RanksAsThreadsThroughTheRegistryDefaults) {
+  auto host = MakeHost();
+  EXPECT_EQ(host->registry().DefaultName(ComponentKind::kTransport), "inproc");
+  EXPECT_EQ(host->registry().DefaultName(ComponentKind::kOptimizer), "sync");
+  EXPECT_EQ(host->registry().DefaultName(ComponentKind::kModel), "");
+  TrainJobOptions job;
+  job.env = Env({});
+  auto r = RunTrainJob(*host, Config(Text("steps: 6 batch_size: 4 local_ranks: 3")), job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_EQ(r->examples, 6 * 4 * 3);
+}
+
+TEST(TrainJob, ARankThatStopsAnsweringIsAnErrorNamingItWithinTheTimeout) {
+  auto host = MakeHost();
+  TrainJobOptions job;
+  job.env = Env({});
+  // Rank 1 stalls until rank 0 has given up; with the default timeout (minutes) this test would
+  // outlast CTest's, so passing proves the transport section's timeout reaches the trainer.
+  auto r = RunTrainJob(*host,
+                       Config(Text("steps: 20 batch_size: 4 local_ranks: 2",
+                                   "options { key: \"stall_rank\" value: \"1\" }",
+                                   "transport { name: \"inproc\" options { key: \"world\" value: "
+                                   "\"stall\" } timeout_seconds: 0.2 }")),
+                       job);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_THAT(r.status().message(), StartsWith("rank 0: "));
+  EXPECT_THAT(r.status().message(), HasSubstr("from rank 1"));
+}
+
+TEST(TrainJob, ARankThatFailsIsTheReportedCauseNotItsPeersLoss) {
+  auto host = MakeHost();
+  TrainJobOptions job;
+  job.env = Env({});
+  auto r = RunTrainJob(*host,
+                       Config(Text("steps: 20 batch_size: 4 local_ranks: 3",
+                                   "options { key: \"fail_rank\" value: \"2\" }")),
+                       job);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(r.status().message(), StartsWith("rank 2: "));
+}
+
+TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
+  auto host = MakeHost();  // no mpi plugin loaded here: the choice shows in the error
+  std::ostringstream progress;
+  TrainJobOptions job;
+  job.env = Env({{"OMPI_COMM_WORLD_RANK", "0"}});
+  job.progress = &progress;
+  auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("transport 'mpi'"));
+  EXPECT_THAT(progress.str(), StartsWith("reel: started by an MPI launcher (OMPI_COMM_WORLD_RANK "
+                                         "is set) and the config names no transport"));
+}
+
+TEST(TrainJob, MalformedLauncherVariablesAndTimeoutsAreRefusedNamingThem) {
+  auto host = MakeHost();
+  TrainJobOptions job;
+  job.env = Env({{"REEL_RANK", "abc"}, {"REEL_WORLD_SIZE", "2"}});
+  auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("REEL_RANK=\"abc\""));
+  job.env = Env({});
+  auto t = RunTrainJob(
+      *host, Config(Text("steps: 2", "", "transport { name: \"inproc\" timeout_seconds: -1 }")),
+      job);
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status();
+  EXPECT_THAT(t.status().message(), HasSubstr("transport.timeout_seconds=-1"));
+}
+
+TEST(TrainJob, ASingleProcessJobIsAWorldOfOneWhateverTheLauncherSays) {
+  auto host = MakeHost();
+  TrainJobOptions job;
+  job.single_process = true;  // as a trial of `reel tune` inside a launched worker
+  job.env = Env({{"REEL_RANK", "1"}, {"REEL_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  auto r = RunTrainJob(
+      *host,
+      Config(Text("steps: 3 batch_size: 4 local_ranks: 3", "", "transport { name: \"mpi\" }")),
+      job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->examples, 3 * 4);
+}
+
+// ---- Synchronous data parallelism: N ranks with batch B equal one rank with batch N*B. ----
+
+std::vector<float> FinalParams(Host& host, const std::string& dir) {
+  auto state = LoadCheckpoint(host, dir);
+  EXPECT_TRUE(state.ok()) << state.status();
+  std::vector<float> out;
+  if (state.ok())
+    for (const auto& b : state->params) out.insert(out.end(), b.values.begin(), b.values.end());
+  return out;
+}
+
+// Unshuffled, rank r reads videos r, r+N, ...: the union of the ranks' k-th batches is the single
+// rank's k-th batch. Clipping is off: it acts on each rank's own gradient before averaging.
+std::string EquivalenceConfig(int batch, int local_ranks, const std::string& dir,
+                              const std::string& world) {
+  return Text("steps: 6 clip_norm: 0 checkpoint_dir: \"" + dir + "\" batch_size: " +
+                  std::to_string(batch) + " local_ranks: " + std::to_string(local_ranks),
+              "options { key: \"shuffle\" value: \"false\" }",
+              "transport { name: \"inproc\" options { key: \"world\" value: \"" + world +
+                  "\" } }\noptimizer { name: \"sync\" options { key: \"rule\" value: \"momentum\" "
+                  "} }");
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  double moved = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::abs(want[i])) << "parameter " << i;
+    moved += std::abs(want[i]);
+  }
+  EXPECT_GT(moved, 0.0) << "the parameters never moved: the comparison would prove nothing";
+}
+
+TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
+  auto host = MakeHost();
+  TrainJobOptions job;
+  job.env = Env({});
+  const std::string one = TempDir("one"), four = TempDir("four");
+  ASSERT_TRUE(RunTrainJob(*host, Config(EquivalenceConfig(8, 1, one, "eq-one")), job).ok());
+  ASSERT_TRUE(RunTrainJob(*host, Config(EquivalenceConfig(2, 4, four, "eq-four")), job).ok());
+  ExpectClose(FinalParams(*host, four), FinalParams(*host, one));
+}
+
+TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
+  auto host = MakeHost();
+  const std::string one = TempDir("nxm-one"), grid = TempDir("nxm-grid");
+  TrainJobOptions job;
+  job.env = Env({});
+  ASSERT_TRUE(RunTrainJob(*host, Config(EquivalenceConfig(8, 1, one, "nxm-one")), job).ok());
+  // Process p runs ranks 2p and 2p+1 of 4; both "processes" join one inproc world.
+  std::vector<Result<TrainResult>> results(2, InternalError("not run"));
+  std::vector<std::thread> processes;
+  for (int p = 0; p < 2; ++p)
+    processes.emplace_back([&, p] {
+      TrainJobOptions mine;
+      mine.env = Env({{"REEL_RANK", std::to_string(p)}, {"REEL_WORLD_SIZE", "2"}});
+      results[static_cast<size_t>(p)] =
+          RunTrainJob(*host, Config(EquivalenceConfig(2, 2, grid, "nxm-grid")), mine);
+    });
+  for (auto& t : processes) t.join();
+  for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(results[0]->examples, 6 * 8);
+  ExpectClose(FinalParams(*host, grid), FinalParams(*host, one));
+}
+
+}  // namespace
+}  // namespace reel::core
