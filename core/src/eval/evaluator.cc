@@ -50,6 +50,17 @@ Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::stri
   return out;
 }
 
+Status BroadcastBytes(Communicator& comm, std::string& bytes, int root,
+                      std::chrono::milliseconds timeout) {
+  if (comm.size() == 1) return Status::Ok();
+  const Deadline deadline = DeadlineIn(timeout);
+  uint64_t size = bytes.size();
+  REEL_RETURN_IF_ERROR(
+      comm.Broadcast(std::as_writable_bytes(std::span<uint64_t>(&size, 1)), root, deadline));
+  bytes.resize(size);
+  return comm.Broadcast(std::as_writable_bytes(std::span<char>(bytes)), root, deadline);
+}
+
 Result<EvalMetrics> Evaluate(std::span<Model* const> models, DataSource& source,
                              int64_t num_classes, int top_k, Communicator* comm,
                              std::chrono::milliseconds timeout) {

@@ -10,6 +10,7 @@
 #include "reel/core/loss.h"
 #include "train/progress.h"
 #include "train/run_log.h"
+#include "train/shared_checkpoint.h"
 
 namespace reel::core {
 namespace {
@@ -95,7 +96,10 @@ Status Loop::OpenLogs() {
 
 Result<bool> Loop::ResumeFromCheckpoint() {
   std::string uri;
-  Result<CheckpointState> state = checkpoints_->LoadNewest(&uri);
+  // Several ranks resume from what rank 0 reads, so ranks with their own disks cannot diverge.
+  Result<CheckpointState> state =
+      world() == 1 ? checkpoints_->LoadNewest(&uri)
+                   : LoadNewestFromRank0(*checkpoints_, *r_.comm, o_.timeout, &uri);
   if (!state.ok()) {
     if (state.status().code() == StatusCode::kNotFound) {
       progress_.Note("resume: " + state.status().message() + "; starting from scratch");
@@ -221,8 +225,8 @@ Status Loop::RunEval() {
   if (r_.eval == nullptr) return Status::Ok();
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
-  REEL_ASSIGN_OR_RETURN(EvalMetrics m,
-                        Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, r_.comm, o_.timeout));
+  REEL_ASSIGN_OR_RETURN(EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k,
+                                                r_.comm, o_.timeout));
   result_.final_eval = m;
   last_eval_step_ = step_;
   if (!rank0()) return Status::Ok();
@@ -252,7 +256,8 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions, GatherBytes(*r_.comm, my_position, o_.timeout));
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions,
+                        GatherBytes(*r_.comm, my_position, o_.timeout));
   if (!rank0()) return Status::Ok();
   CheckpointState s;
   s.model_name = o_.model_name;

@@ -47,6 +47,11 @@ Status Predict(std::span<Model* const> models, DataSource& source, int64_t num_c
 Result<std::vector<std::string>> GatherBytes(Communicator& comm, const std::string& mine,
                                              std::chrono::milliseconds timeout = kDefaultTimeout);
 
+// Afterwards every rank's `bytes` equals the root's (sizes may differ before); waits at most
+// `timeout` for the other ranks.
+Status BroadcastBytes(Communicator& comm, std::string& bytes, int root,
+                      std::chrono::milliseconds timeout = kDefaultTimeout);
+
 }  // namespace reel::core
 
 #endif  // REEL_CORE_EVALUATOR_H_
