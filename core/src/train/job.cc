@@ -143,9 +143,10 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
     *job.progress << "reel: " << plan.why << "\n";
   const std::string transport_name = "transport '" + plan.transport + "'";
   // The section's options belong to the transport it names, not to one chosen otherwise.
-  Result<Owned<Transport>> transport = registry.CreateTransport(
-      plan.transport, plan.transport == c.transport().name() ? OptionMap(c.transport())
-                                                             : std::map<std::string, std::string>{});
+  Result<Owned<Transport>> transport =
+      registry.CreateTransport(plan.transport, plan.transport == c.transport().name()
+                                                   ? OptionMap(c.transport())
+                                                   : std::map<std::string, std::string>{});
   if (!transport.ok()) return transport.status().WithContext(transport_name);
   Result<std::vector<std::unique_ptr<Communicator>>> comms =
       ConnectConcurrently(**transport, plan.ranks, DeadlineIn(plan.timeouts.connect));
