@@ -1,0 +1,143 @@
+// The mpi Communicator's collectives: every rank first agrees on arrival and arguments (polled,
+// so the deadline holds), then the blocking native MPI call moves the data (mpi_communicator.h).
+#include <algorithm>
+
+#include "mpi_communicator.h"
+#include "mpi_runtime.h"
+
+namespace reel::mpi {
+namespace {
+
+// MPI counts are ints: longer buffers go in pieces of this many elements (alike on every rank).
+constexpr size_t kMaxPiece = size_t{1} << 30;
+
+MPI_Op MpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+}  // namespace
+
+Status MpiCommunicator::CollectivesUsable(const char* collective) {
+  if (late_barrier_) {  // the late ranks may have arrived meanwhile
+    int done = 0;
+    if (MPI_Test(&*late_barrier_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+      late_barrier_.reset();
+      collectives_failed_.clear();
+      ++collectives_completed_;
+    }
+  }
+  if (collectives_failed_.empty()) return Status::Ok();
+  return FailedPreconditionError(Where() + ": " + collective +
+                                 ": this communicator's collectives "
+                                 "are unusable since " +
+                                 collectives_failed_ +
+                                 " (MPI cannot take a rank's part in a collective back; connect a "
+                                 "new communicator)");
+}
+
+Status MpiCommunicator::Agree(const char* collective, const std::vector<NamedArg>& args,
+                              Deadline deadline) {
+  REEL_RETURN_IF_ERROR(CollectivesUsable(collective));
+  const std::string what = Where() + ": " + collective;
+  // Each argument and its negation: one MPI_MAX yields every argument's maximum and minimum.
+  const size_t k = args.size();
+  std::vector<std::byte> buffer(2 * k * sizeof(int64_t));
+  auto* v = reinterpret_cast<int64_t*>(buffer.data());
+  for (size_t i = 0; i < k; ++i) {
+    v[i] = args[i].value;
+    v[k + i] = -args[i].value;
+  }
+  MPI_Request request;
+  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Iallreduce(MPI_IN_PLACE, v, static_cast<int>(2 * k),
+                                                MPI_INT64_T, MPI_MAX, collective_, &request),
+                                 what));
+  Status arrived = Await(
+      &request, deadline, what + " (waiting for every rank to arrive)",
+      [&] { return CollectivePeerGone(what); }, /*cancellable=*/false);
+  if (!arrived.ok()) {
+    collectives_failed_ = std::string(collective) + " failed: " + arrived.message();
+    NoteAbandonedCollective();
+    Abandon(&request, &buffer);
+    return arrived;
+  }
+  ++collectives_completed_;
+  for (size_t i = 0; i < k; ++i)
+    if (v[i] != -v[k + i])
+      return InvalidArgumentError(what + ": every rank must pass the same " + args[i].name +
+                                  " (this rank " + std::to_string(args[i].value) +
+                                  ", the ranks between " + std::to_string(-v[k + i]) + " and " +
+                                  std::to_string(v[i]) + ")");
+  return Status::Ok();
+}
+
+Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
+  REEL_RETURN_IF_ERROR(
+      Agree("AllReduce",
+            {{"size", static_cast<int64_t>(data.size())}, {"operation", static_cast<int64_t>(op)}},
+            deadline));
+  for (size_t at = 0; at < data.size(); at += kMaxPiece) {
+    const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
+    REEL_RETURN_IF_ERROR(MpiStatus(
+        MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_),
+        Where() + ": AllReduce"));
+  }
+  return Status::Ok();
+}
+
+Status MpiCommunicator::Broadcast(std::span<std::byte> data, int root, Deadline deadline) {
+  if (root < 0 || root >= size_)
+    return InvalidArgumentError(Where() + ": Broadcast from root " + std::to_string(root) +
+                                " outside [0, " + std::to_string(size_) + ")");
+  REEL_RETURN_IF_ERROR(
+      Agree("Broadcast", {{"size", static_cast<int64_t>(data.size())}, {"root", root}}, deadline));
+  for (size_t at = 0; at < data.size(); at += kMaxPiece) {
+    const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
+    REEL_RETURN_IF_ERROR(MpiStatus(MPI_Bcast(data.data() + at, n, MPI_BYTE, root, collective_),
+                                   Where() + ": Broadcast from root " + std::to_string(root)));
+  }
+  return Status::Ok();
+}
+
+Status MpiCommunicator::AllGather(std::span<const std::byte> in, std::span<std::byte> out,
+                                  Deadline deadline) {
+  if (out.size() != in.size() * static_cast<size_t>(size_))
+    return InvalidArgumentError(Where() + ": AllGather of " + std::to_string(in.size()) +
+                                " bytes per rank needs " +
+                                std::to_string(in.size() * static_cast<size_t>(size_)) +
+                                " output bytes, got " + std::to_string(out.size()));
+  if (in.size() > kMaxPiece)  // pieces would interleave the ranks' blocks wrongly
+    return InvalidArgumentError(Where() + ": AllGather of " + std::to_string(in.size()) +
+                                " bytes per rank: at most " + std::to_string(kMaxPiece));
+  REEL_RETURN_IF_ERROR(Agree("AllGather", {{"size", static_cast<int64_t>(in.size())}}, deadline));
+  const int n = static_cast<int>(in.size());
+  return MpiStatus(MPI_Allgather(in.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE, collective_),
+                   Where() + ": AllGather");
+}
+
+Status MpiCommunicator::Barrier(Deadline deadline) {
+  REEL_RETURN_IF_ERROR(CollectivesUsable("Barrier"));
+  const std::string what = Where() + ": Barrier";
+  MPI_Request request;
+  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Ibarrier(collective_, &request), what));
+  Status arrived = Await(
+      &request, deadline, what + " (waiting for every rank to arrive)",
+      [&] { return CollectivePeerGone(what); }, /*cancellable=*/false);
+  if (!arrived.ok()) {
+    // No data phase: once the late ranks arrive it is complete (CollectivesUsable checks).
+    late_barrier_ = request;
+    collectives_failed_ = "Barrier failed: " + arrived.message();
+    return arrived;
+  }
+  ++collectives_completed_;
+  return Status::Ok();
+}
+
+}  // namespace reel::mpi

@@ -1,0 +1,146 @@
+// The mpi transport's Communicator: one rank of an MPI job (mpirun, srun), point-to-point and
+// native collectives (reel/transport.h is the contract).
+//
+// Each communicator duplicates MPI_COMM_WORLD twice, so user messages (tags 0..kMaxTag as given)
+// and collectives never match each other's receives; leave notices have a channel of their own
+// (mpi_leave.h). The duplicates are never freed: MPI reuses a freed communicator's context id, and
+// a late message for a destroyed communicator (a peer's abandoned send or collective) would land
+// in a newer one and break its message order. A process forms few communicators (one per
+// Connect), so this costs little. Every MPI error is returned (MPI_ERRORS_RETURN) as a Status
+// naming the call and rank.
+//
+// Deadlines. Operations are posted nonblocking and polled (mpi_wait.h):
+//   - Recv and RecvInto probe (MPI_Improbe) until a matching message is there, then receive it
+//     with MPI_Imrecv straight into its destination (RecvInto: the caller's memory, after checking
+//     its size). A probe consumes nothing, so a Recv that times out leaves no trace.
+//   - Send posts MPI_Isend from the caller's memory. If its deadline passes before the receiver
+//     matched it, the send is cancelled if MPI can (Open MPI cannot cancel sends); otherwise it
+//     stays posted and MPI may still read `data` when the receiver posts its receive later.
+//   - The same holds for a receive whose message was matched but did not arrive in time (MPI may
+//     still write the caller's memory). Such an operation is abandoned, not undone: keep its
+//     buffer alive until the communicator is destroyed; hosts treat a transport deadline as fatal.
+//   - Collectives first agree (a small MPI_Iallreduce, polled) that every rank has arrived with
+//     the same arguments (size, root, operation), then run the blocking native MPI call, which
+//     moves the data as fast as raw MPI. Only the arrival can time out: once every rank is in,
+//     the data phase depends on no one being late. Disagreeing arguments are InvalidArgument on
+//     every rank, and the communicator stays usable.
+//
+// When a collective's arrival times out or a peer leaves meanwhile, MPI cannot take this rank's
+// contribution back: the other ranks may still complete the arrival and then wait in the data
+// phase for this rank, which never comes. So the collectives of this communicator are failed from
+// then on (FailedPrecondition naming the first failure; point-to-point still works), MPI is left
+// unfinalised at exit (mpi_runtime.h) and the launcher ends the job. A Barrier is the exception:
+// it has no data phase, so once the late ranks have arrived it is complete and the communicator's
+// collectives work again.
+//
+// Leaving. The destructor tells every peer how many messages it sent them per tag (mpi_leave.h). A
+// receive waiting for a rank that has left returns Unavailable naming it once every message that
+// rank sent is received; sends to it and collectives fail the same way. A process that dies instead
+// is the launcher's business: mpirun ends the job.
+//
+// Thread-safety: as Communicator (Send and Recv from any threads at once, MPI_THREAD_MULTIPLE;
+// collectives from one thread).
+#ifndef REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_
+#define REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reel/transport.h"
+
+namespace reel::mpi {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Joins MPI_COMM_WORLD: initialises MPI if needed (mpi_runtime.h), checks `ctx` against MPI's
+  // rank and size (kDiscover accepts MPI's; any other disagreement is InvalidArgument naming both)
+  // and duplicates the world communicator, which every rank must do, within the deadline.
+  static Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
+                                                       Deadline deadline);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override;
+  Result<Message> Recv(int source, int tag, Deadline deadline) override;
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override;
+
+  CommunicatorCapabilities capabilities() const override { return {true, true, true, true}; }
+  Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override;
+  Status Broadcast(std::span<std::byte> data, int root, Deadline deadline) override;
+  Status AllGather(std::span<const std::byte> in, std::span<std::byte> out,
+                   Deadline deadline) override;
+  Status Barrier(Deadline deadline) override;
+
+ private:
+  // A posted operation given up on; what it reads or writes must live as long as the request.
+  struct Abandoned {
+    MPI_Request request;
+    std::vector<std::byte> buffer;  // owned memory of the operation, if any
+  };
+
+  MpiCommunicator(int rank, int size, int64_t generation, MPI_Comm user, MPI_Comm collective);
+
+  std::string Where() const { return "mpi rank " + std::to_string(rank_); }
+  Status CheckPeer(int peer, const char* what, bool any_allowed) const;
+  Status CheckTag(int tag, const char* what) const;
+
+  // Polls `*request` until it completes (OK), the deadline passes, or `gone()` returns an error.
+  // On failure it cancels the request if `cancellable` and MPI can; *request stays set when the
+  // operation is still posted.
+  Status Await(MPI_Request* request, Deadline deadline, const std::string& what,
+               const std::function<Status()>& gone, bool cancellable);
+  // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
+  void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
+
+  // Probes for a message from `source` (or any) with `tag` until one is there; fills *message.
+  Status ProbeMessage(int source, int tag, Deadline deadline, const std::string& what,
+                      MPI_Message* message, MPI_Status* status);
+  // Receives a probed message of `bytes` bytes into `into`.
+  Status ReceiveProbed(MPI_Message* message, const MPI_Status& probed, std::span<std::byte> into,
+                       Deadline deadline, const std::string& what, std::vector<std::byte>* owned);
+
+  // Unavailable when the peer(s) an operation waits for have left (mpi_leave.h).
+  Status SenderGone(int source, int tag, const std::string& what);
+  Status PeerGone(int peer, const std::string& what);
+  Status CollectivePeerGone(const std::string& what);
+
+  // Collectives: waits (polled) until every rank has arrived at `collective`, then checks that
+  // all passed the same `args` (InvalidArgument naming the argument otherwise).
+  struct NamedArg {
+    const char* name;
+    int64_t value;
+  };
+  Status Agree(const char* collective, const std::vector<NamedArg>& args, Deadline deadline);
+  Status CollectivesUsable(const char* collective);
+
+  const int rank_, size_;
+  // Which communicator of this process this is (1, 2, ...), as leave notices name it.
+  const int64_t generation_;
+  MPI_Comm user_, collective_;
+
+  std::mutex mu_;
+  std::map<std::pair<int, int>, int64_t> sent_;      // (dest, tag) -> messages; guarded by mu_
+  std::map<std::pair<int, int>, int64_t> received_;  // (source, tag) -> messages; guarded by mu_
+  std::vector<Abandoned> abandoned_;                 // guarded by mu_
+
+  // Collectives run on one thread per rank (the contract), so these need no lock (the destructor
+  // reads collectives_completed_ after the last collective returned).
+  int64_t collectives_completed_ = 0;        // arrivals completed (Agree, Barrier)
+  std::string collectives_failed_;           // why collectives are unusable; empty if usable
+  std::optional<MPI_Request> late_barrier_;  // an abandoned Barrier that may yet complete
+};
+
+}  // namespace reel::mpi
+
+#endif  // REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_

@@ -1,0 +1,50 @@
+// Waiting for MPI without blocking inside MPI, so every call can honour its deadline.
+//
+// MPI's blocking calls cannot time out, so the transport posts nonblocking operations and polls
+// them (MPI_Test, MPI_Improbe) until they finish or the deadline passes. Open MPI moves data only
+// inside MPI calls (there is no progress thread for its shared-memory and TCP transports), so a
+// waiter must keep calling in: Backoff spins first (a message that is about to complete costs no
+// sleep), then yields the core (ranks may outnumber cores), and only then sleeps, in pauses short
+// enough that a transfer in flight keeps moving.
+//
+// Thread-safety: a Backoff belongs to one waiting thread.
+#ifndef REEL_PLUGINS_MPI_MPI_WAIT_H_
+#define REEL_PLUGINS_MPI_MPI_WAIT_H_
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "reel/transport.h"
+
+namespace reel::mpi {
+
+class Backoff {
+ public:
+  void Pause() {
+    using namespace std::chrono_literals;
+    ++polls_;
+    if (polls_ < kSpinPolls) return;
+    if (Clock::now() - start_ < kYieldFor) {
+      sched_yield();
+      return;
+    }
+    std::this_thread::sleep_for(sleep_);
+    sleep_ = std::min(sleep_ * 2, kMaxSleep);
+  }
+
+ private:
+  static constexpr int kSpinPolls = 256;
+  static constexpr std::chrono::microseconds kYieldFor{5000};
+  static constexpr std::chrono::microseconds kMaxSleep{200};
+
+  const Clock::time_point start_ = Clock::now();
+  int polls_ = 0;
+  std::chrono::microseconds sleep_{10};
+};
+
+}  // namespace reel::mpi
+
+#endif  // REEL_PLUGINS_MPI_MPI_WAIT_H_

@@ -1,0 +1,29 @@
+// The mpi plugin: transport `mpi`, one rank per process of an MPI job (mpirun, srun).
+#include "reel/plugin.h"
+
+#include "mpi_communicator.h"
+
+namespace {
+
+class MpiTransport final : public reel::Transport {
+ public:
+  reel::Result<std::unique_ptr<reel::Communicator>> Connect(const reel::TransportContext& ctx,
+                                                            reel::Deadline deadline) override {
+    return reel::mpi::MpiCommunicator::Connect(ctx, deadline);
+  }
+};
+
+reel::Status Register(reel::Registrar& r) {
+  return r.Add<reel::Transport>(
+      {"mpi",
+       "one rank per process of an MPI job (mpirun, srun): rank and size from MPI, native "
+       "allreduce, broadcast, allgather and barrier",
+       {}},
+      [](const reel::Options&) -> reel::Result<std::unique_ptr<reel::Transport>> {
+        return std::unique_ptr<reel::Transport>(new MpiTransport);
+      });
+}
+
+}  // namespace
+
+REEL_PLUGIN("mpi", "0.1.0", "MPI transport (Open MPI): ranks of an mpirun/srun job", Register)
