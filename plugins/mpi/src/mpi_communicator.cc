@@ -18,7 +18,17 @@ std::string SourceName(int source) {
   return source == kAnySource ? std::string("any rank") : "rank " + std::to_string(source);
 }
 
+class MpiTransport final : public Transport {
+ public:
+  Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
+                                                Deadline deadline) override {
+    return MpiCommunicator::Connect(ctx, deadline);
+  }
+};
+
 }  // namespace
+
+std::unique_ptr<Transport> MakeMpiTransport() { return std::make_unique<MpiTransport>(); }
 
 Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const TransportContext& ctx,
                                                                Deadline deadline) {

@@ -60,6 +60,9 @@
 
 namespace reel::mpi {
 
+// The `mpi` transport: Connect() is MpiCommunicator::Connect.
+std::unique_ptr<Transport> MakeMpiTransport();
+
 class MpiCommunicator final : public Communicator {
  public:
   // Joins MPI_COMM_WORLD: initialises MPI if needed (mpi_runtime.h), checks `ctx` against MPI's

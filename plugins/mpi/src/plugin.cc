@@ -5,14 +5,6 @@
 
 namespace {
 
-class MpiTransport final : public reel::Transport {
- public:
-  reel::Result<std::unique_ptr<reel::Communicator>> Connect(const reel::TransportContext& ctx,
-                                                            reel::Deadline deadline) override {
-    return reel::mpi::MpiCommunicator::Connect(ctx, deadline);
-  }
-};
-
 reel::Status Register(reel::Registrar& r) {
   return r.Add<reel::Transport>(
       {"mpi",
@@ -20,7 +12,7 @@ reel::Status Register(reel::Registrar& r) {
        "allreduce, broadcast, allgather and barrier",
        {}},
       [](const reel::Options&) -> reel::Result<std::unique_ptr<reel::Transport>> {
-        return std::unique_ptr<reel::Transport>(new MpiTransport);
+        return reel::mpi::MakeMpiTransport();
       });
 }
 

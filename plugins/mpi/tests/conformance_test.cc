@@ -1,0 +1,14 @@
+// The communicator conformance suite over mpi, one rank per process: run as
+// `mpirun -n N reel_mpi_conformance_tests` (CTest runs N = 2 and 3). Rank and size come from MPI.
+#include "mpi_communicator.h"
+#include "reel/testing/transport_conformance.h"
+
+namespace reel::mpi {
+namespace {
+
+Result<conformance::Group> World() { return conformance::Group{MakeMpiTransport(), ""}; }
+
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiWorld, conformance::RankPerProcess("mpi", World));
+
+}  // namespace
+}  // namespace reel::mpi
