@@ -47,7 +47,8 @@ config mpi 'transport { name: "mpi" }' 0
 "$reel" train --config "$work/threads.pbtxt" > "$work/threads.out"
 # Until the host discovers MPI ranks itself, say them through the launcher's variables.
 "${mpirun[@]}" -n 2 sh -c 'REEL_RANK=$OMPI_COMM_WORLD_RANK REEL_WORLD_SIZE=$OMPI_COMM_WORLD_SIZE \
-  exec "$0" train --config "$1"' "$reel" "$work/mpi.pbtxt" > "$work/mpi.out"
+  exec "$0" train --config "$1"' "$reel" "$work/mpi.pbtxt" |
+  sed 's/^\[[0-9,]*\]<std[a-z]*>://' > "$work/mpi.out"  # without mpirun --tag-output's prefix
 
 fail() { echo "FAIL: $*"; echo "-- inproc:"; cat "$work/threads.out"; echo "-- mpi:"; cat "$work/mpi.out"; exit 1; }
 want=$(grep -o 'trained 12 steps.*' "$work/threads.out") || fail "the inproc run did not finish"
