@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""allreduce across processes: reel tcp, reel mpi, raw Open MPI (default and TCP only) and Gloo's
+TCP ring, alternated in one run, 2 and 3 ranks, 4 KiB .. 64 MiB float32.
+
+  bench/allreduce/run_allreduce.py [--build build] [--ranks 2,3] [--reps 3]
+      [--links loopback,netns] [--rate 1gbit] [--out bench/results]
+
+Each repetition runs every program once per rank count, in turn, so drift on this shared machine
+hits all of them alike. Every program is timed alike (allreduce_sweep.h): seconds per call on
+rank 0 between barriers. algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests).
+
+Links: `loopback` runs every rank on this host's loopback (Open MPI's default also uses shared
+memory); `netns` runs each rank in its own network namespace, joined by veth links limited to
+--rate with tc tbf (tests/netns/netns.sh). mpirun cannot start ranks inside those namespaces (its
+out-of-band channel lives in this namespace, which they cannot reach), so there only reel tcp and
+Gloo run. Writes OUT/allreduce.json and OUT/allreduce.md.
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NETNS = os.path.join(ROOT, "tests", "netns", "netns.sh")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+          "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+PROGRAMS = {  # name -> (links it runs on, description)
+    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (core ring allreduce)"),
+    "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
+    "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
+    "mpi_tcp": (("loopback",), "Open MPI MPI_Allreduce, --mca btl tcp,self"),
+    "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
+}
+RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_mpi", "mpi")]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse(out):
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            rows[int(parts[0])] = float(parts[1])
+    return rows
+
+
+def run_ranks(commands, envs, timeout):
+    """Starts one process per rank; rank 0's stdout, or None if any rank failed."""
+    procs = [subprocess.Popen(c, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c, e in zip(commands, envs)]
+    outs, ok = [], True
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            return None, "timeout"
+        outs.append((out, err))
+        ok = ok and p.returncode == 0
+    if not ok:
+        return None, " | ".join(e.strip()[-300:] for _, e in outs if e.strip())
+    return outs[0][0], ""
+
+
+def run(program, n, link, args, netns_name):
+    b = os.path.join(args.build, "bin")
+    sweep = ["--budget-bytes", str(args.budget)]
+    env = dict(os.environ)
+    if program in ("mpi", "mpi_tcp", "reel_mpi"):
+        cmd = MPIRUN + (["--mca", "btl", "tcp,self"] if program == "mpi_tcp" else []) + ["-n", str(n)]
+        cmd += ([os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"] if program == "reel_mpi"
+                else [os.path.join(b, "mpi_allreduce_peer")])
+        out, err = run_ranks([cmd + sweep], [env], args.timeout)
+        return out, err
+    addr = (lambda i: "127.0.0.1") if link == "loopback" else (
+        lambda i: subprocess.check_output([NETNS, "addr", str(i)], text=True).strip())
+    wrap = (lambda i, c: c) if link == "loopback" else (
+        lambda i, c: ["ip", "netns", "exec", f"{netns_name}-r{i}"] + c)
+    commands, envs = [], []
+    store = tempfile.mkdtemp(prefix="reel-gloo-store-")
+    port = free_port()
+    secret = secrets.token_hex(16)
+    for i in range(n):
+        e = dict(env, REEL_RANK=str(i), REEL_WORLD_SIZE=str(n))
+        if program == "reel_tcp":
+            e.update(REEL_COORDINATOR=f"{addr(0)}:{port}", REEL_SECRET=secret)
+            c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
+                 "--option", f"listen_address={addr(i)}"]
+        else:
+            c = [os.path.join(b, "gloo_allreduce_peer"), "--store", store, "--host", addr(i)]
+        commands.append(wrap(i, c + sweep))
+        envs.append(e)
+    try:
+        return run_ranks(commands, envs, args.timeout)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def summary(times, n):
+    """min/median/max busbw (GB/s) from seconds per call."""
+    bus = sorted(b / t / 1e9 * 2 * (n - 1) / n for b, t in times)
+    return {"min": bus[0], "median": statistics.median(bus), "max": bus[-1], "runs": len(bus)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--ranks", default="2,3")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--links", default="loopback,netns")
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--budget", type=int, default=256 << 20, help="bytes per size on loopback")
+    ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    ranks = [int(r) for r in args.ranks.split(",")]
+    programs = args.programs.split(",")
+    command = "bench/allreduce/run_allreduce.py " + " ".join(sys.argv[1:])
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+    loads = [os.getloadavg()]
+    results = {}  # (link, program, n) -> {bytes: [seconds...]}
+    failures = []
+    for link in args.links.split(","):
+        netns_name = f"reelbench{os.getpid()}"
+        budget = args.budget
+        if link == "netns":
+            up = subprocess.run([NETNS, "up", netns_name, str(max(ranks)), args.rate],
+                                capture_output=True, text=True)
+            if up.returncode != 0:
+                failures.append(f"netns: {up.stderr.strip()}")
+                continue
+            args.budget = 64 << 20  # 1 Gbit/s: keep each size to a few seconds
+        try:
+            for rep in range(args.reps):
+                for n in ranks:
+                    for program in programs:
+                        if link not in PROGRAMS[program][0]:
+                            continue
+                        out, err = run(program, n, link, args, netns_name)
+                        print(f"{link} rep {rep} {program} n={n}: {'ok' if out else 'FAILED ' + err}",
+                              file=sys.stderr, flush=True)
+                        if out is None:
+                            failures.append(f"{link} {program} n={n} rep {rep}: {err}")
+                            continue
+                        for b, t in parse(out).items():
+                            results.setdefault((link, program, n), {}).setdefault(b, []).append(t)
+        finally:
+            if link == "netns":
+                subprocess.run([NETNS, "down", netns_name])
+            args.budget = budget
+        loads.append(os.getloadavg())
+
+    table = {f"{l}/{p}/{n}": {str(b): summary([(b, t) for t in ts], n) for b, ts in sorted(v.items())}
+             for (l, p, n), v in sorted(results.items())}
+    doc = {"benchmark": "allreduce", "command": command, "cpu": model, "cores": os.cpu_count(),
+           "load_average_1_5_15_per_link": loads, "rate": args.rate, "results_busbw_GBps": table,
+           "failures": failures}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "allreduce.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    tables = render_tables(results, ranks, args.rate)
+    print(tables)
+    load_text = ", ".join("/".join(f"{x:.2f}" for x in l) for l in loads)
+    with open(os.path.join(args.out, "allreduce.md"), "w") as f:
+        f.write("# allreduce across processes: reel tcp and mpi against Open MPI and Gloo\n\n"
+                f"Command: `{command}` (after building the targets `reel_allreduce_peer`, "
+                "`mpi_allreduce_peer`, `gloo_allreduce_peer` and the `tcp` and `mpi` plugins)\n\n"
+                f"Machine: {model}, {os.cpu_count()} cores, shared with other engineers' builds; "
+                f"load average (1/5/15 min) at the start and after each link: {load_text}.\n\n"
+                "Programs: " + "; ".join(f"`{p}`: {PROGRAMS[p][1]}" for p in programs) + ".\n\n"
+                f"{args.reps} runs per case, programs alternated within each repetition. "
+                "busbw = algbw * 2(n-1)/n, algbw = bytes / seconds per call (rank 0, between "
+                "barriers); GB/s = 1e9 bytes/s.\n" + tables + "\n")
+        if failures:
+            f.write("\nFailed runs:\n\n" + "\n".join(f"- {x}" for x in failures) + "\n")
+    if failures:
+        print("failures:\n  " + "\n  ".join(failures))
+
+
+def render_tables(results, ranks, rate):
+    """Markdown: busbw min/median/max per program, then the ratios of medians."""
+    lines = []
+    for link in ("loopback", "netns"):
+        for n in ranks:
+            progs = [p for p in PROGRAMS if (link, p, n) in results]
+            if not progs:
+                continue
+            sizes = sorted({b for p in progs for b in results[(link, p, n)]})
+            title = "loopback" if link == "loopback" else f"network namespaces, links limited to {rate}"
+            lines += [f"\n### {n} ranks, {title}: busbw GB/s, median (min–max) of the runs\n",
+                      "| bytes | " + " | ".join(progs) + " |", "|---" * (len(progs) + 1) + "|"]
+            med = {}
+            for b in sizes:
+                cells = []
+                for p in progs:
+                    ts = results[(link, p, n)].get(b)
+                    if not ts:
+                        cells.append("–")
+                        continue
+                    s = summary([(b, t) for t in ts], n)
+                    med[(p, b)] = s["median"]
+                    cells.append(f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f})")
+                lines.append(f"| {b} | " + " | ".join(cells) + " |")
+            ratios = [(a, c) for a, c in RATIOS if a in progs and c in progs]
+            if ratios:
+                lines += ["", "| bytes | " + " | ".join(f"{a} / {c}" for a, c in ratios) + " |",
+                          "|---" * (len(ratios) + 1) + "|"]
+                for b in sizes:
+                    cells = [f"{med[(a, b)] / med[(c, b)]:.2f}" if (a, b) in med and (c, b) in med else "–"
+                             for a, c in ratios]
+                    lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
