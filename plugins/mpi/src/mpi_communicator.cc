@@ -193,80 +193,69 @@ Status MpiCommunicator::Send(int dest, int tag, std::span<const std::byte> data,
   return sent;
 }
 
-Status MpiCommunicator::ProbeMessage(int source, int tag, Deadline deadline,
-                                     const std::string& what, MPI_Message* message,
-                                     MPI_Status* status) {
+Result<MpiCommunicator::Probed> MpiCommunicator::Probe(int source, int tag, Deadline deadline) {
+  REEL_RETURN_IF_ERROR(CheckPeer(source, "Recv from", true));
+  REEL_RETURN_IF_ERROR(CheckTag(tag, "Recv"));
+  Probed p;
+  p.what = Where() + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag);
   const int mpi_source = source == kAnySource ? MPI_ANY_SOURCE : source;
   Backoff backoff;
   for (uint32_t polls = 1;; ++polls) {
     int flag = 0;
     REEL_RETURN_IF_ERROR(
-        MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, message, status), what));
-    if (flag) return Status::Ok();
-    if (polls % 64 == 0) REEL_RETURN_IF_ERROR(SenderGone(source, tag, what));
-    if (Clock::now() >= deadline) {
+        MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, &p.message, &p.status), p.what));
+    if (!flag && polls % 64 == 0) REEL_RETURN_IF_ERROR(SenderGone(source, tag, p.what));
+    if (!flag && Clock::now() >= deadline) {
       // The last look: a message that arrived meanwhile is still delivered.
       REEL_RETURN_IF_ERROR(
-          MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, message, status), what));
-      if (flag) return Status::Ok();
-      return DeadlineExceededError(what + " passed its deadline");
+          MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, &p.message, &p.status), p.what));
+      if (!flag) return DeadlineExceededError(p.what + " passed its deadline");
+    }
+    if (flag) {
+      int bytes = 0;
+      MPI_Get_count(&p.status, MPI_BYTE, &bytes);
+      p.bytes = static_cast<size_t>(bytes);
+      return p;
     }
     backoff.Pause();
   }
 }
 
-Status MpiCommunicator::ReceiveProbed(MPI_Message* message, const MPI_Status& probed,
-                                      std::span<std::byte> into, Deadline deadline,
-                                      const std::string& what, std::vector<std::byte>* owned) {
+Status MpiCommunicator::ReceiveProbed(Probed& p, std::span<std::byte> into, Deadline deadline,
+                                      std::vector<std::byte>* owned) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++received_[{probed.MPI_SOURCE, probed.MPI_TAG}];
+    ++received_[{p.status.MPI_SOURCE, p.status.MPI_TAG}];
   }
   MPI_Request request;
   REEL_RETURN_IF_ERROR(MpiStatus(
-      MPI_Imrecv(into.data(), static_cast<int>(into.size()), MPI_BYTE, message, &request), what));
-  const int source = probed.MPI_SOURCE;
+      MPI_Imrecv(into.data(), static_cast<int>(into.size()), MPI_BYTE, &p.message, &request),
+      p.what));
+  const int source = p.status.MPI_SOURCE;
   Status received = Await(
-      &request, deadline, what, [&] { return PeerGone(source, what); }, true);
+      &request, deadline, p.what, [&] { return PeerGone(source, p.what); }, true);
   if (!received.ok()) Abandon(&request, owned);
   return received;
 }
 
 Result<Message> MpiCommunicator::Recv(int source, int tag, Deadline deadline) {
-  REEL_RETURN_IF_ERROR(CheckPeer(source, "Recv from", true));
-  REEL_RETURN_IF_ERROR(CheckTag(tag, "Recv"));
-  const std::string what =
-      Where() + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag);
-  MPI_Message message;
-  MPI_Status status;
-  REEL_RETURN_IF_ERROR(ProbeMessage(source, tag, deadline, what, &message, &status));
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_BYTE, &bytes);
-  Message out{status.MPI_SOURCE, tag, std::vector<std::byte>(static_cast<size_t>(bytes))};
+  REEL_ASSIGN_OR_RETURN(Probed p, Probe(source, tag, deadline));
+  Message out{p.status.MPI_SOURCE, tag, std::vector<std::byte>(p.bytes)};
   // Should the receive be abandoned, the payload's memory goes with it (moving a vector keeps
   // its heap block, which MPI may still write).
-  REEL_RETURN_IF_ERROR(ReceiveProbed(&message, status, out.payload, deadline, what, &out.payload));
+  REEL_RETURN_IF_ERROR(ReceiveProbed(p, out.payload, deadline, &out.payload));
   return out;
 }
 
 Status MpiCommunicator::RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) {
-  REEL_RETURN_IF_ERROR(CheckPeer(source, "Recv from", true));
-  REEL_RETURN_IF_ERROR(CheckTag(tag, "Recv"));
-  const std::string what =
-      Where() + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag);
-  MPI_Message message;
-  MPI_Status status;
-  REEL_RETURN_IF_ERROR(ProbeMessage(source, tag, deadline, what, &message, &status));
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_BYTE, &bytes);
-  if (static_cast<size_t>(bytes) == out.size())
-    return ReceiveProbed(&message, status, out, deadline, what, nullptr);
+  REEL_ASSIGN_OR_RETURN(Probed p, Probe(source, tag, deadline));
+  if (p.bytes == out.size()) return ReceiveProbed(p, out, deadline, nullptr);
   // The wrong size: take the message off the queue (as every transport does), then say so.
-  std::vector<std::byte> discard(static_cast<size_t>(bytes));
-  REEL_RETURN_IF_ERROR(ReceiveProbed(&message, status, discard, deadline, what, &discard));
-  return InvalidArgumentError(what + ": the message from rank " +
-                              std::to_string(status.MPI_SOURCE) + " has " + std::to_string(bytes) +
-                              " bytes, expected " + std::to_string(out.size()));
+  std::vector<std::byte> discard(p.bytes);
+  REEL_RETURN_IF_ERROR(ReceiveProbed(p, discard, deadline, &discard));
+  return InvalidArgumentError(
+      p.what + ": the message from rank " + std::to_string(p.status.MPI_SOURCE) + " has " +
+      std::to_string(p.bytes) + " bytes, expected " + std::to_string(out.size()));
 }
 
 }  // namespace reel::mpi

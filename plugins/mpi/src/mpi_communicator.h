@@ -106,12 +106,19 @@ class MpiCommunicator final : public Communicator {
   // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
   void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
 
-  // Probes for a message from `source` (or any) with `tag` until one is there; fills *message.
-  Status ProbeMessage(int source, int tag, Deadline deadline, const std::string& what,
-                      MPI_Message* message, MPI_Status* status);
-  // Receives a probed message of `bytes` bytes into `into`.
-  Status ReceiveProbed(MPI_Message* message, const MPI_Status& probed, std::span<std::byte> into,
-                       Deadline deadline, const std::string& what, std::vector<std::byte>* owned);
+  // A matched message (MPI_Improbe), not yet received.
+  struct Probed {
+    MPI_Message message;
+    MPI_Status status;
+    size_t bytes = 0;
+    std::string what;  // "mpi rank R: Recv from rank S tag T", for errors
+  };
+  // Checks the arguments, then probes for a message from `source` (or any) with `tag` until one
+  // is there, the deadline passes or the sender has left.
+  Result<Probed> Probe(int source, int tag, Deadline deadline);
+  // Receives a probed message of p.bytes bytes into `into` (as many bytes).
+  Status ReceiveProbed(Probed& p, std::span<std::byte> into, Deadline deadline,
+                       std::vector<std::byte>* owned);
 
   // Unavailable when the peer(s) an operation waits for have left (mpi_leave.h).
   Status SenderGone(int source, int tag, const std::string& what);
