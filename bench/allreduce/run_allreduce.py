@@ -160,12 +160,20 @@ def main():
                             continue
                         for b, t in parse(out).items():
                             results.setdefault((link, program, n), {}).setdefault(b, []).append(t)
+                        # Written after every run, so an interrupted benchmark keeps what it has.
+                        write(args, command, model, loads + [os.getloadavg()], results, failures,
+                              ranks, programs)
         finally:
             if link == "netns":
                 subprocess.run([NETNS, "down", netns_name])
             args.budget = budget
         loads.append(os.getloadavg())
 
+    write(args, command, model, loads + [os.getloadavg()], results, failures, ranks, programs)
+
+
+def write(args, command, model, loads, results, failures, ranks, programs):
+    """Writes OUT/allreduce.json and .md from what has been measured so far."""
     table = {f"{l}/{p}/{n}": {str(b): summary([(b, t) for t in ts], n) for b, ts in sorted(v.items())}
              for (l, p, n), v in sorted(results.items())}
     doc = {"benchmark": "allreduce", "command": command, "cpu": model, "cores": os.cpu_count(),
