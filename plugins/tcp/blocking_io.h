@@ -39,10 +39,9 @@ Status ReadExact(asio::io_context& io, tcp::socket& socket, std::span<std::byte>
 Status WriteAll(asio::io_context& io, tcp::socket& socket, std::span<const std::byte> bytes,
                 const std::string& what, Deadline deadline);
 
-// Waits until `socket` (in non-blocking mode) is writable. False if the deadline passed first;
-// *error is set if the wait failed.
-bool WaitWritable(asio::io_context& io, tcp::socket& socket, Deadline deadline,
-                  boost::system::error_code* error);
+// Waits in the calling thread until `socket` (in non-blocking mode) is writable. False if the
+// deadline passed first; *error is set if the wait failed.
+bool WaitWritable(tcp::socket& socket, Deadline deadline, boost::system::error_code* error);
 
 // Reads one control message (wire.h); Refuse arrives as an error carrying the peer's reason.
 struct Control {

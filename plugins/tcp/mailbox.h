@@ -97,8 +97,9 @@ class Mailbox {
   std::vector<std::vector<std::byte>> pool_;  // recycled staging buffers; guarded by pool_mu_
 };
 
-// One arriving message. The reader asks Next() where to put up to kChunkBytes, reads them there,
-// reports them with Advance(), and calls Finish() at the end or Fail() if the connection broke.
+// One arriving message. The reader asks Next() where the next bytes go (at most kChunkBytes),
+// reads up to that many there, reports how many with Advance(), and calls Finish() at the end or
+// Fail() if the connection broke.
 class Mailbox::Inbound {
  public:
   Inbound(Inbound&&) noexcept;

@@ -144,7 +144,7 @@ Status TcpCommunicator::WriteFrame(Peer& peer, std::span<const std::byte> header
     if (!ec) continue;
     if (ec != asio::error::would_block && ec != asio::error::try_again) break;
     error_code wait_error;
-    if (!WaitWritable(io_, peer.out, deadline, &wait_error)) {
+    if (!WaitWritable(peer.out, deadline, &wait_error)) {
       if (done == 0)
         return DeadlineExceededError(what + ": passed its deadline (" + rank + " is not reading)");
       peer.out_broken = "a send passed its deadline mid-message";
@@ -199,12 +199,14 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
       }
       Mailbox::Inbound in = mailbox_.Begin(r, static_cast<int>(header->tag), header->length);
       while (in.remaining() > 0) {
+        // read_some takes whatever has arrived, however much (async_read would cap every
+        // system call at 64 KiB).
         std::span<std::byte> to = in.Next();
-        co_await asio::async_read(socket, asio::buffer(to.data(), to.size()),
-                                  asio::redirect_error(asio::use_awaitable, ec));
+        const size_t n = co_await socket.async_read_some(
+            asio::buffer(to.data(), to.size()), asio::redirect_error(asio::use_awaitable, ec));
         if (ec) break;
         peer->last_heard_ns.store(NowNs());
-        in.Advance(to.size());
+        in.Advance(n);
       }
       if (ec) {
         failure = ReadFailure(ec) + " in the middle of a message";
