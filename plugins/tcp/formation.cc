@@ -387,13 +387,21 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   watchdog.cancel();
   {
     std::lock_guard<std::mutex> lock(form_mu_);
-    if (!rendezvous_open_ || joined_[static_cast<size_t>(r)])
-      co_return drop("rank " + std::to_string(r) + " joined twice or too late");
-    joined_[static_cast<size_t>(r)] = true;
-    peers_[static_cast<size_t>(r)]->endpoint = *endpoint;
-    joiners_[static_cast<size_t>(r)] = socket;
+    if (!rendezvous_open_)
+      refusal = "the rendezvous is closed (the group formed or gave up)";
+    else if (joined_[static_cast<size_t>(r)])
+      refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
+    else {
+      joined_[static_cast<size_t>(r)] = true;
+      peers_[static_cast<size_t>(r)]->endpoint = *endpoint;
+      joiners_[static_cast<size_t>(r)] = socket;
+    }
   }
-  form_cv_.notify_all();
+  if (refusal.empty()) co_return form_cv_.notify_all();
+  const auto late = EncodeControl(ControlType::kRefuse, Bytes(Where() + " refuses: " + refusal));
+  co_await asio::async_write(*socket, asio::buffer(late),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  drop(refusal);
 }
 
 }  // namespace reel::tcp
