@@ -96,15 +96,16 @@ void Mailbox::PeerLeft(int rank) {
   cv_.notify_all();
 }
 
-void Mailbox::PeerFailed(int rank, const std::string& why) {
+bool Mailbox::PeerFailed(int rank, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& reason = failed_[static_cast<size_t>(rank)];
-    if (!reason.empty() || left_[static_cast<size_t>(rank)]) return;
+    if (!reason.empty() || left_[static_cast<size_t>(rank)]) return false;
     reason = why;
     if (first_failed_ < 0) first_failed_ = rank;
   }
   cv_.notify_all();
+  return true;
 }
 
 Status Mailbox::PeerStatus(int rank) const {
@@ -116,6 +117,16 @@ Status Mailbox::PeerStatus(int rank) const {
   if (left_[r])
     return UnavailableError(where_ + ": rank " + std::to_string(rank) + " has left the group");
   return Status::Ok();
+}
+
+Status Mailbox::AwaitPeerEnd(int rank, Deadline deadline) {
+  const auto r = static_cast<size_t>(rank);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (failed_[r].empty() && !left_[r])
+      if (!WaitUntil(cv_, lock, deadline)) break;
+  }
+  return PeerStatus(rank);
 }
 
 Status Mailbox::GroupStatus() const {

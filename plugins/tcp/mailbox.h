@@ -45,10 +45,13 @@ class Mailbox {
 
   // ---- Peers ----
   void PeerLeft(int rank);
-  // The first reason recorded for a rank wins (a reset often follows a protocol error).
-  void PeerFailed(int rank, const std::string& why);
+  // The first reason recorded for a rank wins (a reset often follows a protocol error). True if
+  // this call recorded it (false if the rank had failed or left already).
+  bool PeerFailed(int rank, const std::string& why);
   // OK, or Unavailable naming `rank` if it left or failed (a send to it cannot succeed).
   Status PeerStatus(int rank) const;
+  // Waits until `rank` has left or failed, or the deadline; then PeerStatus(rank).
+  Status AwaitPeerEnd(int rank, Deadline deadline);
   // Unavailable naming the first failed rank if the group is broken.
   Status GroupStatus() const;
 

@@ -143,23 +143,36 @@ Status TcpCommunicator::WriteFrame(Peer& peer, std::span<const std::byte> header
     done += peer.out.write_some(Skip(buffers, done), ec);
     if (!ec) continue;
     if (ec != asio::error::would_block && ec != asio::error::try_again) break;
+    // Wait in slices of a heartbeat, so a send to a peer that stopped reading ends as soon as
+    // the peer is declared failed, not at the deadline.
     error_code wait_error;
-    if (!WaitWritable(peer.out, deadline, &wait_error)) {
-      if (done == 0)
-        return DeadlineExceededError(what + ": passed its deadline (" + rank + " is not reading)");
-      peer.out_broken = "a send passed its deadline mid-message";
-      return DeadlineExceededError(what + ": passed its deadline mid-message; the connection to " +
-                                   rank + " cannot be used any more");
+    const Deadline slice = std::min(deadline, Clock::now() + options_.heartbeat);
+    if (WaitWritable(peer.out, slice, &wait_error)) {
+      ec = wait_error;
+      if (ec) break;
+      continue;
     }
-    ec = wait_error;
-    if (ec) break;
+    if (slice < deadline) {
+      if (Status s = mailbox_.PeerStatus(peer.rank); !s.ok()) {
+        if (done > 0) peer.out_broken = s.message();
+        return s.WithContext(what);
+      }
+      continue;
+    }
+    if (done == 0)
+      return DeadlineExceededError(what + ": passed its deadline (" + rank + " is not reading)");
+    peer.out_broken = "a send passed its deadline mid-message";
+    return DeadlineExceededError(what + ": passed its deadline mid-message; the connection to " +
+                                 rank + " cannot be used any more");
   }
   if (ec && done < total) {
     peer.out_broken = ec.message();
-    // The reader of this peer's connection tells a departure from a failure; until it has,
-    // report what the write saw.
-    if (Status s = mailbox_.PeerStatus(peer.rank); !s.ok()) return s.WithContext(what);
-    return UnavailableError(what + ": the connection to " + rank + " failed: " + ec.message());
+    // The peer's own connection to us tells a departure (goodbye) from a failure, and has
+    // usually ended already; wait a moment for its verdict before deciding here.
+    if (Status s = mailbox_.AwaitPeerEnd(peer.rank, DeadlineIn(std::chrono::seconds(1))); !s.ok())
+      return s.WithContext(what);
+    PeerFailed(peer.rank, "sending to it failed: " + ec.message(), true);
+    return mailbox_.PeerStatus(peer.rank).WithContext(what);
   }
   peer.last_write_ns.store(NowNs());
   return Status::Ok();
@@ -197,6 +210,22 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
         left = true;
         break;
       }
+      if (header->type == FrameType::kPeerFailed) {
+        std::string reason(header->length, '\0');
+        co_await asio::async_read(socket, asio::buffer(reason),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          failure = ReadFailure(ec);
+          break;
+        }
+        if (header->tag >= static_cast<uint32_t>(world_)) {
+          failure = "it sent a failure notice for rank " + std::to_string(header->tag);
+          break;
+        }
+        PeerFailed(static_cast<int>(header->tag),
+                   "reported by rank " + std::to_string(r) + ": " + reason, false);
+        continue;
+      }
       Mailbox::Inbound in = mailbox_.Begin(r, static_cast<int>(header->tag), header->length);
       while (in.remaining() > 0) {
         // read_some takes whatever has arrived, however much (async_read would cap every
@@ -210,7 +239,7 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
       }
       if (ec) {
         failure = ReadFailure(ec) + " in the middle of a message";
-        if (!closing_.load()) mailbox_.PeerFailed(r, failure);
+        if (!closing_.load()) PeerFailed(r, failure, true);
         in.Fail(UnavailableError(Where() + ": rank " + std::to_string(r) +
                                  " is unavailable: " + failure));
         break;
@@ -228,8 +257,7 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
     mailbox_.PeerLeft(r);
     co_return;
   }
-  mailbox_.PeerFailed(r, failure);
-  Log("rank " + std::to_string(r) + " is unavailable: " + failure);
+  PeerFailed(r, failure, true);
 }
 
 // ---- Heartbeats ----
@@ -262,8 +290,7 @@ void TcpCommunicator::HeartbeatLoop() {
         const std::string why = "silent for more than " +
                                 std::to_string(options_.heartbeat_timeout.count()) +
                                 " ms (heartbeat timeout)";
-        mailbox_.PeerFailed(peer->rank, why);
-        Log("rank " + std::to_string(peer->rank) + " is unavailable: " + why);
+        PeerFailed(peer->rank, why, true);
         Peer* p = peer.get();
         asio::post(io_, [p] {
           error_code ignored;
@@ -273,6 +300,29 @@ void TcpCommunicator::HeartbeatLoop() {
       }
     }
     lock.lock();
+  }
+}
+
+void TcpCommunicator::PeerFailed(int rank, const std::string& why, bool tell_others) {
+  if (tell_others && mailbox_.PeerStatus(rank).ok()) SendNotice(rank, why);
+  if (mailbox_.PeerFailed(rank, why))
+    Log("rank " + std::to_string(rank) + " is unavailable: " + why);
+}
+
+// Small and to live peers, whose readers always drain: the write finishes at once, or within a
+// short bound when a sender holds the connection.
+void TcpCommunicator::SendNotice(int failed, const std::string& why) {
+  const std::string text = why.substr(0, kMaxNoticeBytes);
+  const auto header = EncodeFrameHeader({FrameType::kPeerFailed, static_cast<uint32_t>(rank_),
+                                         static_cast<uint32_t>(failed), text.size()});
+  for (auto& peer : peers_) {
+    if (peer->rank == rank_ || peer->rank == failed || !mailbox_.PeerStatus(peer->rank).ok())
+      continue;
+    const Deadline by = Clock::now() + std::chrono::milliseconds(100);
+    std::unique_lock<std::timed_mutex> write(peer->write_mu, std::defer_lock);
+    if (!write.try_lock_until(by)) continue;
+    (void)WriteFrame(*peer, header, std::as_bytes(std::span(text)), by,
+                     Where() + ": failure notice to rank " + std::to_string(peer->rank));
   }
 }
 

@@ -78,6 +78,11 @@ class TcpCommunicator final : public Communicator {
                     Deadline deadline, const std::string& what);
   void HeartbeatLoop();
   void StartHeartbeats();
+  // Records that `rank` failed (the first reason wins) and logs it. When this rank saw it
+  // itself, it first tells every other rank (a failure notice), so that they blame `rank` even
+  // if this process ends right after its own calls fail.
+  void PeerFailed(int rank, const std::string& why, bool tell_others);
+  void SendNotice(int failed, const std::string& why);
   void Log(const std::string& message) const;
   std::string Where() const { return "tcp rank " + std::to_string(rank_); }
 

@@ -335,15 +335,19 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes) {
   uint8_t type = 0;
   REEL_RETURN_IF_ERROR(ReadPreamble(r, kFrameMagic, kFrameHeaderBytes, bytes.size(), &type));
   if (type < static_cast<uint8_t>(FrameType::kData) ||
-      type > static_cast<uint8_t>(FrameType::kGoodbye))
+      type > static_cast<uint8_t>(FrameType::kPeerFailed))
     return r.Error("unknown frame type " + std::to_string(type));
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
   h.source = static_cast<uint32_t>(r.Uint(4));
   h.tag = static_cast<uint32_t>(r.Uint(4));
   h.length = r.Uint(8);
-  if (h.type != FrameType::kData && (h.tag != 0 || h.length != 0))
+  if ((h.type == FrameType::kHeartbeat || h.type == FrameType::kGoodbye) &&
+      (h.tag != 0 || h.length != 0))
     return r.Error("heartbeat or goodbye frame with a tag or payload");
+  if (h.type == FrameType::kPeerFailed && h.length > kMaxNoticeBytes)
+    return r.Error("failure notice of " + std::to_string(h.length) + " bytes exceeds " +
+                   std::to_string(kMaxNoticeBytes));
   if (h.tag > static_cast<uint32_t>(kMaxTag))
     return r.Error("tag " + std::to_string(h.tag) + " outside [0, " + std::to_string(kMaxTag) +
                    "]");

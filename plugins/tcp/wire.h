@@ -20,8 +20,10 @@
 //    then `length` (<= kMaxControlBody) bytes of body; see ControlType.
 // 3. Data frames (after the handshake of a kData connection): a 24-byte header
 //      "RLFr" u8 version u8 type u16 0  u32 source  u32 tag  u64 length
-//    then `length` payload bytes (data frames only). Heartbeat and goodbye frames are headers
-//    with tag and length 0.
+//    then `length` payload bytes. Heartbeat and goodbye frames are headers with tag and length 0.
+//    A failure notice says that another rank failed: its tag field carries that rank, its payload
+//    (<= kMaxNoticeBytes) the reason, so every rank blames the rank that failed first, not the
+//    one that gave up because of it.
 #ifndef REEL_PLUGINS_TCP_WIRE_H_
 #define REEL_PLUGINS_TCP_WIRE_H_
 
@@ -123,10 +125,11 @@ Result<std::vector<Endpoint>> DecodeTable(std::span<const std::byte> body, uint3
 
 // ---- Data frames ----
 
-enum class FrameType : uint8_t { kData = 1, kHeartbeat = 2, kGoodbye = 3 };
+enum class FrameType : uint8_t { kData = 1, kHeartbeat = 2, kGoodbye = 3, kPeerFailed = 4 };
 constexpr size_t kFrameHeaderBytes = 24;
 // No message may exceed this (1 TiB): a larger length is corruption, not a request to allocate.
 constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
+constexpr uint64_t kMaxNoticeBytes = 4096;
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
@@ -136,7 +139,7 @@ struct FrameHeader {
 };
 std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& h);
 // Checks magic, version, type, reserved bits, tag <= kMaxTag and length <= kMaxPayloadBytes,
-// and that heartbeats and goodbyes carry neither tag nor length.
+// that heartbeats and goodbyes carry neither tag nor length, and notices at most kMaxNoticeBytes.
 Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes);
 
 }  // namespace reel::tcp

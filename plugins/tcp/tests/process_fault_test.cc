@@ -1,0 +1,120 @@
+// Ranks as processes: one is killed (kill -9) or stopped (SIGSTOP) in the middle of a stream of
+// allreduces, and every other rank must return Unavailable naming it — not hang, not time out.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "reel/core/collectives.h"
+#include "tcp_test_util.h"
+
+namespace reel::tcp::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Far beyond what detecting the failure takes: a rank that reports DeadlineExceeded has missed it.
+constexpr auto kCollectiveDeadline = 120s;
+
+struct Rank {
+  pid_t pid = -1;
+  int from = -1;  // the rank's report pipe: "ready\n", then its final status
+};
+
+// In a forked child: joins the group, says "ready", then runs allreduces of 4 MiB until one
+// fails, and reports that status. Never returns.
+[[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent) {
+  TcpOptions options = TestOptions();
+  options.heartbeat = 100ms;
+  options.heartbeat_timeout = 1000ms;
+  auto report = [&](const std::string& s) { (void)!write(to_parent, s.data(), s.size()); };
+  auto joined = MakeTcpTransport(options)->Connect({rank, world, coordinator}, DeadlineIn(60s));
+  if (!joined.ok()) {
+    report("connect: " + joined.status().ToString());
+    _exit(1);
+  }
+  auto comm = core::WithRingCollectives(std::move(*joined));
+  report("ready\n");
+  std::vector<float> data(1 << 20, 1.0f);
+  Status s;
+  while (s.ok()) s = comm->AllReduce(data, ReduceOp::kSum, DeadlineIn(kCollectiveDeadline));
+  report(s.ToString());
+  _exit(0);
+}
+
+// Reads what `fd` has until EOF (or, with `line`, the first newline) or the deadline.
+std::string ReadReport(int fd, bool line, Deadline deadline) {
+  std::string text;
+  char buf[4096];
+  while (!line || text.find('\n') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+class ProcessFault : public ::testing::TestWithParam<int> {  // the signal
+ protected:
+  void TearDown() override {
+    for (Rank& r : ranks_) {
+      if (r.pid > 0) {
+        kill(r.pid, SIGKILL);
+        waitpid(r.pid, nullptr, 0);
+      }
+      if (r.from >= 0) close(r.from);
+    }
+  }
+  std::vector<Rank> ranks_;
+};
+
+TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
+  constexpr int kWorld = 3, kVictim = 1;
+  const std::string coordinator = FreeCoordinator();
+  for (int r = 0; r < kWorld; ++r) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      RunRank(r, kWorld, coordinator, fds[1]);
+    }
+    close(fds[1]);
+    ranks_.push_back({pid, fds[0]});
+  }
+  for (int r = 0; r < kWorld; ++r)
+    ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
+  std::this_thread::sleep_for(200ms);  // well into the stream of allreduces
+  ASSERT_EQ(kill(ranks_[kVictim].pid, GetParam()), 0);
+  for (int r = 0; r < kWorld; ++r) {
+    if (r == kVictim) continue;
+    const std::string status =
+        ReadReport(ranks_[r].from, false, DeadlineIn(kCollectiveDeadline + 30s));
+    EXPECT_THAT(status, AllOf(HasSubstr("UNAVAILABLE"), HasSubstr("rank 1 is unavailable")))
+        << "rank " << r;
+    int exit_status = 0;
+    waitpid(ranks_[r].pid, &exit_status, 0);
+    ranks_[r].pid = -1;
+    EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, ProcessFault, ::testing::Values(SIGKILL, SIGSTOP),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == SIGKILL ? "Killed" : "Stopped");
+                         });
+
+}  // namespace
+}  // namespace reel::tcp::testing
