@@ -3,8 +3,11 @@
 // environment), the registry's default transport and optimizer, timeouts from the transport
 // section (a rank that stops answering is an error naming it), and the data-parallel equivalence:
 // N ranks with batch B end with the parameters of one rank with batch N*B.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -107,6 +110,19 @@ GetEnv Env(std::map<std::string, std::string> vars) {
     auto it = shared->find(name);
     return it == shared->end() ? nullptr : it->second.c_str();
   };
+}
+
+// A loopback port that was free a moment ago.
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 std::string TempDir(const std::string& name) {
@@ -229,13 +245,17 @@ std::vector<float> FinalParams(Host& host, const std::string& dir) {
 
 // Unshuffled, rank r reads videos r, r+N, ...: the union of the ranks' k-th batches is the single
 // rank's k-th batch. Clipping is off: it acts on each rank's own gradient before averaging.
+std::string InprocWorld(const std::string& world) {
+  return "transport { name: \"inproc\" options { key: \"world\" value: \"" + world + "\" } }";
+}
+
 std::string EquivalenceConfig(int batch, int local_ranks, const std::string& dir,
-                              const std::string& world) {
+                              const std::string& transport) {
   return Text("steps: 6 clip_norm: 0 checkpoint_dir: \"" + dir + "\" batch_size: " +
                   std::to_string(batch) + " local_ranks: " + std::to_string(local_ranks),
               "options { key: \"shuffle\" value: \"false\" }",
-              "transport { name: \"inproc\" options { key: \"world\" value: \"" + world +
-                  "\" } }\noptimizer { name: \"sync\" options { key: \"rule\" value: \"momentum\" "
+              transport +
+                  "\noptimizer { name: \"sync\" options { key: \"rule\" value: \"momentum\" "
                   "} }\neval_data { name: \"job_source\" options { key: \"videos\" value: \"60\" } "
                   "options { key: \"shuffle\" value: \"false\" } }");
 }
@@ -259,9 +279,9 @@ void ExpectSameMetrics(const TrainResult& got, const TrainResult& want) {
 TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
   auto host = MakeHost();
   const std::string one = TempDir("one"), four = TempDir("four");
-  auto single = Train(*host, EquivalenceConfig(8, 1, one, "eq-one"));
+  auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("eq-one")));
   ASSERT_TRUE(single.ok()) << single.status();
-  auto ranks = Train(*host, EquivalenceConfig(2, 4, four, "eq-four"));
+  auto ranks = Train(*host, EquivalenceConfig(2, 4, four, InprocWorld("eq-four")));
   ASSERT_TRUE(ranks.ok()) << ranks.status();
   ExpectClose(FinalParams(*host, four), FinalParams(*host, one));
   ExpectSameMetrics(*ranks, *single);
@@ -271,7 +291,7 @@ TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
 TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
   auto host = MakeHost();
   const std::string one = TempDir("nxm-one"), grid = TempDir("nxm-grid");
-  auto single = Train(*host, EquivalenceConfig(8, 1, one, "nxm-one"));
+  auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("nxm-one")));
   ASSERT_TRUE(single.ok()) << single.status();
   // Process p runs ranks 2p and 2p+1 of 4; both "processes" join one inproc world.
   std::vector<Result<TrainResult>> results(2, InternalError("not run"));
@@ -281,11 +301,45 @@ TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
       TrainJobOptions mine;
       mine.env = Env({{"REEL_RANK", std::to_string(p)}, {"REEL_WORLD_SIZE", "2"}});
       results[static_cast<size_t>(p)] =
-          RunTrainJob(*host, Config(EquivalenceConfig(2, 2, grid, "nxm-grid")), mine);
+          RunTrainJob(*host, Config(EquivalenceConfig(2, 2, grid, InprocWorld("nxm-grid"))), mine);
     });
   for (auto& t : processes) t.join();
   for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(results[0]->examples, 6 * 8);
+  ExpectClose(FinalParams(*host, grid), FinalParams(*host, one));
+  ExpectSameMetrics(*results[1], *single);
+}
+
+// The same over the tcp plugin (real sockets on loopback), when this build has it: two
+// processes of two local ranks each, every simulated process with its own environment.
+TEST(TrainJob, TwoProcessesOverTcpEqualOneRankWithFourTimesTheBatch) {
+  const std::string plugins = std::string(REEL_BINARY_DIR) + "/lib/reel/plugins";
+  if (!std::filesystem::exists(plugins + "/libreel_tcp.so"))
+    GTEST_SKIP() << "the tcp plugin is not built in " << plugins;
+  HostOptions options;
+  options.plugin_dirs = {plugins};
+  auto host = std::move(Host::Create(options).value());
+  ASSERT_NE(host->registry().Find(ComponentKind::kTransport, "tcp"), nullptr);
+  ASSERT_TRUE(host->registry()
+                  .RegisterFrom("job_test", "", nullptr,
+                                [](Registrar& r) noexcept { return RegisterTestComponents(r); })
+                  .ok());
+  const std::string one = TempDir("tcp-one"), grid = TempDir("tcp-grid");
+  auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("tcp-one")));
+  ASSERT_TRUE(single.ok()) << single.status();
+  const std::string coordinator = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  std::vector<Result<TrainResult>> results(2, InternalError("not run"));
+  std::vector<std::thread> processes;
+  for (int p = 0; p < 2; ++p)
+    processes.emplace_back([&, p] {
+      results[static_cast<size_t>(p)] =
+          Train(*host, EquivalenceConfig(2, 2, grid, "transport { name: \"tcp\" }"),
+                {{"REEL_RANK", std::to_string(p)},
+                 {"REEL_WORLD_SIZE", "2"},
+                 {"REEL_COORDINATOR", coordinator}});
+    });
+  for (auto& t : processes) t.join();
+  for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
   ExpectClose(FinalParams(*host, grid), FinalParams(*host, one));
   ExpectSameMetrics(*results[1], *single);
 }
