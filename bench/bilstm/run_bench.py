@@ -80,6 +80,11 @@ def main():
     ap.add_argument("--shapes", default="video,audio")
     ap.add_argument("--torch-warmup", default="1",
                     help="untimed PyTorch steps first (0 saves minutes when its steps take tens of s)")
+    ap.add_argument("--torch-packed-warmup", default="0",
+                    help="untimed PyTorch steps before a packed one (its steps take 10-40 s, so the "
+                         "first step's setup is a small part of them)")
+    ap.add_argument("--reel-impls", default=",".join(REEL_IMPLS), help="reel LSTM implementations to run")
+    ap.add_argument("--reel-steps", default="2", help="timed reel steps per process (after 1 warmup)")
     ap.add_argument("--torch-flush-denormal", action=argparse.BooleanOptionalAction, default=True,
                     help="run PyTorch with torch.set_flush_denormal(True), as reel flushes denormals "
                          "in its LSTM (the conservative peer: without it PyTorch's backward slows down)")
@@ -106,15 +111,16 @@ def main():
             lens = ",".join(map(str, lengths))
             key = f"{shape}_{kind}"
             programs = []
-            for impl in REEL_IMPLS:
+            for impl in args.reel_impls.split(","):
                 programs.append((f"reel_{impl}", [reel_bin, "--shape", shape, "--lengths", lens,
-                                                  "--steps", "3", "--warmup", "1", "--impl", impl], "2"))
+                                                  "--steps", args.reel_steps, "--warmup", "1", "--impl", impl], "2"))
             for mode in ("padded", "packed") if kind == "uniform" else ("padded",):
                 for threads in ("2", "1"):
                     programs.append((f"torch_{mode}_{threads}t",
                                      [args.python, os.path.join(HERE, "torch_step.py"), "--shape", shape,
                                       "--lengths", lens, "--mode", mode, "--steps", "1",
-                                      "--warmup", args.torch_warmup, "--threads", threads]
+                                      "--warmup", args.torch_packed_warmup if mode == "packed" else args.torch_warmup,
+                                      "--threads", threads]
                                      + (["--flush-denormal"] if args.torch_flush_denormal else []), threads))
             shift = rep % len(programs)
             for name, cmd, threads in programs[shift:] + programs[:shift]:
@@ -164,7 +170,8 @@ def render(meta, samples, out_dir):
         r["reel_gemm_gflops"] = model_flops(shape, lengths) / reel / 1e9
         r["fraction_of_sgemm"] = r["reel_gemm_gflops"] / sgemm["median"]
         r["executed_fraction_of_sgemm"] = gemm_executed_flops(shape, lengths) / reel / 1e9 / sgemm["median"]
-        r["gemm_vs_dnnl_rnn"] = r["programs"]["reel_dnnl_rnn"]["median"] / reel
+        if "reel_dnnl_rnn" in r["programs"]:
+            r["gemm_vs_dnnl_rnn"] = r["programs"]["reel_dnnl_rnn"]["median"] / reel
         for mode in ("padded", "packed"):
             cands = [(r["programs"][f"torch_{mode}_{t}t"]["median"], t) for t in ("2", "1")
                      if f"torch_{mode}_{t}t" in r["programs"]]
@@ -173,6 +180,16 @@ def render(meta, samples, out_dir):
                 r[f"torch_{mode}_best"] = {"threads": int(t), "median_s": best, "speedup": best / reel}
         phase_samples = [s["phases_s"] for s in samples[f"{key}/reel_gemm"] if "phases_s" in s]
         r["reel_gemm_phases_s"] = {p: statistics.median(s[p] for s in phase_samples) for p in PHASES}
+        # Each direction's products on its own thread: rate per thread against half the 2-thread
+        # sgemm rate (its own bound).
+        d, h = SHAPES[shape]
+        n, b = sum(lengths), len(lengths)
+        per_thread = sgemm["median"] / 2
+        for phase, flops in (("projections", 2 * n * 4 * h * (2 * d + h)),
+                             ("recurrence", 2 * (n - b) * 4 * h * 2 * h)):
+            t = r["reel_gemm_phases_s"][phase]
+            r[f"{phase}_gflops_per_thread"] = flops / t / 1e9 if t > 0 else 0
+            r[f"{phase}_fraction_of_bound"] = r[f"{phase}_gflops_per_thread"] / per_thread
         r["reel_gemm_cpu_s"] = statistics.median(s.get("cpu_s", 0) for s in samples[f"{key}/reel_gemm"])
         results.append(r)
     os.makedirs(out_dir, exist_ok=True)
@@ -211,7 +228,9 @@ def write_md(meta, results, sgemm, timeout, out_dir):
         tk = r.get("torch_packed_best")
         fmt = lambda t: f"{t['speedup']:.2f}x ({t['threads']} thr)" if t else "—"
         lines.append(f"| {r['case']} | {r['lengths']} | {r['reel_gemm_gflops']:.1f} | {100 * r['fraction_of_sgemm']:.0f}% | "
-                     f"{100 * r['executed_fraction_of_sgemm']:.0f}% | {r['gemm_vs_dnnl_rnn']:.2f}x | {fmt(tp)} | {fmt(tk)} |")
+                     f"{100 * r['executed_fraction_of_sgemm']:.0f}% | "
+                     + (f"{r['gemm_vs_dnnl_rnn']:.2f}x" if "gemm_vs_dnnl_rnn" in r else "not run")
+                     + f" | {fmt(tp)} | {fmt(tk)} |")
     lines += ["", "## reel gemm step per phase (s, median)", "",
               "| case | lengths | step | " + " | ".join(PHASES) + " | rest | process CPU s |",
               "|---" * (len(PHASES) + 5) + "|"]
@@ -220,6 +239,13 @@ def write_md(meta, results, sgemm, timeout, out_dir):
         step = r["programs"]["reel_gemm"]["median"]
         lines.append(f"| {r['case']} | {r['lengths']} | {f3(step)} | " + " | ".join(f3(ph[p]) for p in PHASES) +
                      f" | {f3(step - sum(ph.values()))} | {f3(r['reel_gemm_cpu_s'])} |")
+    lines += ["", "Products against their own bound (per direction on one thread, vs half the 2-thread sgemm rate):", "",
+              "| case | lengths | projections GFLOP/s/thread | of bound | recurrence GFLOP/s/thread | of bound |",
+              "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['case']} | {r['lengths']} | {r['projections_gflops_per_thread']:.1f} | "
+                     f"{100 * r['projections_fraction_of_bound']:.0f}% | {r['recurrence_gflops_per_thread']:.1f} | "
+                     f"{100 * r['recurrence_fraction_of_bound']:.0f}% |")
     lines += ["",
               "FLOPs count valid frames only. \"3x fwd\" is the targets' convention: 3x the forward FLOPs "
               "(LSTM: 2 directions x 2 x frames x 4H(D+H); plus the MoE head). \"executed\" counts what impl=gemm "
