@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `reel train` over the mpi transport as 2 processes under mpirun, against the same job as 2
-# ranks in one process (inproc): synchronous data parallelism must not depend on the transport,
-# and with 2 ranks every reduction is a single float addition, so the two runs print the same
-# final loss (to the digits printed) and rank 0 alone writes the checkpoint.
+# `reel train` as 2 processes under mpirun, against the same job as 2 ranks in one process
+# (inproc). The config names no transport: under mpirun the host picks `mpi` and says so, and MPI
+# gives each process its rank. Synchronous data parallelism must not depend on the transport, and
+# with 2 ranks every reduction is a single float addition, so the two runs print the same final
+# loss (to the digits printed) and rank 0 alone writes the checkpoint.
 #
 #   train_under_mpirun.sh REEL_EXE MPIRUN [mpirun flags...]
 set -euo pipefail
@@ -42,17 +43,17 @@ trainer {
 CONFIG
 }
 config threads "" 2
-config mpi 'transport { name: "mpi" }' 0
+config mpi "" 0
 
 "$reel" train --config "$work/threads.pbtxt" > "$work/threads.out"
-# Until the host discovers MPI ranks itself, say them through the launcher's variables.
-"${mpirun[@]}" -n 2 sh -c 'REEL_RANK=$OMPI_COMM_WORLD_RANK REEL_WORLD_SIZE=$OMPI_COMM_WORLD_SIZE \
-  exec "$0" train --config "$1"' "$reel" "$work/mpi.pbtxt" |
-  sed 's/^\[[0-9,]*\]<std[a-z]*>://' > "$work/mpi.out"  # without mpirun --tag-output's prefix
-
 fail() { echo "FAIL: $*"; echo "-- inproc:"; cat "$work/threads.out"; echo "-- mpi:"; cat "$work/mpi.out"; exit 1; }
+"${mpirun[@]}" -n 2 "$reel" train --config "$work/mpi.pbtxt" 2>&1 |
+  sed 's/^\[[0-9,]*\]<std[a-z]*>://' > "$work/mpi.out" ||  # without --tag-output's prefixes
+  fail "mpirun -n 2 reel train failed"
+
 want=$(grep -o 'trained 12 steps.*' "$work/threads.out") || fail "the inproc run did not finish"
 [ "$(grep -c "^trained 12 steps" "$work/mpi.out")" = 2 ] || fail "not both mpi ranks finished 12 steps"
 grep -q "^$want\$" "$work/mpi.out" || fail "the mpi run differs from the inproc run: want '$want'"
+grep -q "using transport 'mpi'" "$work/mpi.out" || fail "the host did not say it picked mpi"
 ls "$work/mpi/checkpoints/"* >/dev/null 2>&1 || fail "rank 0 wrote no checkpoint"
 echo "PASS: $want (mpi = inproc)"
