@@ -15,6 +15,7 @@ packages=(
   iproute2  # tests/netns: ip netns, veth, bridge and tc tbf for simulated hosts
   debootstrap  # scripts/fresh-machine-check.sh builds an empty Debian root
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev  # bench/allreduce: Gloo's TCP ring, the peer of reel tcp
   clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz/, scripts/fuzz.sh)
   python3 python3-torch libopenblas0-pthread python3-numpy
   awscli
