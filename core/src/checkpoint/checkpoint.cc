@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "checkpoint.pb.h"
 #include "reel/recordio.h"
@@ -36,6 +37,17 @@ int64_t StepOf(std::string_view uri) {
     step = step * 10 + (ch - '0');
   }
   return step;
+}
+
+// The element count of a shape read from a file, or -1 for a negative dimension or a count past
+// int64 (NumElements would overflow: undefined behaviour, then any answer).
+int64_t ElementsOf(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return -1;
+    n *= d;
+  }
+  return n;
 }
 
 }  // namespace
@@ -129,7 +141,7 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
     b.name = pb.name();
     b.shape.assign(pb.shape().begin(), pb.shape().end());
     if (pb.values().size() % sizeof(float) != 0 ||
-        static_cast<int64_t>(pb.values().size() / sizeof(float)) != NumElements(b.shape))
+        static_cast<int64_t>(pb.values().size() / sizeof(float)) != ElementsOf(b.shape))
       return DataLossError(w + ": parameter '" + b.name + "' has " +
                            std::to_string(pb.values().size()) + " bytes for shape " +
                            ShapeToString(b.shape));

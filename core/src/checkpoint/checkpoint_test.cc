@@ -80,6 +80,24 @@ TEST_F(CheckpointTest, CorruptBytesAreDataLoss) {
   EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
 }
 
+// Found by tests/fuzz/checkpoint_fuzz: a shape whose element count overflows int64 (the fuzzer's
+// [2295288530930926080, 48]) was multiplied out with undefined behaviour, and a shape with
+// negative dimensions whose product matched the values ([-1, -4] with 4 floats) was accepted.
+TEST_F(CheckpointTest, ShapesThatDoNotDescribeTheValuesAreDataLoss) {
+  const Shape bad_shapes[] = {{2295288530930926080, 48}, {-1, -4}, {int64_t{1} << 62, 4, 0}};
+  for (const Shape& shape : bad_shapes) {
+    CheckpointState s;
+    s.model_name = "tiny";
+    s.params.push_back({"w", shape, std::vector<float>(4, 1.0f)});
+    auto back = DecodeCheckpoint(EncodeCheckpoint(s), "mem://c");
+    ASSERT_FALSE(back.ok()) << ShapeToString(shape);
+    EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(back.status().message().find("parameter 'w' has 16 bytes for shape"),
+              std::string::npos)
+        << back.status();
+  }
+}
+
 TEST_F(CheckpointTest, DifferentModelOrLayoutIsRefusedAndNothingWritten) {
   CheckpointState s = MakeState(arena_, 1);
   ParamArena other;
