@@ -12,48 +12,6 @@
 namespace reel::core {
 namespace {
 
-bool SchemaHas(const Registry& registry, ComponentKind kind, const std::string& name,
-               const std::string& option) {
-  const ComponentEntry* e = registry.Find(kind, name);
-  if (e == nullptr) return false;
-  for (const auto& spec : e->info.options)
-    if (spec.name == option) return true;
-  return false;
-}
-
-TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& job) {
-  const config::Trainer& t = cfg.config.trainer();
-  TrainerOptions o;
-  o.steps = t.steps();
-  o.epochs = t.epochs() > 0 ? t.epochs() : 1;
-  o.seed = t.seed();
-  const config::LearningRate& lr = t.learning_rate();
-  if (lr.base() > 0) o.learning_rate.base = lr.base();
-  if (!lr.schedule().empty()) o.learning_rate.schedule = lr.schedule();
-  o.learning_rate.decay_steps = lr.decay_steps();
-  if (lr.decay_rate() > 0) o.learning_rate.decay_rate = lr.decay_rate();
-  o.learning_rate.min_lr = lr.min_lr();
-  o.learning_rate.warmup_steps = lr.warmup_steps();
-  o.clip_norm = t.has_clip_norm() ? t.clip_norm() : 1.0;
-  o.eval_every_steps = t.eval_every_steps();
-  if (t.log_every_steps() > 0) o.log_every_steps = t.log_every_steps();
-  o.checkpoint_every_steps = t.checkpoint_every_steps();
-  if (t.keep_checkpoints() > 0) o.keep_checkpoints = static_cast<int>(t.keep_checkpoints());
-  o.checkpoint_dir = t.checkpoint_dir();
-  o.metrics_log = t.metrics_log();
-  o.tensorboard_dir = t.tensorboard_dir();
-  o.num_classes = NumClasses(cfg.config);
-  o.eval_top_k = t.eval_top_k() > 0 ? static_cast<int>(t.eval_top_k()) : 20;
-  o.model_name = cfg.config.model().name();
-  o.config_text = ConfigToText(cfg.config);
-  o.resume = job.resume;
-  o.verbosity = job.verbosity;
-  o.tty = job.tty;
-  o.progress = job.progress;
-  o.should_stop = job.should_stop;
-  return o;
-}
-
 // Builds one rank's components and trains.
 Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOptions& options,
                             std::unique_ptr<Communicator> comm, int threads) {
@@ -101,33 +59,6 @@ Result<RankPlan> PlanFor(const config::RunConfig& c, const Registry& registry,
 }
 
 }  // namespace
-
-int64_t NumClasses(const config::RunConfig& config) {
-  if (config.trainer().num_classes() > 0) return config.trainer().num_classes();
-  auto it = config.data().options().find("num_classes");
-  if (it != config.data().options().end()) {
-    int64_t n = std::atoll(it->second.c_str());
-    if (n > 0) return n;
-  }
-  return 3862;
-}
-
-std::map<std::string, std::string> ComponentOptions(const Registry& registry, ComponentKind kind,
-                                                    const config::Component& component,
-                                                    const config::RunConfig& config) {
-  std::map<std::string, std::string> out = OptionMap(component);
-  auto fill = [&](const std::string& key, const std::string& value) {
-    if (!out.count(key) && SchemaHas(registry, kind, component.name(), key)) out[key] = value;
-  };
-  if (config.trainer().batch_size() > 0)
-    fill("batch_size", std::to_string(config.trainer().batch_size()));
-  fill("num_classes", std::to_string(NumClasses(config)));
-  // Components that wait for other ranks (the sync optimizer's collectives) wait as long as the
-  // transport section says.
-  if (Result<Timeouts> t = TimeoutsFrom(config); t.ok())
-    fill("timeout_ms", std::to_string(t->each.count()));
-  return out;
-}
 
 Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& job) {
   const Registry& registry = host.registry();

@@ -136,6 +136,12 @@ Status Loop::Init() {
   if (o_.steps < 0 || (o_.steps == 0 && o_.epochs <= 0))
     return InvalidArgumentError(
         "trainer: set trainer.steps or trainer.epochs to a positive number");
+  if (o_.num_classes < 1)
+    return InvalidArgumentError("trainer: num_classes must be >= 1, got " +
+                                std::to_string(o_.num_classes));
+  if (o_.eval_top_k < 1)
+    return InvalidArgumentError("trainer: eval_top_k must be >= 1, got " +
+                                std::to_string(o_.eval_top_k));
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0) lr.total_steps = o_.steps;
   REEL_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr));

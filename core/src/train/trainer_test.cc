@@ -361,6 +361,15 @@ TEST(TrainerTest, BadOptionsAreInvalidArgument) {
   o.epochs = 0;
   EXPECT_EQ(RunTrainer(o, r.components(comm.get()), storage).status().code(),
             StatusCode::kInvalidArgument);
+  for (auto [field, set] : {std::pair<const char*, void (*)(TrainerOptions&)>{
+                                "num_classes", [](TrainerOptions& t) { t.num_classes = 0; }},
+                            {"eval_top_k", [](TrainerOptions& t) { t.eval_top_k = 0; }}}) {
+    o = BaseOptions();
+    set(o);
+    Status s = RunTrainer(o, r.components(comm.get()), storage).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s;
+  }
 }
 
 }  // namespace

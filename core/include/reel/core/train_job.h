@@ -1,7 +1,7 @@
 // A training job from a run configuration: builds every rank's data sources, model, arena and
 // optimizer through the registry, connects the ranks through the configured transport and runs
-// the trainer on each (reel/core/trainer.h). Also the pieces `reel eval` and `reel predict`
-// share: options with the trainer's defaults filled in, and a model rebuilt from a checkpoint.
+// the trainer on each (reel/core/trainer.h). Also what `reel eval` and `reel predict` share: a
+// model rebuilt from a checkpoint (component options from a config: reel/core/trainer_options.h).
 //
 // Ranks and transport: see reel/core/rank_plan.h (trainer.local_ranks threads per process;
 // REEL_RANK / REEL_WORLD_SIZE / REEL_COORDINATOR from a launcher, or discovered by the transport
@@ -23,6 +23,7 @@
 #include "reel/core/host.h"
 #include "reel/core/rank_environment.h"
 #include "reel/core/trainer.h"
+#include "reel/core/trainer_options.h"
 
 namespace reel::core {
 
@@ -45,16 +46,6 @@ struct TrainJobOptions {
 // Runs the job. Errors name the section and component at fault (an unregistered component
 // lists the registered ones) or the rank that failed.
 Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& options);
-
-// The number of classes of a run: trainer.num_classes, else the data section's num_classes
-// option, else 3862 (YouTube-8M 2018).
-int64_t NumClasses(const config::RunConfig& config);
-
-// A component's options plus the trainer-level settings its schema accepts and the config does
-// not set itself: batch_size and num_classes.
-std::map<std::string, std::string> ComponentOptions(const Registry& registry, ComponentKind kind,
-                                                    const config::Component& component,
-                                                    const config::RunConfig& config);
 
 // A model rebuilt from a checkpoint (its config names the model and options) with the
 // checkpoint's parameters.

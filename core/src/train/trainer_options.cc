@@ -1,0 +1,81 @@
+// The run configuration's trainer section as TrainerOptions (see reel/core/trainer_options.h).
+#include "reel/core/trainer_options.h"
+
+#include <cstdlib>
+
+#include "reel/core/rank_plan.h"
+#include "reel/core/train_job.h"
+
+namespace reel::core {
+namespace {
+
+bool SchemaHas(const Registry& registry, ComponentKind kind, const std::string& name,
+               const std::string& option) {
+  const ComponentEntry* e = registry.Find(kind, name);
+  if (e == nullptr) return false;
+  for (const auto& spec : e->info.options)
+    if (spec.name == option) return true;
+  return false;
+}
+
+}  // namespace
+
+TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& job) {
+  const config::Trainer& t = cfg.config.trainer();
+  TrainerOptions o;  // the defaults: every field below is overwritten only when the config has it
+  o.steps = t.steps();
+  if (t.has_epochs()) o.epochs = t.epochs();
+  o.seed = t.seed();
+  const config::LearningRate& lr = t.learning_rate();
+  if (lr.has_base()) o.learning_rate.base = lr.base();
+  if (lr.has_schedule()) o.learning_rate.schedule = lr.schedule();
+  o.learning_rate.decay_steps = lr.decay_steps();
+  if (lr.has_decay_rate()) o.learning_rate.decay_rate = lr.decay_rate();
+  o.learning_rate.min_lr = lr.min_lr();
+  o.learning_rate.warmup_steps = lr.warmup_steps();
+  if (t.has_clip_norm()) o.clip_norm = t.clip_norm();
+  o.eval_every_steps = t.eval_every_steps();
+  if (t.has_log_every_steps()) o.log_every_steps = t.log_every_steps();
+  o.checkpoint_every_steps = t.checkpoint_every_steps();
+  if (t.has_keep_checkpoints()) o.keep_checkpoints = static_cast<int>(t.keep_checkpoints());
+  o.checkpoint_dir = t.checkpoint_dir();
+  o.metrics_log = t.metrics_log();
+  o.tensorboard_dir = t.tensorboard_dir();
+  o.num_classes = NumClasses(cfg.config);
+  if (t.has_eval_top_k()) o.eval_top_k = static_cast<int>(t.eval_top_k());
+  o.model_name = cfg.config.model().name();
+  o.config_text = ConfigToText(cfg.config);
+  o.resume = job.resume;
+  o.verbosity = job.verbosity;
+  o.tty = job.tty;
+  o.progress = job.progress;
+  o.should_stop = job.should_stop;
+  return o;
+}
+
+int64_t NumClasses(const config::RunConfig& config) {
+  if (config.trainer().has_num_classes()) return config.trainer().num_classes();
+  auto it = config.data().options().find("num_classes");
+  // The data source checks its own option's value; the trainer rejects a count below 1.
+  if (it != config.data().options().end()) return std::atoll(it->second.c_str());
+  return TrainerOptions{}.num_classes;
+}
+
+std::map<std::string, std::string> ComponentOptions(const Registry& registry, ComponentKind kind,
+                                                    const config::Component& component,
+                                                    const config::RunConfig& config) {
+  std::map<std::string, std::string> out = OptionMap(component);
+  auto fill = [&](const std::string& key, const std::string& value) {
+    if (!out.count(key) && SchemaHas(registry, kind, component.name(), key)) out[key] = value;
+  };
+  if (config.trainer().has_batch_size())
+    fill("batch_size", std::to_string(config.trainer().batch_size()));
+  fill("num_classes", std::to_string(NumClasses(config)));
+  // Components that wait for other ranks (the sync optimizer's collectives) wait as long as the
+  // transport section says.
+  if (Result<Timeouts> t = TimeoutsFrom(config); t.ok())
+    fill("timeout_ms", std::to_string(t->each.count()));
+  return out;
+}
+
+}  // namespace reel::core

@@ -1,0 +1,142 @@
+#include "reel/core/trainer_options.h"
+
+#include <gtest/gtest.h>
+
+#include "reel/core/schedule.h"
+#include "reel/core/train_job.h"
+#include "reel/plugin.h"
+
+namespace reel::core {
+namespace {
+
+TrainerOptions FromText(const std::string& text) {
+  Result<ConfigFile> cfg = ParseConfig(text, "run.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  return TrainerOptionsFrom(*cfg, TrainJobOptions{});
+}
+
+// A config without a trainer section gets TrainerOptions' own defaults, which are the documented
+// ones (proto/config.proto's comments).
+TEST(TrainerOptionsTest, AbsentFieldsTakeTheTrainersDefaults) {
+  const TrainerOptions got = FromText("model { name: \"m\" }");
+  const TrainerOptions def;
+  EXPECT_EQ(got.epochs, def.epochs);
+  EXPECT_EQ(got.epochs, 1);
+  EXPECT_EQ(got.learning_rate.base, def.learning_rate.base);
+  EXPECT_DOUBLE_EQ(got.learning_rate.base, 0.001);
+  EXPECT_EQ(got.learning_rate.schedule, "constant");
+  EXPECT_DOUBLE_EQ(got.learning_rate.decay_rate, 0.95);
+  EXPECT_DOUBLE_EQ(got.clip_norm, 1.0);
+  EXPECT_EQ(got.log_every_steps, 50);
+  EXPECT_EQ(got.keep_checkpoints, 3);
+  EXPECT_EQ(got.eval_top_k, 20);
+  EXPECT_EQ(got.num_classes, 3862);
+  EXPECT_EQ(got.model_name, "m");
+  EXPECT_TRUE(LrSchedule::Create(got.learning_rate).ok());
+}
+
+TEST(TrainerOptionsTest, SetFieldsArePassedOn) {
+  const TrainerOptions got = FromText(R"(trainer {
+    steps: 7 epochs: 4 seed: 9 clip_norm: 2.5 log_every_steps: 3 keep_checkpoints: 5
+    eval_top_k: 7 num_classes: 12 eval_every_steps: 2 checkpoint_every_steps: 6
+    learning_rate { base: 0.25 schedule: "exponential" decay_steps: 10 decay_rate: 0.5
+                    min_lr: 0.125 warmup_steps: 2 }
+  })");
+  EXPECT_EQ(got.steps, 7);
+  EXPECT_EQ(got.epochs, 4);
+  EXPECT_EQ(got.seed, 9u);
+  EXPECT_DOUBLE_EQ(got.clip_norm, 2.5);
+  EXPECT_EQ(got.log_every_steps, 3);
+  EXPECT_EQ(got.keep_checkpoints, 5);
+  EXPECT_EQ(got.eval_top_k, 7);
+  EXPECT_EQ(got.num_classes, 12);
+  EXPECT_EQ(got.eval_every_steps, 2);
+  EXPECT_EQ(got.checkpoint_every_steps, 6);
+  EXPECT_DOUBLE_EQ(got.learning_rate.base, 0.25);
+  EXPECT_EQ(got.learning_rate.schedule, "exponential");
+  EXPECT_EQ(got.learning_rate.decay_steps, 10);
+  EXPECT_DOUBLE_EQ(got.learning_rate.decay_rate, 0.5);
+  EXPECT_DOUBLE_EQ(got.learning_rate.min_lr, 0.125);
+  EXPECT_EQ(got.learning_rate.warmup_steps, 2);
+}
+
+// An explicit 0 is what the user wrote, never "use the default": keep_checkpoints: 0 keeps all
+// (reel/core/checkpoint.h), log_every_steps: 0 logs nothing, clip_norm: 0 disables clipping, and
+// the values that cannot work reach the checks that reject them with the field's name.
+TEST(TrainerOptionsTest, ExplicitZerosAreKept) {
+  const TrainerOptions got = FromText(R"(trainer {
+    epochs: 0 clip_norm: 0 log_every_steps: 0 keep_checkpoints: 0 eval_top_k: 0 num_classes: 0
+    learning_rate { base: 0 decay_rate: 0 }
+  })");
+  EXPECT_EQ(got.epochs, 0);
+  EXPECT_EQ(got.clip_norm, 0.0);
+  EXPECT_EQ(got.log_every_steps, 0);
+  EXPECT_EQ(got.keep_checkpoints, 0);
+  EXPECT_EQ(got.eval_top_k, 0);
+  EXPECT_EQ(got.num_classes, 0);
+  EXPECT_EQ(got.learning_rate.base, 0.0);
+  EXPECT_EQ(got.learning_rate.decay_rate, 0.0);
+  Result<LrSchedule> lr = LrSchedule::Create(got.learning_rate);
+  EXPECT_EQ(lr.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(lr.status().message().find("learning_rate.base"), std::string::npos) << lr.status();
+}
+
+TEST(TrainerOptionsTest, OverridesToZeroAreKept) {
+  Result<ConfigFile> cfg = ParseConfig("trainer { keep_checkpoints: 4 }", "run.pbtxt");
+  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(ApplyOverride(*cfg, "trainer.keep_checkpoints=0").ok());
+  ASSERT_TRUE(ApplyOverride(*cfg, "trainer.log_every_steps=0").ok());
+  const TrainerOptions got = TrainerOptionsFrom(*cfg, TrainJobOptions{});
+  EXPECT_EQ(got.keep_checkpoints, 0);
+  EXPECT_EQ(got.log_every_steps, 0);
+  // The recorded config (what a checkpoint keeps) still says so.
+  EXPECT_NE(got.config_text.find("keep_checkpoints: 0"), std::string::npos) << got.config_text;
+}
+
+TEST(TrainerOptionsTest, NumClassesFromTrainerThenDataThenDefault) {
+  auto num = [](const std::string& text) {
+    Result<ConfigFile> cfg = ParseConfig(text, "run.pbtxt");
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    return NumClasses(cfg->config);
+  };
+  EXPECT_EQ(num(""), TrainerOptions{}.num_classes);
+  EXPECT_EQ(num(R"(data { name: "d" options { key: "num_classes" value: "16" } })"), 16);
+  EXPECT_EQ(num(R"(data { name: "d" options { key: "num_classes" value: "16" } }
+                   trainer { num_classes: 5 })"),
+            5);
+}
+
+// batch_size and num_classes reach a component whose schema has them, unless its own section
+// sets them; an unset trainer.batch_size leaves the component's default alone.
+TEST(TrainerOptionsTest, ComponentOptionsFillTrainerLevelSettings) {
+  Registry registry;
+  RegisterFn probe = [](Registrar& r) noexcept {
+    return r.Add<DataSource>(
+        {"probe",
+         "a schema to fill",
+         {IntOption("batch_size", 8, ""), IntOption("num_classes", 1, ""),
+          IntOption("other", 0, "")}},
+        [](const Options&, const DataSourceContext&) -> Result<std::unique_ptr<DataSource>> {
+          return UnimplementedError("not built in this test");
+        });
+  };
+  ASSERT_TRUE(registry.RegisterFrom("test", "", nullptr, probe).ok());
+  auto options = [&](const std::string& text) {
+    Result<ConfigFile> cfg = ParseConfig(text, "run.pbtxt");
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    return ComponentOptions(registry, ComponentKind::kDataSource, cfg->config.data(), cfg->config);
+  };
+  using Map = std::map<std::string, std::string>;
+  EXPECT_EQ(options(R"(data { name: "probe" })"), (Map{{"num_classes", "3862"}}));
+  EXPECT_EQ(options(R"(data { name: "probe" } trainer { batch_size: 32 num_classes: 4 })"),
+            (Map{{"batch_size", "32"}, {"num_classes", "4"}}));
+  // An explicit 0 is passed on for the component's own check to reject by name.
+  EXPECT_EQ(options(R"(data { name: "probe" } trainer { batch_size: 0 })"),
+            (Map{{"batch_size", "0"}, {"num_classes", "3862"}}));
+  EXPECT_EQ(options(R"(data { name: "probe" options { key: "batch_size" value: "2" } }
+                       trainer { batch_size: 32 })"),
+            (Map{{"batch_size", "2"}, {"num_classes", "3862"}}));
+}
+
+}  // namespace
+}  // namespace reel::core
