@@ -147,12 +147,16 @@ TEST(InprocTransport, NameIsReusableAfterTheGroupFormed) {
   for (int run = 0; run < 3; ++run) {
     auto comms = ConnectOnThreads(*t, 2, "", DeadlineIn(60s));
     ASSERT_TRUE(comms.ok()) << comms.status();
-    std::vector<float> x = {1.0f};
+    // Each group is a fresh one: its sum is over this run's two ranks only.
+    std::vector<float> reduced(2, -1.0f);
     auto st = conformance::RunOnRanks(*comms, [&](Communicator& c) {
       std::vector<float> v = {static_cast<float>(c.rank() + run)};
-      return c.AllReduce(v, ReduceOp::kSum, DeadlineIn(60s));
+      Status s = c.AllReduce(v, ReduceOp::kSum, DeadlineIn(60s));
+      reduced[c.rank()] = v[0];
+      return s;
     });
     for (const auto& s : st) EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(reduced, std::vector<float>(2, static_cast<float>(0 + run + 1 + run))) << run;
   }
 }
 

@@ -378,8 +378,10 @@ TEST(TrainerTest, BadOptionsAreInvalidArgument) {
 namespace reel::core {
 namespace {
 
-// Runs two inproc ranks to completion (or interruption) and returns rank 0's parameters.
-std::vector<float> TwoRanks(testing::MemStorage& storage, const TrainerOptions& o) {
+// Runs two inproc ranks to completion (or interruption) and returns rank 0's parameters; rank 1
+// runs with `o1` when given (e.g. another stop flag), else with `o`.
+std::vector<float> TwoRanks(testing::MemStorage& storage, const TrainerOptions& o,
+                            const TrainerOptions* o1 = nullptr) {
   auto group = CreateInprocGroup(2);
   EXPECT_TRUE(group.ok());
   std::vector<std::unique_ptr<Communicator>> comms;
@@ -389,7 +391,8 @@ std::vector<float> TwoRanks(testing::MemStorage& storage, const TrainerOptions& 
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] {
-      auto r = RunTrainer(o, ranks[i]->components(comms[i].get(), false), storage);
+      auto r =
+          RunTrainer(i == 1 && o1 ? *o1 : o, ranks[i]->components(comms[i].get(), false), storage);
       EXPECT_TRUE(r.ok()) << "rank " << i << ": " << r.status();
     });
   for (auto& t : threads) t.join();
@@ -413,6 +416,34 @@ TEST(TrainerTest, TwoRanksInterruptThenResumeEqualsUninterrupted) {
   TrainerOptions second = o;
   second.resume = true;
   EXPECT_EQ(TwoRanks(storage, second), want);
+}
+
+// A signal may reach only one rank's process (or thread): the ranks still stop together, after
+// the same step, so the checkpoint rank 0 writes holds every rank's position, and resuming from
+// it ends where the uninterrupted run does. Either rank may be the one interrupted.
+TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
+  for (int interrupted : {0, 1}) {
+    SCOPED_TRACE("interrupted rank " + std::to_string(interrupted));
+    testing::MemStorage storage;
+    TrainerOptions o = BaseOptions();
+    o.steps = 10;
+    std::vector<float> want = TwoRanks(storage, o);
+    o.checkpoint_dir = "mem://one";
+    TrainerOptions stops = o, goes_on = o;
+    stops.should_stop = [](int64_t step) { return step >= 4; };
+    goes_on.should_stop = [](int64_t) { return false; };
+    if (interrupted == 0)
+      TwoRanks(storage, stops, &goes_on);
+    else
+      TwoRanks(storage, goes_on, &stops);
+    auto ckpt = LoadCheckpoint(storage, "mem://one");
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ(ckpt->step, 4);
+    EXPECT_EQ(ckpt->data_positions.size(), 2u);
+    TrainerOptions second = o;
+    second.resume = true;
+    EXPECT_EQ(TwoRanks(storage, second), want);
+  }
 }
 
 }  // namespace
