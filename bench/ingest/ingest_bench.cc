@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   synth.videos = cfg.videos;
   synth.classes = 3862;
   synth.shards = 4;
-  synth.min_frames = 100;  // about 120 frames per video, as benchmarks.md asks
+  synth.min_frames = 100;  // about 120 frames per video, as docs/benchmarks.md asks
   synth.max_frames = 140;
   std::filesystem::create_directories(cfg.dir);
   auto t0 = Clock::now();

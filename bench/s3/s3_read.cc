@@ -1,4 +1,4 @@
-// s3_read benchmark (benchmarks.md): read one object from a local S3 server on loopback with
+// s3_read benchmark (docs/benchmarks.md): read one object from a local S3 server on loopback with
 // reel's s3 storage and with the AWS CLI (`aws s3 cp ... -` and to a tmpfs file), alternating in
 // one run, several repetitions, medians; memcpy of the same size is the ceiling.
 //

@@ -17,7 +17,7 @@
 
 namespace reel::tfrecord {
 
-// YouTube-8M quantization (formats.md): x = q * 4/255 + 4/512 - 2, computed in float.
+// YouTube-8M quantization (docs/formats.md): x = q * 4/255 + 4/512 - 2, computed in float.
 float Dequantize(uint8_t q);
 // Clips x to [-2, 2] (NaN to -2), then round((x + 2) * 255/4), halves rounded up.
 uint8_t Quantize(float x);

@@ -1,6 +1,6 @@
 // YouTube-8M record decoding: one TFRecord payload (a tf.train.Example for video-level data, a
 // tf.train.SequenceExample for frame-level data) into views of its id, labels and features, plus
-// the dequantization of frame bytes. Wire formats: proto/example.proto and formats.md.
+// the dequantization of frame bytes. Wire formats: proto/example.proto and docs/formats.md.
 //
 // Decoding walks the protobuf wire format with protobuf's CodedInputStream over the payload bytes,
 // without building messages or copying feature data: a VideoRecord holds views into the payload,

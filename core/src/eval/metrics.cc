@@ -1,4 +1,4 @@
-// YouTube-8M metrics (see reel/core/metrics.h and formats.md).
+// YouTube-8M metrics (definitions: docs/metrics.md).
 #include "reel/core/metrics.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // YouTube-8M evaluation metrics: GAP@k (k = 20), Hit@1, PERR and mAP, exactly as the reference
-// evaluation defines them (see formats.md), accumulated over a stream of videos.
+// evaluation defines them (docs/metrics.md), accumulated over a stream of videos.
 //
 // Memory is bounded per video: the accumulator keeps only each video's top-k (score, class, is
 // true) triples, per-class positive counts and two running sums, never the full score matrix.

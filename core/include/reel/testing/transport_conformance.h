@@ -1,6 +1,6 @@
 // The transport conformance suite: what every Communicator must do (point-to-point, any-source
 // receives, tags, deadlines, peers that leave, and every collective at awkward sizes), written
-// once and run over every transport (style.md: one parameterised suite). A transport plugin's
+// once and run over every transport as one parameterised suite. A transport plugin's
 // tests link the library `reel::transport_testing` (the core plus GoogleTest) and instantiate the
 // suite in one of their own files:
 //
