@@ -1,5 +1,6 @@
 // `reel eval` and `reel predict`: score checkpoints on data, or write Kaggle-style predictions.
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -54,8 +55,7 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
                                 "' has no 'files' option to point at " + pattern);
   (*data.mutable_options())["files"] = pattern;
   if (has("shuffle_buffer")) (*data.mutable_options())["shuffle_buffer"] = "0";
-  if (batch_size > 0 && has("batch_size"))
-    (*data.mutable_options())["batch_size"] = std::to_string(batch_size);
+  if (has("batch_size")) (*data.mutable_options())["batch_size"] = std::to_string(batch_size);
   // An ensemble may combine models reading different features (the seed's audio and video
   // models): read the source's default feature set rather than the first model's choice.
   if (checkpoints.size() > 1) data.mutable_options()->erase("features");
@@ -66,6 +66,14 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
           data.name(),
           core::ComponentOptions(env.host.registry(), ComponentKind::kDataSource, data, rc), ctx));
   return out;
+}
+
+// --top-k and --batch-size as both commands take them: an integer from 1 to INT_MAX.
+Result<int> PositiveFlag(const Args& args, const std::string& name, int fallback) {
+  REEL_ASSIGN_OR_RETURN(int64_t n, args.GetInt(name, fallback));
+  if (n < 1 || n > std::numeric_limits<int>::max())
+    return InvalidArgumentError("flag '--" + name + "' must be >= 1, got " + std::to_string(n));
+  return static_cast<int>(n);
 }
 
 std::vector<std::string> CheckpointList(const Args& args) {
@@ -87,11 +95,11 @@ Status RunEval(CliEnv& env, const std::vector<std::string>& words) {
   if (!args.Has("ensemble") && !args.positional().empty())
     return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
                                 "' (several checkpoints: --ensemble A B ...)");
-  REEL_ASSIGN_OR_RETURN(int64_t batch, args.GetInt("batch-size", 64));
-  REEL_ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 20));
+  REEL_ASSIGN_OR_RETURN(int batch, PositiveFlag(args, "batch-size", 64));
+  REEL_ASSIGN_OR_RETURN(int top_k, PositiveFlag(args, "top-k", 20));
   REEL_ASSIGN_OR_RETURN(Loaded l, LoadForData(env, CheckpointList(args), args.Get("data"), batch));
-  REEL_ASSIGN_OR_RETURN(core::EvalMetrics m, core::Evaluate(l.models, *l.source, l.num_classes,
-                                                            static_cast<int>(top_k), nullptr));
+  REEL_ASSIGN_OR_RETURN(core::EvalMetrics m,
+                        core::Evaluate(l.models, *l.source, l.num_classes, top_k, nullptr));
   if (!args.Has("json"))
     for (const auto& c : l.checkpoints)
       env.out << "checkpoint  " << c.uri << " (model " << c.config.config.model().name()
@@ -111,14 +119,13 @@ Status RunPredict(CliEnv& env, const std::vector<std::string>& words) {
   REEL_RETURN_IF_ERROR(args.Parse(words));
   if (!args.Has("ensemble") && !args.positional().empty())
     return InvalidArgumentError("unexpected argument '" + args.positional()[0] + "'");
-  REEL_ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 20));
-  if (top_k < 1) return InvalidArgumentError("flag '--top-k' must be >= 1");
-  REEL_ASSIGN_OR_RETURN(int64_t batch, args.GetInt("batch-size", 64));
+  REEL_ASSIGN_OR_RETURN(int top_k, PositiveFlag(args, "top-k", 20));
+  REEL_ASSIGN_OR_RETURN(int batch, PositiveFlag(args, "batch-size", 64));
   REEL_ASSIGN_OR_RETURN(Loaded l, LoadForData(env, CheckpointList(args), args.Get("data"), batch));
   std::ostringstream csv;
   csv << "VideoId,LabelConfidencePairs\n";
   REEL_RETURN_IF_ERROR(
-      core::Predict(l.models, *l.source, l.num_classes, static_cast<int>(top_k),
+      core::Predict(l.models, *l.source, l.num_classes, top_k,
                     [&](const std::string& id, const std::vector<std::pair<int32_t, float>>& top) {
                       csv << id << ",";
                       char buf[32];
@@ -155,28 +162,30 @@ void PrintMetrics(std::ostream& out, const core::EvalMetrics& m, bool json) {
   if (json) {
     std::snprintf(
         buf, sizeof buf,
-        "{\"gap\": %.6f, \"hit_at_1\": %.6f, \"perr\": %.6f, \"map\": %.6f, \"videos\": %lld}\n",
-        m.gap, m.hit_at_1, m.perr, m.map, static_cast<long long>(m.videos));
+        "{\"gap\": %.6f, \"hit_at_1\": %.6f, \"perr\": %.6f, \"map\": %.6f, \"videos\": %lld, "
+        "\"top_k\": %d}\n",
+        m.gap, m.hit_at_1, m.perr, m.map, static_cast<long long>(m.videos), m.top_k);
   } else {
+    const std::string gap = "GAP@" + std::to_string(m.top_k);
     std::snprintf(buf, sizeof buf,
-                  "videos      %lld\nGAP@20      %.4f\nHit@1       %.4f\nPERR        %.4f\nmAP     "
-                  "    %.4f\n",
-                  static_cast<long long>(m.videos), m.gap, m.hit_at_1, m.perr, m.map);
+                  "videos      %lld\n%-12s%.4f\nHit@1       %.4f\nPERR        %.4f\nmAP         "
+                  "%.4f\n",
+                  static_cast<long long>(m.videos), gap.c_str(), m.gap, m.hit_at_1, m.perr, m.map);
   }
   out << buf;
 }
 
 CliCommand EvalCliCommand() {
-  return {"eval", "score checkpoints on data: GAP@20, Hit@1, PERR, mAP",
-          "reel eval --checkpoint DIR|FILE --data PATTERN [--json] [--ensemble A B ...] "
-          "[--batch-size N]",
+  return {"eval", "score checkpoints on data: GAP@k, Hit@1, PERR, mAP",
+          "reel eval --checkpoint DIR|FILE --data PATTERN [--top-k 20] [--batch-size 64] [--json] "
+          "[--ensemble A B ...]",
           RunEval};
 }
 
 CliCommand PredictCliCommand() {
   return {"predict", "write top-k predictions as Kaggle CSV (VideoId,LabelConfidencePairs)",
-          "reel predict --checkpoint DIR|FILE --data PATTERN [--top-k 20] [--out FILE] [--ensemble "
-          "A B ...]",
+          "reel predict --checkpoint DIR|FILE --data PATTERN [--top-k 20] [--batch-size 64] "
+          "[--out FILE] [--ensemble A B ...]",
           RunPredict};
 }
 

@@ -68,9 +68,10 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
     env.out << "trained " << r.steps << " steps (" << r.examples << " examples, epoch " << r.epoch
             << "), final loss " << Fixed(r.last_loss) << "\n";
     if (r.final_eval)
-      env.out << "eval: GAP " << Fixed(r.final_eval->gap) << "  Hit@1 "
-              << Fixed(r.final_eval->hit_at_1) << "  PERR " << Fixed(r.final_eval->perr) << "  mAP "
-              << Fixed(r.final_eval->map) << "  (" << r.final_eval->videos << " videos)\n";
+      env.out << "eval: GAP@" << r.final_eval->top_k << " " << Fixed(r.final_eval->gap)
+              << "  Hit@1 " << Fixed(r.final_eval->hit_at_1) << "  PERR "
+              << Fixed(r.final_eval->perr) << "  mAP " << Fixed(r.final_eval->map) << "  ("
+              << r.final_eval->videos << " videos)\n";
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
   }
   if (r.interrupted)

@@ -30,6 +30,18 @@ void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
           << "\n`reel COMMAND --help` shows a command's usage.\n";
 }
 
+// How every command's outcome — core or plugin — becomes the process's exit status and message:
+// an error is printed as "reel NAME: STATUS", with the usage after a usage error (InvalidArgument,
+// as reel/command.h asks of plugin commands); the status is the one a command set in
+// env.exit_code (reel launch: a rank's), else 0 on success, 130 when interrupted (Cancelled:
+// Ctrl-C or SIGTERM, as a shell reports a Ctrl-C) and 1 for any other error.
+int Finish(CliEnv& env, const std::string& name, const std::string& usage, const Status& s) {
+  if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";
+  if (s.code() == StatusCode::kInvalidArgument) env.err << "usage: " << usage << "\n";
+  if (env.exit_code >= 0) return env.exit_code;
+  return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
+}
+
 int Run(int argc, char** argv) {
   std::vector<std::string> plugin_dirs, rest;
   for (int i = 1; i < argc; ++i) {
@@ -69,12 +81,7 @@ int Run(int argc, char** argv) {
       env.out << "usage: " << c.usage << "\n" << c.summary << "\n";
       return 0;
     }
-    Status s = c.run(env, args);
-    if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";
-    if (s.code() == StatusCode::kInvalidArgument && s.message().find("flag") != std::string::npos)
-      env.err << "usage: " << c.usage << "\n";
-    if (env.exit_code >= 0) return env.exit_code;
-    return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
+    return Finish(env, name, c.usage, c.run(env, args));
   }
 
   if (env.host.registry().Find(ComponentKind::kCommand, name) != nullptr) {
@@ -88,11 +95,7 @@ int Run(int argc, char** argv) {
       return 0;
     }
     CommandContext ctx{&env.host.storage(), &env.out, &env.err};
-    Status s = (*cmd)->Run(args, ctx);
-    if (s.ok()) return 0;
-    env.err << "reel " << name << ": " << s << "\n";
-    if (s.code() == StatusCode::kInvalidArgument) env.err << "usage: " << (*cmd)->Usage() << "\n";
-    return 1;
+    return Finish(env, name, (*cmd)->Usage(), (*cmd)->Run(args, ctx));
   }
 
   env.err << "reel: unknown command '" << name << "' (commands:";

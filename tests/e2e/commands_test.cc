@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "e2e_util.h"
@@ -111,23 +113,85 @@ TEST_F(CommandsTest, VideoLevelConfigsRunOnRealShardsFromTheRepositoryRoot) {
   }
 }
 
+// Metrics computed here, independently of the core's accumulator, from `reel predict`'s
+// probabilities for every class and the records' labels: GAP@k over the pooled top-k pairs
+// divided by all positives, Hit@1, and PERR (precision of each video's top |labels|).
+struct IndependentMetrics {
+  double gap = 0, hit_at_1 = 0, perr = 0;
+};
+IndependentMetrics FromPredictions(const std::string& csv,
+                                   const std::map<std::string, std::vector<int>>& labels, int k) {
+  std::vector<std::pair<double, bool>> pooled;
+  IndependentMetrics m;
+  size_t positives = 0, videos = 0;
+  std::istringstream lines(csv);
+  std::string row;
+  std::getline(lines, row);  // header
+  while (std::getline(lines, row)) {
+    const std::string id = row.substr(0, row.find(','));
+    const std::vector<int>& truth = labels.at(id);
+    std::istringstream pairs(row.substr(row.find(',') + 1));
+    std::vector<std::pair<double, int>> ranked;  // (probability, class), best first as printed
+    for (int cls; pairs >> cls;) {
+      double p = 0;
+      pairs >> p;
+      ranked.emplace_back(p, cls);
+    }
+    auto is_true = [&](int cls) { return std::count(truth.begin(), truth.end(), cls) > 0; };
+    for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(k); ++i)
+      pooled.emplace_back(ranked[i].first, is_true(ranked[i].second));
+    m.hit_at_1 += is_true(ranked[0].second) ? 1 : 0;
+    size_t hits = 0;
+    for (size_t i = 0; i < truth.size(); ++i) hits += is_true(ranked[i].second) ? 1 : 0;
+    m.perr += static_cast<double>(hits) / static_cast<double>(truth.size());
+    positives += truth.size();
+    ++videos;
+  }
+  std::stable_sort(pooled.begin(), pooled.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  double tp = 0;
+  for (size_t i = 0; i < pooled.size(); ++i)
+    if (pooled[i].second) m.gap += ++tp / static_cast<double>(i + 1);
+  m.gap /= static_cast<double>(positives);
+  m.hit_at_1 /= static_cast<double>(videos);
+  m.perr /= static_cast<double>(videos);
+  return m;
+}
+
 TEST_F(CommandsTest, EvalPredictAndEnsembleOnACheckpoint) {
   const std::string run = ScratchDir("evalpredict");
   ASSERT_EQ(Reel(Small("two_stream", run, 4)).code, 0);
   const std::string data = *data_ + "/test/*.tfrecord";
   RunResult json = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data, "--json"});
   ASSERT_EQ(json.code, 0) << json.err;
-  for (const char* key : {"gap", "hit_at_1", "perr", "map"}) {
-    double v = JsonField(json.out, key);
-    EXPECT_GE(v, 0.0) << key << " in " << json.out;
-    EXPECT_LE(v, 1.0) << key;
-  }
   EXPECT_EQ(JsonField(json.out, "videos"), 32.0) << json.out;
+  EXPECT_EQ(JsonField(json.out, "top_k"), 20.0) << json.out;
+
+  // The same checkpoint's probabilities for all 16 classes, scored here: the metrics `eval`
+  // reports must be these (up to the six printed decimals, which can reorder near-ties).
+  RunResult all = Reel({"predict", "--checkpoint", run + "/ckpt", "--data", data, "--top-k", "16"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  const auto labels = LabelsById(ListDir(*data_ + "/test"));
+  ASSERT_EQ(labels.size(), 32u);
+  for (int k : {20, 3}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    RunResult e = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data, "--json", "--top-k",
+                        std::to_string(k)});
+    ASSERT_EQ(e.code, 0) << e.err;
+    const IndependentMetrics want = FromPredictions(all.out, labels, k);
+    EXPECT_NEAR(JsonField(e.out, "gap"), want.gap, 2e-3) << e.out;
+    EXPECT_NEAR(JsonField(e.out, "hit_at_1"), want.hit_at_1, 1e-6) << e.out;
+    EXPECT_NEAR(JsonField(e.out, "perr"), want.perr, 1e-6) << e.out;
+  }
 
   RunResult table = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data});
   ASSERT_EQ(table.code, 0) << table.err;
-  EXPECT_NE(table.out.find("GAP@20"), std::string::npos);
+  EXPECT_NE(table.out.find("GAP@20 "), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("mAP"), std::string::npos);
+  RunResult table5 = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", data, "--top-k", "5"});
+  ASSERT_EQ(table5.code, 0) << table5.err;
+  EXPECT_NE(table5.out.find("GAP@5 "), std::string::npos) << table5.out;
+  EXPECT_EQ(table5.out.find("GAP@20"), std::string::npos) << table5.out;
 
   // An ensemble of a checkpoint with itself averages identical probabilities: same metrics.
   RunResult ens =
@@ -150,6 +214,27 @@ TEST_F(CommandsTest, EvalPredictAndEnsembleOnACheckpoint) {
     EXPECT_EQ(n, 6) << row;  // three "class probability" pairs
   }
   EXPECT_EQ(rows, 32);
+  fs::remove_all(run);
+}
+
+// --top-k and --batch-size must be positive integers, in `eval` as in `predict`; the usage says so.
+TEST_F(CommandsTest, EvalAndPredictCheckTheirFlags) {
+  const std::string run = ScratchDir("flags");
+  ASSERT_EQ(Reel(Small("bilstm_audio", run, 1)).code, 0);
+  const std::string data = *data_ + "/test/*.tfrecord";
+  for (const char* command : {"eval", "predict"}) {
+    for (const char* flag : {"--top-k", "--batch-size"}) {
+      for (const char* value : {"0", "-3"}) {
+        RunResult r = Reel({command, "--checkpoint", run + "/ckpt", "--data", data, flag, value});
+        EXPECT_EQ(r.code, 1) << command << " " << flag << " " << value;
+        EXPECT_NE(r.err.find(std::string("flag '") + flag + "' must be >= 1, got " + value),
+                  std::string::npos)
+            << r.err;
+        EXPECT_NE(r.err.find(std::string("usage: reel ") + command), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("[--top-k 20] [--batch-size 64]"), std::string::npos) << r.err;
+      }
+    }
+  }
   fs::remove_all(run);
 }
 

@@ -67,12 +67,16 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return out;
 }
 
-std::vector<std::vector<int>> Labels(const std::vector<std::string>& files) {
+namespace {
+
+// (id, labels) of every record in `files`, in file order.
+std::vector<std::pair<std::string, std::vector<int>>> Records(
+    const std::vector<std::string>& files) {
   std::vector<std::string> args = {"inspect", "--json", "--limit", "1000000"};
   args.insert(args.end(), files.begin(), files.end());
   RunResult r = Reel(args);
   EXPECT_EQ(r.code, 0) << r.err;
-  std::vector<std::vector<int>> out;
+  std::vector<std::pair<std::string, std::vector<int>>> out;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     size_t at = line.find("\"labels\":[");
@@ -83,8 +87,25 @@ std::vector<std::vector<int>> Labels(const std::vector<std::string>& files) {
     std::stringstream ls(line.substr(at, end - at));
     for (std::string n; std::getline(ls, n, ',');)
       if (!n.empty()) labels.push_back(std::stoi(n));
-    out.push_back(labels);
+    std::string id;
+    if (size_t i = line.find("\"id\":\""); i != std::string::npos)
+      id = line.substr(i + 6, line.find('"', i + 6) - (i + 6));
+    out.emplace_back(id, labels);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> Labels(const std::vector<std::string>& files) {
+  std::vector<std::vector<int>> out;
+  for (auto& [id, labels] : Records(files)) out.push_back(std::move(labels));
+  return out;
+}
+
+std::map<std::string, std::vector<int>> LabelsById(const std::vector<std::string>& files) {
+  std::map<std::string, std::vector<int>> out;
+  for (auto& [id, labels] : Records(files)) out[id] = std::move(labels);
   return out;
 }
 

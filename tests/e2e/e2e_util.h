@@ -27,6 +27,9 @@ std::vector<std::string> ListDir(const std::string& dir);  // sorted full paths
 // Label lists of every record in `files` (via `reel inspect --json`).
 std::vector<std::vector<int>> Labels(const std::vector<std::string>& files);
 
+// Label lists by video id, of every record in `files` (via `reel inspect --json`).
+std::map<std::string, std::vector<int>> LabelsById(const std::vector<std::string>& files);
+
 // GAP@20 of scoring every class by its frequency among `train` labels, on `test` labels.
 double FrequencyBaselineGap(const std::vector<std::vector<int>>& train,
                             const std::vector<std::vector<int>>& test, int classes);

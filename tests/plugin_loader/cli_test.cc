@@ -60,7 +60,14 @@ TEST(ReelCliTest, PluginCommandsDispatch) {
   EXPECT_EQ(r.output, "hello reel\n");
   CliRun bad = Reel("--plugin-dir " + kDir + "/good hello a b");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.output.find("usage: reel hello [NAME]"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("usage: reel hello [NAME"), std::string::npos) << bad.output;
+}
+
+// A plugin command that was interrupted exits like an interrupted core command (`reel train`).
+TEST(ReelCliTest, InterruptedPluginCommandExits130) {
+  CliRun r = Reel("--plugin-dir " + kDir + "/good hello --as-if-interrupted");
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  EXPECT_EQ(r.output, "reel hello: CANCELLED: stopped before greeting\n");
 }
 
 TEST(ReelCliTest, UnknownCommandsAreOneClearLine) {
@@ -72,7 +79,9 @@ TEST(ReelCliTest, UnknownCommandsAreOneClearLine) {
 TEST(ReelCliTest, VersionAndHelp) {
   CliRun v = Reel("version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_NE(v.output.find("plugin ABI " + std::to_string(reel::kPluginAbiVersion)), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("plugin ABI " + std::to_string(reel::kPluginAbiVersion)),
+            std::string::npos)
+      << v.output;
   CliRun h = Reel("--help");
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_NE(h.output.find("plugins"), std::string::npos) << h.output;

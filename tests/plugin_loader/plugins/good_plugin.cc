@@ -40,8 +40,11 @@ class EchoModel final : public reel::Model {
 
 class HelloCommand final : public reel::Command {
  public:
-  std::string Usage() const override { return "reel hello [NAME]"; }
+  std::string Usage() const override { return "reel hello [NAME | --as-if-interrupted]"; }
   reel::Status Run(const std::vector<std::string>& args, reel::CommandContext& ctx) override {
+    // What a plugin command that stops on Ctrl-C returns.
+    if (args.size() == 1 && args[0] == "--as-if-interrupted")
+      return reel::CancelledError("stopped before greeting");
     if (args.size() > 1) return reel::InvalidArgumentError("hello takes at most one name");
     *ctx.out << "hello " << (args.empty() ? "world" : args[0]) << "\n";
     return reel::Status::Ok();

@@ -28,6 +28,7 @@ struct EvalMetrics {
   double perr = 0.0;      // precision at equal recall rate, averaged over videos
   double map = 0.0;       // mean over classes with positives of the per-class top-k AP
   int64_t videos = 0;
+  int top_k = 0;  // the k of GAP@k and of mAP's per-class lists
 };
 
 class MetricsAccumulator {
