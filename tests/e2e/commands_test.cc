@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -304,11 +305,14 @@ TEST_F(CommandsTest, CorruptCheckpointIsDataLossAndKept) {
   fs::remove_all(run);
 }
 
-// Starts `reel train` in the background, sends SIGINT once it has logged a few steps, and
-// checks the final checkpoint and a clean exit; then --resume finishes the budget.
-TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
-  const std::string run = ScratchDir("sigint");
-  auto args = Small("bilstm_audio", run, 1000000);
+// Starts `reel train` in the background, sends `sig` once it has logged a few steps, and checks
+// the final checkpoint and the exit status of an interrupted command; then --resume finishes the
+// budget. SIGTERM (what Slurm, Kubernetes, mpirun and `timeout` send) must save the run like
+// Ctrl-C.
+void InterruptWritesACheckpointAndResumeFinishes(
+    int sig, const std::function<std::vector<std::string>(const std::string&, int)>& small) {
+  const std::string run = ScratchDir(std::string("signal") + std::to_string(sig));
+  auto args = small(run, 1000000);
   std::vector<std::string> argv_s = {REEL_EXE};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   pid_t pid = ::fork();
@@ -328,7 +332,7 @@ TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
     if (std::count(log.begin(), log.end(), '\n') >= 3) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ::kill(pid, SIGINT);
+  ::kill(pid, sig);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
@@ -339,7 +343,7 @@ TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
   const long step = std::stol(name.substr(5, 10));
   EXPECT_GE(step, 3);
 
-  auto resume = Small("bilstm_audio", run, static_cast<int>(step) + 2);
+  auto resume = small(run, static_cast<int>(step) + 2);
   resume.push_back("--resume");
   RunResult r = Reel(resume);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -347,6 +351,16 @@ TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
   EXPECT_NE(r.out.find("trained " + std::to_string(step + 2) + " steps"), std::string::npos)
       << r.out;
   fs::remove_all(run);
+}
+
+TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
+  InterruptWritesACheckpointAndResumeFinishes(
+      SIGINT, [](const std::string& run, int steps) { return Small("bilstm_audio", run, steps); });
+}
+
+TEST_F(CommandsTest, SigtermWritesACheckpointAndResumeFinishes) {
+  InterruptWritesACheckpointAndResumeFinishes(
+      SIGTERM, [](const std::string& run, int steps) { return Small("bilstm_audio", run, steps); });
 }
 
 }  // namespace
