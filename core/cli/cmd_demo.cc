@@ -47,27 +47,49 @@ Status MakeData(CliEnv& env, const std::string& dir) {
   return Status::Ok();
 }
 
-std::string DemoConfig(const std::string& dir) {
-  auto source = [&](const std::string& files, int shuffle) {
-    return "{ name: \"tfrecord\" options { key: \"files\" value: \"" + files +
-           "\" } options { key: \"level\" value: \"frame\" } options { key: \"max_frames\" value: "
-           "\"24\" } options { key: \"shuffle_buffer\" value: \"" +
-           std::to_string(shuffle) + "\" } }\n";
-  };
-  return "data " + source(dir + "/data/train/*.tfrecord", 256) + "eval_data " +
-         source(dir + "/data/test/*.tfrecord", 0) +
-         "model { name: \"two_stream\" options { key: \"video_hidden\" value: \"32\" } "
-         "options { key: \"audio_hidden\" value: \"16\" } }\n"
-         "optimizer { name: \"sync\" options { key: \"rule\" value: \"adam\" } }\n"
-         "trainer {\n  steps: 300\n  batch_size: 32\n  seed: 1\n  num_classes: " +
-         std::to_string(kClasses) +
-         "\n  learning_rate { base: 0.005 schedule: \"cosine\" warmup_steps: 20 }\n"
-         "  log_every_steps: 25\n  eval_every_steps: 100\n  checkpoint_every_steps: 100\n"
-         "  keep_checkpoints: 2\n  checkpoint_dir: \"" +
-         dir +
-         "/checkpoints\"\n"
-         "  metrics_log: \"" +
-         dir + "/metrics.jsonl\"\n  tensorboard_dir: \"" + dir + "/tensorboard\"\n}\n";
+// The demo's run configuration. The paths under `dir` are set on the parsed message, never
+// pasted into the text, so any directory name (quotes, backslashes, newlines) stays what it is.
+Result<core::ConfigFile> DemoConfig(const std::string& dir) {
+  constexpr char kText[] = R"(
+data {
+  name: "tfrecord"
+  options { key: "level" value: "frame" }
+  options { key: "max_frames" value: "24" }
+  options { key: "shuffle_buffer" value: "256" }
+}
+eval_data {
+  name: "tfrecord"
+  options { key: "level" value: "frame" }
+  options { key: "max_frames" value: "24" }
+  options { key: "shuffle_buffer" value: "0" }
+}
+model {
+  name: "two_stream"
+  options { key: "video_hidden" value: "32" }
+  options { key: "audio_hidden" value: "16" }
+}
+optimizer { name: "sync" options { key: "rule" value: "adam" } }
+trainer {
+  steps: 300
+  batch_size: 32
+  seed: 1
+  learning_rate { base: 0.005 schedule: "cosine" warmup_steps: 20 }
+  log_every_steps: 25
+  eval_every_steps: 100
+  checkpoint_every_steps: 100
+  keep_checkpoints: 2
+}
+)";
+  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, core::ParseConfig(kText, "demo config"));
+  config::RunConfig& c = cfg.config;
+  (*c.mutable_data()->mutable_options())["files"] = dir + "/data/train/*.tfrecord";
+  (*c.mutable_eval_data()->mutable_options())["files"] = dir + "/data/test/*.tfrecord";
+  config::Trainer& t = *c.mutable_trainer();
+  t.set_num_classes(kClasses);
+  t.set_checkpoint_dir(dir + "/checkpoints");
+  t.set_metrics_log(dir + "/metrics.jsonl");
+  t.set_tensorboard_dir(dir + "/tensorboard");
+  return cfg;
 }
 
 Status RunDemo(CliEnv& env, const std::vector<std::string>& words) {
@@ -83,7 +105,7 @@ Status RunDemo(CliEnv& env, const std::vector<std::string>& words) {
     return InvalidArgumentError("unexpected argument '" + args.positional()[0] + "'");
   const std::string dir = args.Get("workdir", "reel-demo");
   const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
-  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, core::ParseConfig(DemoConfig(dir), "demo config"));
+  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, DemoConfig(dir));
   for (const std::string& o : args.GetAll("set")) REEL_RETURN_IF_ERROR(core::ApplyOverride(cfg, o));
   if (args.Has("print-config")) {
     env.out << core::ConfigToText(cfg.config);
@@ -110,7 +132,8 @@ Status RunDemo(CliEnv& env, const std::vector<std::string>& words) {
 CliCommand DemoCliCommand() {
   return {
       "demo", "synthesize data, train two_stream briefly, evaluate and print the metrics",
-      "reel demo [--workdir DIR] [--set section.field=value ...] [--quiet|--verbose] [--resume]",
+      "reel demo [--workdir DIR] [--set section.field=value ...] [--quiet|--verbose] [--resume] "
+      "[--print-config]",
       RunDemo};
 }
 
