@@ -106,7 +106,7 @@ Status RunDemo(CliEnv& env, const std::vector<std::string>& words) {
   const std::string dir = args.Get("workdir", "reel-demo");
   const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
   REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, DemoConfig(dir));
-  for (const std::string& o : args.GetAll("set")) REEL_RETURN_IF_ERROR(core::ApplyOverride(cfg, o));
+  REEL_RETURN_IF_ERROR(ApplyOverrides(env, cfg, args.GetAll("set")));
   if (args.Has("print-config")) {
     env.out << core::ConfigToText(cfg.config);
     return Status::Ok();

@@ -1,4 +1,5 @@
-// `reel train --config FILE [--set section.field=value ...] [--resume] [--quiet|--verbose]`.
+// `reel train --config FILE|URI [--set section.field=value ...] [--resume] [--quiet|--verbose]
+// [--print-config]`.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -46,11 +47,17 @@ std::string Fixed(double v) {
 
 }  // namespace
 
-Result<core::ConfigFile> LoadConfigWithOverrides(const std::string& path,
+Result<core::ConfigFile> LoadConfigWithOverrides(CliEnv& env, const std::string& path,
                                                  const std::vector<std::string>& overrides) {
-  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, core::LoadConfigFile(path));
-  for (const std::string& o : overrides) REEL_RETURN_IF_ERROR(core::ApplyOverride(cfg, o));
+  REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg, core::LoadConfigFile(env.host.storage(), path));
+  REEL_RETURN_IF_ERROR(ApplyOverrides(env, cfg, overrides));
   return cfg;
+}
+
+Status ApplyOverrides(CliEnv& env, core::ConfigFile& cfg,
+                      const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) REEL_RETURN_IF_ERROR(core::ApplyOverride(cfg, o));
+  return env.host.ApplyRunConfig(cfg);
 }
 
 Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int verbosity,
@@ -84,17 +91,27 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
 CliCommand TrainCliCommand() {
   return {
       "train", "train a model from a config (text-format RunConfig)",
-      "reel train --config FILE [--set section.field=value ...] [--resume] [--quiet|--verbose]",
+      "reel train --config FILE|URI [--set section.field=value ...] [--resume] [--quiet|--verbose] "
+      "[--print-config]",
       [](CliEnv& env, const std::vector<std::string>& words) -> Status {
         Args args;
-        args.Value("config").Value("set", true).Switch("resume").Switch("quiet").Switch("verbose");
+        args.Value("config")
+            .Value("set", true)
+            .Switch("resume")
+            .Switch("quiet")
+            .Switch("verbose")
+            .Switch("print-config");
         REEL_RETURN_IF_ERROR(args.Parse(words));
         if (!args.positional().empty())
           return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
                                       "' (flags: --config ...)");
         if (!args.Has("config")) return InvalidArgumentError("flag '--config' is required");
         REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg,
-                              LoadConfigWithOverrides(args.Get("config"), args.GetAll("set")));
+                              LoadConfigWithOverrides(env, args.Get("config"), args.GetAll("set")));
+        if (args.Has("print-config")) {
+          env.out << core::ConfigToText(cfg.config);
+          return Status::Ok();
+        }
         const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
         return TrainAndReport(env, cfg, args.Has("resume"), verbosity);
       }};

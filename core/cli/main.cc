@@ -1,12 +1,14 @@
 // The reel command: the first host application of the core.
 //
-//   reel [--plugin-dir DIR]... COMMAND [ARGS...]
+//   reel [--plugin-dir DIR]... [--storage SCHEME.OPTION=VALUE]... COMMAND [ARGS...]
 //
 // Core commands come from CoreCommands(); any other COMMAND is looked up among the `command`
 // components that plugins registered (e.g. `reel synth` from the tfrecord plugin).
 #include <unistd.h>
 
 #include <iostream>
+
+extern char** environ;
 
 #include "cli.h"
 #include "reel/core/host.h"
@@ -16,7 +18,8 @@ namespace {
 
 void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
   env.out << "reel — train multi-label video classifiers (YouTube-8M style)\n\n"
-          << "usage: reel [--plugin-dir DIR]... COMMAND [ARGS...]\n\ncommands:\n";
+          << "usage: reel [--plugin-dir DIR]... [--storage SCHEME.OPTION=VALUE]... COMMAND "
+             "[ARGS...]\n\ncommands:\n";
   auto line = [&](const std::string& name, const std::string& summary) {
     env.out << "  " << name << std::string(name.size() < 10 ? 10 - name.size() : 1, ' ') << summary
             << "\n";
@@ -27,6 +30,11 @@ void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
   env.out << "\nglobal flags:\n"
           << "  --plugin-dir DIR  search DIR for plugins first (then $REEL_PLUGIN_PATH, then the\n"
           << "                    install's lib/reel/plugins)\n"
+          << "  --storage SCHEME.OPTION=VALUE\n"
+          << "                    an option of the storage serving SCHEME:// URIs, e.g.\n"
+          << "                    s3.endpoint=http://127.0.0.1:4568 (also "
+             "REEL_STORAGE_S3_ENDPOINT=...;\n"
+          << "                    both win over a config's storage sections)\n"
           << "\n`reel COMMAND --help` shows a command's usage.\n";
 }
 
@@ -43,22 +51,38 @@ int Finish(CliEnv& env, const std::string& name, const std::string& usage, const
 }
 
 int Run(int argc, char** argv) {
-  std::vector<std::string> plugin_dirs, rest;
+  std::vector<std::string> plugin_dirs, storage_flags, rest;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--plugin-dir" && i + 1 < argc) {
-      plugin_dirs.push_back(argv[++i]);
-    } else if (a.rfind("--plugin-dir=", 0) == 0) {
-      plugin_dirs.push_back(a.substr(13));
-    } else if (a == "--plugin-dir") {
-      std::cerr << "reel: flag '--plugin-dir' needs a value\n";
-      return 2;
-    } else {
+    const std::string a = argv[i];
+    std::vector<std::string>* into = nullptr;
+    std::string flag;
+    for (const char* f : {"--plugin-dir", "--storage"}) {
+      if (a == f || a.rfind(std::string(f) + "=", 0) == 0) {
+        flag = f;
+        into = flag == "--plugin-dir" ? &plugin_dirs : &storage_flags;
+      }
+    }
+    if (into == nullptr) {
       rest.push_back(a);
+    } else if (a.size() > flag.size()) {
+      into->push_back(a.substr(flag.size() + 1));
+    } else if (i + 1 < argc) {
+      into->push_back(argv[++i]);
+    } else {
+      std::cerr << "reel: flag '" << flag << "' needs a value\n";
+      return 2;
     }
   }
   core::HostOptions options;
   options.plugin_dirs = plugin_dirs;
+  // Flags after the environment, so a flag wins over a variable for the same option.
+  Status storage = core::AddStorageEnvironment(environ, options.storage_options);
+  for (const std::string& f : storage_flags)
+    if (storage.ok()) storage = core::AddStorageFlag(f, options.storage_options);
+  if (!storage.ok()) {
+    std::cerr << "reel: " << storage << "\n";
+    return 2;
+  }
   Result<std::unique_ptr<core::Host>> host = core::Host::Create(std::move(options));
   if (!host.ok()) {
     std::cerr << "reel: " << host.status() << "\n";

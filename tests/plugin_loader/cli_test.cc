@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "reel/plugin.h"
@@ -68,6 +70,21 @@ TEST(ReelCliTest, InterruptedPluginCommandExits130) {
   CliRun r = Reel("--plugin-dir " + kDir + "/good hello --as-if-interrupted");
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_EQ(r.output, "reel hello: CANCELLED: stopped before greeting\n");
+}
+
+// `reel train` loads the plugin_dirs of its config (here one whose plugin is refused, so the
+// command fails naming it) before anything else.
+TEST(ReelCliTest, TrainLoadsTheConfigsPluginDirs) {
+  const std::string dir = ::testing::TempDir() + "/reel_cli_plugin_dirs";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/run.pbtxt") << "plugin_dirs: \"" << kDir << "/bad_1\"\n";
+  CliRun r = Reel("train --config " + dir + "/run.pbtxt --print-config");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(dir + "/run.pbtxt:1: plugin directory '" + kDir + "/bad_1'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("built for plugin ABI version 999"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ReelCliTest, UnknownCommandsAreOneClearLine) {

@@ -5,8 +5,10 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/filesystem.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "reel/core/host.h"
@@ -221,6 +223,63 @@ TEST(HostTest, UnknownComponentsListTheRegisteredOnes) {
   EXPECT_EQ(storage.status().code(), StatusCode::kNotFound);
   EXPECT_NE(storage.status().message().find("registered: file"), std::string::npos)
       << storage.status();
+}
+
+// A run config's plugin_dirs: relative entries are relative to the config file's directory, the
+// plugins there are registered, and a directory that is missing or holds a rejected file is an
+// error naming it and the config line.
+class ConfigPluginDirsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HostOptions o;
+    o.load_plugins = false;
+    auto h = Host::Create(o);
+    ASSERT_TRUE(h.ok()) << h.status();
+    host_ = std::move(*h);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("reel_plugin_dirs_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Writes a config naming `plugin_dir` (relative to the config's directory) and loads it.
+  Result<ConfigFile> Load(const std::string& plugin_dir) {
+    std::ofstream(dir_ / "run.pbtxt") << "# a run\nplugin_dirs: \"" << plugin_dir << "\"\n";
+    return LoadConfigFile(host_->storage(), (dir_ / "run.pbtxt").string());
+  }
+  std::string Relative(const std::string& scenario) {
+    return std::filesystem::relative(PluginDir(scenario), dir_).string();
+  }
+  std::unique_ptr<Host> host_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigPluginDirsTest, RelativeToTheConfigFileAndLoaded) {
+  auto cfg = Load(Relative("good"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->config.plugin_dirs(0), (dir_ / Relative("good")).lexically_normal().string());
+  EXPECT_EQ(host_->registry().Find(ComponentKind::kModel, "echo_model"), nullptr);
+  ASSERT_TRUE(host_->ApplyRunConfig(*cfg).ok());
+  EXPECT_NE(host_->registry().Find(ComponentKind::kModel, "echo_model"), nullptr);
+  EXPECT_NE(host_->registry().Find(ComponentKind::kCommand, "hello"), nullptr);
+}
+
+TEST_F(ConfigPluginDirsTest, MissingDirectoryNamesItAndTheLine) {
+  auto cfg = Load("no_such_dir");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  Status s = host_->ApplyRunConfig(*cfg);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find((dir_ / "run.pbtxt").string() + ":2"), std::string::npos) << s;
+  EXPECT_NE(s.message().find((dir_ / "no_such_dir").string() + "' does not exist"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(ConfigPluginDirsTest, RejectedFileIsAnError) {
+  auto cfg = Load(Relative("bad_1"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  Status s = host_->ApplyRunConfig(*cfg);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("built for plugin ABI version 999"), std::string::npos) << s;
 }
 
 }  // namespace

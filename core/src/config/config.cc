@@ -5,9 +5,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <limits>
-#include <sstream>
 
 namespace reel::core {
 
@@ -153,12 +152,22 @@ Result<ConfigFile> ParseConfig(std::string_view text, std::string name) {
   return cfg;
 }
 
-Result<ConfigFile> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError(path + ": cannot open the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseConfig(text.str(), path);
+Result<ConfigFile> LoadConfigFile(StorageResolver& storage, const std::string& path) {
+  auto reading = [&](const Status& s) { return s.WithContext("reading the config file " + path); };
+  Result<Storage*> store = storage.ForUri(path);
+  if (!store.ok()) return reading(store.status());
+  Result<std::string> text = ReadAll(**store, path);
+  if (!text.ok()) return reading(text.status());
+  REEL_ASSIGN_OR_RETURN(ConfigFile cfg, ParseConfig(*text, path));
+  if (UriScheme(path) == "file") {
+    std::string_view local = path;
+    if (local.substr(0, 7) == "file://") local.remove_prefix(7);
+    const std::filesystem::path dir = std::filesystem::path(local).parent_path();
+    for (std::string& d : *cfg.config.mutable_plugin_dirs())
+      if (!d.empty() && std::filesystem::path(d).is_relative())
+        d = (dir / d).lexically_normal().string();
+  }
+  return cfg;
 }
 
 Status ApplyOverride(ConfigFile& cfg, std::string_view assignment) {

@@ -150,7 +150,8 @@ TEST(ConfigTest, RoundTripsThroughText) {
 }
 
 TEST(ConfigTest, AMissingFileIsNotFound) {
-  auto cfg = LoadConfigFile("/no/such/run.pbtxt");
+  auto host = MakeHost();
+  auto cfg = LoadConfigFile(host->storage(), "/no/such/run.pbtxt");
   EXPECT_EQ(cfg.status().code(), StatusCode::kNotFound);
   EXPECT_NE(cfg.status().message().find("/no/such/run.pbtxt"), std::string::npos);
 }

@@ -1,7 +1,7 @@
 // Run configuration: text-format protobuf files (proto/config.proto) in the style of TensorFlow's
 // pipeline configs, with single fields overridden from the command line.
 //
-//   REEL_ASSIGN_OR_RETURN(ConfigFile cfg, LoadConfigFile("run.pbtxt"));
+//   REEL_ASSIGN_OR_RETURN(ConfigFile cfg, LoadConfigFile(host.storage(), "run.pbtxt"));
 //   REEL_RETURN_IF_ERROR(ApplyOverride(cfg, "model.options.hidden=128"));
 //   REEL_RETURN_IF_ERROR(ValidateComponents(cfg, registry));
 //
@@ -17,6 +17,7 @@
 #include "config.pb.h"
 #include "reel/core/registry.h"
 #include "reel/status.h"
+#include "reel/storage.h"
 
 namespace reel::core {
 
@@ -33,8 +34,11 @@ struct ConfigFile {
 // Parses `text`; `name` is used in messages. Syntax errors and unknown fields are InvalidArgument
 // "name:line:column: ...".
 Result<ConfigFile> ParseConfig(std::string_view text, std::string name);
-// Reads and parses a local file.
-Result<ConfigFile> LoadConfigFile(const std::string& path);
+// Reads `path` (a local path or any URI `storage` serves, e.g. s3://bucket/run.pbtxt) and parses
+// it. Relative plugin_dirs of a local config file are made relative to the file's directory, so a
+// config and the plugins beside it can move together; those of a config read from another
+// storage, and any added later with --set, stay relative to the working directory.
+Result<ConfigFile> LoadConfigFile(StorageResolver& storage, const std::string& path);
 
 // Applies "section.field=value" (e.g. "trainer.steps=500", "optimizer.name=async_sgd",
 // "model.options.hidden=128", "trainer.learning_rate.base=0.01"). Unknown fields and values of
