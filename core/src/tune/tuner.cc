@@ -12,6 +12,7 @@
 
 #include "executor.h"
 #include "journal.h"
+#include "reel/core/trainer.h"
 #include "reel/core/tune.h"
 #include "report.h"
 #include "search.h"
@@ -75,7 +76,9 @@ Result<Plan> MakePlan(const TuneConfigFile& file, const TuneOptions& options) {
           : std::max<int64_t>(1, std::llround(static_cast<double>(p.search.max_budget) /
                                               (p.search.eta * p.search.eta)));
   p.metric = c.objective().metric();
-  p.top_k = base.trainer().eval_top_k() > 0 ? static_cast<int>(base.trainer().eval_top_k()) : 20;
+  // As the trials' own trainers read it (reel/core/trainer_options.h): unset takes the default.
+  p.top_k = base.trainer().has_eval_top_k() ? static_cast<int>(base.trainer().eval_top_k())
+                                            : TrainerOptions{}.eval_top_k;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   int64_t parallel = options.parallel > 0           ? options.parallel
                      : c.execution().has_parallel() ? c.execution().parallel()
