@@ -3,9 +3,12 @@
 //   REEL_RANK = K*N + i, REEL_WORLD_SIZE = M*N, REEL_LOCAL_RANK = i, REEL_LOCAL_WORLD_SIZE = N,
 //   REEL_NODE_RANK = K, REEL_COORDINATOR = HOST:PORT (default on one node: 127.0.0.1 and a port
 //   that was free a moment ago), and REEL_TRANSPORT = tcp unless the environment sets it already
-//   (a run config without a transport section uses the transport REEL_TRANSPORT names).
+//   (a run config without a transport section uses the transport REEL_TRANSPORT names), and on
+//   one node REEL_SECRET, random per launch unless the environment sets it (the tcp transport
+//   authenticates every connection with it; several nodes must share one, so it is theirs to set).
 // Supervision and exit codes: rank_supervisor.h.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -119,6 +122,19 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   return plan;
 }
 
+// 32 random bytes from the kernel, in hex.
+Result<std::string> RandomSecret() {
+  unsigned char bytes[32];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  if (fd >= 0) ::close(fd);
+  if (!ok) return UnavailableError("cannot read /dev/urandom for a shared secret");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) out += {kHex[b >> 4], kHex[b & 15]};
+  return out;
+}
+
 // `reel` as the command means this very executable, with the --plugin-dir flags launch got.
 std::vector<std::string> ResolveCommand(const CliEnv& env, std::vector<std::string> command) {
   if (command[0] != "reel") return command;
@@ -141,6 +157,11 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(plan.grace_seconds * 1000));
   const int64_t world = plan.nodes * plan.local_ranks;
   const char* transport = std::getenv("REEL_TRANSPORT");
+  const char* secret = std::getenv("REEL_SECRET");
+  std::string own_secret;
+  if ((secret == nullptr || *secret == '\0') && plan.nodes == 1) {
+    REEL_ASSIGN_OR_RETURN(own_secret, RandomSecret());
+  }
   for (int64_t i = 0; i < plan.local_ranks; ++i) {
     RankSpec spec;
     spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
@@ -153,6 +174,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
         "REEL_COORDINATOR=" + plan.coordinator,
         "REEL_TRANSPORT=" + std::string(transport && *transport ? transport : "tcp"),
     };
+    if (!own_secret.empty()) spec.environment.push_back("REEL_SECRET=" + own_secret);
     options.ranks.push_back(std::move(spec));
   }
   env.out.flush();

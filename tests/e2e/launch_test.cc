@@ -120,6 +120,24 @@ TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
                                              "[rank 5] 5 6 1 2 10.1.2.3:29500"}));
 }
 
+// On one node the ranks share a secret made for this launch; one from the environment wins.
+TEST(LaunchTest, RanksShareASecret) {
+  ::unsetenv("REEL_SECRET");
+  RunResult r = LaunchSh({"-n", "2"}, "echo $REEL_SECRET");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  const std::string secret = lines[0].substr(lines[0].find(' ') + 1);
+  EXPECT_EQ(secret.size(), 64u) << r.out;
+  EXPECT_EQ(lines[1].substr(lines[1].find(' ') + 1), secret);
+  RunResult again = LaunchSh({"-n", "1"}, "echo $REEL_SECRET");
+  EXPECT_NE(again.out, "[rank 0] " + secret + "\n") << "a new secret for every launch";
+  ::setenv("REEL_SECRET", "given", 1);
+  r = LaunchSh({"-n", "1"}, "echo $REEL_SECRET");
+  ::unsetenv("REEL_SECRET");
+  EXPECT_EQ(r.out, "[rank 0] given\n");
+}
+
 TEST(LaunchTest, TransportFromTheEnvironmentWins) {
   ::setenv("REEL_TRANSPORT", "mpi", 1);
   RunResult r = LaunchSh({"-n", "1"}, "echo $REEL_TRANSPORT");
