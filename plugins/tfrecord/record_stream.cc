@@ -12,7 +12,8 @@ uint64_t MixSeed(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
-EpochStream::EpochStream(const StreamConfig* config, int64_t epoch) : config_(config) {
+EpochStream::EpochStream(const StreamConfig* config, int64_t epoch, const ConsumedSet* consumed)
+    : config_(config), consumed_(consumed) {
   const size_t n = config->files.size();
   const auto world = static_cast<size_t>(config->shard.world_size);
   const auto rank = static_cast<size_t>(config->shard.rank);
@@ -25,7 +26,7 @@ EpochStream::EpochStream(const StreamConfig* config, int64_t epoch) : config_(co
     std::mt19937_64 file_rng(epoch_seed);
     for (size_t i = n; i > 1; --i) std::swap(all[i - 1], all[file_rng() % i]);
   }
-  by_file_ = n >= world;
+  by_file_ = n >= world && consumed == nullptr;
   if (by_file_) {
     for (size_t i = rank; i < n; i += world) order_.push_back(all[i]);
   } else {
@@ -40,6 +41,7 @@ Status EpochStream::OpenFile(size_t i) {
   REEL_ASSIGN_OR_RETURN(file_, f.storage->OpenRead(f.uri));
   reader_ = std::make_unique<recordio::RecordReader>(
       file_.get(), recordio::RecordReaderOptions{.compression = f.compression});
+  file_record_ = 0;
   return Status::Ok();
 }
 
@@ -62,7 +64,10 @@ Status EpochStream::ReadOwned(std::unique_ptr<PendingRecord>* out) {
       if (next_file_ >= order_.size()) return OutOfRangeError("end of epoch");
       REEL_RETURN_IF_ERROR(OpenFile(order_[next_file_++]));
     }
-    const bool owned = by_file_ || record_index_ % world == rank;
+    const size_t file = order_[next_file_ - 1];
+    const uint64_t index = file_record_;
+    const bool consumed = consumed_ != nullptr && consumed_->Contains(file, index);
+    const bool owned = !consumed && (by_file_ || record_index_ % world == rank);
     const uint64_t offset = reader_->offset();
     if (!owned) {
       Status s = reader_->SkipRecord();
@@ -70,7 +75,8 @@ Status EpochStream::ReadOwned(std::unique_ptr<PendingRecord>* out) {
         reader_.reset();
         continue;
       }
-      ++record_index_;
+      ++file_record_;
+      if (!consumed) ++record_index_;
       if (!s.ok()) {
         // The stream is out of sync: the rest of this file is lost for every rank alike, and the
         // record's owner (which reads it) counts it.
@@ -89,7 +95,9 @@ Status EpochStream::ReadOwned(std::unique_ptr<PendingRecord>* out) {
       continue;
     }
     ++record_index_;
-    p->file = order_[next_file_ - 1];
+    ++file_record_;
+    p->file = file;
+    p->index = index;
     p->offset = offset;
     if (s.ok()) {
       s = DecodeVideo(p->payload, config_->decode, &p->rec);

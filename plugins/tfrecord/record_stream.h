@@ -5,6 +5,13 @@
 // skipped (skip_corrupt) deterministically, so replaying an epoch reproduces it exactly; Restore()
 // relies on that.
 //
+// The epoch's global record order is its files in their (shuffled) epoch order, each file's
+// records in file order. Ranks own whole files (files >= ranks) or every world_size-th record of
+// the global order. An epoch resumed on another number of ranks (`consumed` given) leaves out the
+// records in that set and deals the rest out record by record: the j-th record of the global
+// order that is not in the set belongs to rank j % world_size, so ranks' shares differ by at
+// most one record.
+//
 // Ownership: borrows its StreamConfig (and the Storage pointers in it), which must outlive it.
 // Thread-safety: none; used by one thread at a time (the prefetch thread or the caller).
 #ifndef REEL_PLUGINS_TFRECORD_RECORD_STREAM_H_
@@ -16,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "consumed_set.h"
 #include "reel/data_source.h"
 #include "reel/recordio.h"
 #include "reel/storage.h"
@@ -52,12 +60,14 @@ struct PendingRecord {
   uint32_t stored_crc = 0;    // the data CRC the file carries (unmasked)
   uint32_t computed_crc = 0;  // Crc32c(payload), once someone has computed it
   size_t file = 0;            // index into StreamConfig::files
+  uint64_t index = 0;         // the record's index in its file
   uint64_t offset = 0;        // stream offset of the record, for errors
 };
 
 class EpochStream {
  public:
-  EpochStream(const StreamConfig* config, int64_t epoch);
+  // `consumed`, if not null, must outlive the stream.
+  EpochStream(const StreamConfig* config, int64_t epoch, const ConsumedSet* consumed = nullptr);
 
   // The next record of the epoch; OutOfRange at its end. Errors name the file and offset.
   Status Next(std::unique_ptr<PendingRecord>* out);
@@ -85,7 +95,9 @@ class EpochStream {
   size_t next_file_ = 0;  // position in order_
   std::unique_ptr<RandomAccessFile> file_;
   std::unique_ptr<recordio::RecordReader> reader_;
-  uint64_t record_index_ = 0;  // global index over the epoch's records (by-record sharding)
+  const ConsumedSet* consumed_ = nullptr;
+  uint64_t record_index_ = 0;  // index over the epoch's records not in consumed_ (by record)
+  uint64_t file_record_ = 0;   // index of the next record in the open file
   std::mt19937_64 rng_;
   std::vector<std::unique_ptr<PendingRecord>> buffer_;  // the shuffle buffer
   std::vector<std::unique_ptr<PendingRecord>> free_;

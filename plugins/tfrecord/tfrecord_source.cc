@@ -13,6 +13,7 @@
 #include "record_stream.h"
 #include "reel/glob.h"
 #include "reel/tensor_pool.h"
+#include "source_position.h"
 
 namespace reel::tfrecord {
 namespace {
@@ -29,11 +30,6 @@ struct Item {
   int64_t records = 0, bytes = 0, skipped = 0;
 };
 
-uint64_t Fnv1a(uint64_t h, std::string_view s) {
-  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  return (h ^ 0xff) * 0x100000001b3ull;  // field separator
-}
-
 class TfRecordSource : public DataSource {
  public:
   TfRecordSource(StreamConfig config, SourceOptions options)
@@ -41,17 +37,9 @@ class TfRecordSource : public DataSource {
         options_(options),
         pool_(TensorPool::Create(static_cast<size_t>(options.prefetch + 3) *
                                  config_.decode.features.size())) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const auto& f : config_.files) h = Fnv1a(h, f.uri);
-    for (const auto& f : config_.decode.features)
-      h = Fnv1a(h, f.name + ":" + std::to_string(f.dim));
-    for (int64_t v : {int64_t{config_.decode.level == Level::kFrame}, config_.decode.max_frames,
-                      int64_t{config_.shard.rank}, int64_t{config_.shard.world_size},
-                      static_cast<int64_t>(config_.seed), config_.shuffle_buffer,
-                      int64_t{config_.skip_corrupt}})
-      h = Fnv1a(h, std::to_string(v));
-    fingerprint_ = h;
-    Begin(0, 0);
+    shard_fingerprint_ = ShardFingerprint(config_);
+    order_fingerprint_ = OrderFingerprint(config_);
+    Begin(0, 0, {});
   }
   ~TfRecordSource() override { StopProducer(); }
 
@@ -74,47 +62,63 @@ class TfRecordSource : public DataSource {
 
   Status StartEpoch(int64_t epoch) override {
     if (epoch < 0) return InvalidArgumentError("epoch " + std::to_string(epoch) + " is negative");
-    Begin(epoch, 0);
+    Begin(epoch, 0, {});
     return Status::Ok();
   }
 
   Result<std::string> Position() const override {
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "tfrecord/v1 fp=%016llx epoch=%lld records=%lld",
-                  static_cast<unsigned long long>(fingerprint_), static_cast<long long>(epoch_),
-                  static_cast<long long>(delivered_));
-    return std::string(buf);
+    SourcePosition p{2,
+                     order_fingerprint_,
+                     epoch_,
+                     delivered_,
+                     config_.shard.rank,
+                     config_.shard.world_size,
+                     consumed_text_};
+    return p.Format();
   }
 
   Status Restore(std::string_view position) override {
-    unsigned long long fp = 0;
-    long long epoch = -1, records = -1;
-    std::string text(position);
-    int end = 0;
-    if (std::sscanf(text.c_str(), "tfrecord/v1 fp=%llx epoch=%lld records=%lld%n", &fp, &epoch,
-                    &records, &end) != 3 ||
-        static_cast<size_t>(end) != text.size() || epoch < 0 || records < 0)
-      return InvalidArgumentError("'" + text + "' is not a tfrecord position");
-    if (fp != fingerprint_)
+    REEL_ASSIGN_OR_RETURN(SourcePosition p, SourcePosition::Parse(position));
+    const std::string text(position);
+    if (p.fingerprint != (p.version == 1 ? shard_fingerprint_ : order_fingerprint_))
       return InvalidArgumentError("position '" + text +
                                   "' was saved with other files, features, shard or shuffle "
                                   "options than this data source's");
-    Begin(epoch, records);
+    if (p.version == 2 && (p.rank != config_.shard.rank || p.world != config_.shard.world_size))
+      return InvalidArgumentError(
+          "position '" + text + "' is rank " + std::to_string(p.rank) + " of " +
+          std::to_string(p.world) + "'s; this source reads for rank " +
+          std::to_string(config_.shard.rank) + " of " + std::to_string(config_.shard.world_size) +
+          " (RestoreResharded takes the positions of another number of ranks)");
+    REEL_ASSIGN_OR_RETURN(ConsumedSet consumed,
+                          ConsumedSet::Decode(p.consumed, config_.files.size()));
+    Begin(p.epoch, p.records, std::move(consumed));
+    return Status::Ok();
+  }
+
+  Status RestoreResharded(std::span<const std::string> positions) override {
+    int64_t epoch = 0;
+    REEL_ASSIGN_OR_RETURN(ConsumedSet consumed, ConsumedBy(config_, positions, &epoch));
+    Begin(epoch, 0, std::move(consumed));
     return Status::Ok();
   }
 
   DataStats stats() const override { return stats_; }
 
  private:
-  // Restarts the pipeline at `epoch`, dropping its first `skip` records.
-  void Begin(int64_t epoch, int64_t skip) {
+  // Restarts the pipeline at `epoch`, leaving out the `consumed` records (of an earlier run) and
+  // dropping the first `skip` records of this rank's share.
+  void Begin(int64_t epoch, int64_t skip, ConsumedSet consumed) {
     StopProducer();
+    consumed_ = std::move(consumed);
+    consumed_text_ = consumed_.Encode();
     epoch_ = epoch;
     delivered_ = skip;
     stats_ = {};
     reported_end_ = false;
     first_skip_.clear();
-    stream_ = std::make_unique<EpochStream>(&config_, epoch);
+    stream_ =
+        std::make_unique<EpochStream>(&config_, epoch, consumed_.empty() ? nullptr : &consumed_);
     to_drop_ = skip;
     last_skipped_ = 0;
     final_ = Status::Ok();
@@ -316,7 +320,12 @@ class TfRecordSource : public DataSource {
 
   StreamConfig config_;
   SourceOptions options_;
-  uint64_t fingerprint_ = 0;
+  uint64_t shard_fingerprint_ = 0;  // positions of version 1
+  uint64_t order_fingerprint_ = 0;  // positions of version 2
+  // Records of this epoch an earlier run had consumed (empty for a normal epoch); the stream
+  // reads it, so it changes only while the producer is stopped.
+  ConsumedSet consumed_;
+  std::string consumed_text_ = "-";
   // Recycles batch storage: enough idle buffers for every batch in flight to come back.
   std::shared_ptr<TensorPool> pool_;
 

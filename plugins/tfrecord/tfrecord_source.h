@@ -8,8 +8,11 @@
 // same pass; a record whose CRC fails never reaches a batch. A prefetch thread runs the pipeline
 // ahead of Next() when prefetch > 0.
 //
-// Position() is "epoch + records delivered"; Restore() replays the epoch's deterministic record
-// order and drops the records already delivered (reading and decoding, but not dequantizing, them).
+// Position() is "epoch + records delivered" (+ shard and what an earlier run had consumed, see
+// source_position.h); Restore() replays the epoch's deterministic record order and drops the
+// records already delivered (reading and decoding, but not dequantizing, them).
+// RestoreResharded() replays every old rank's share the same way to find the records they had
+// consumed, and deals the rest of the epoch out among the new ranks (record_stream.h).
 //
 // Thread-safety: as DataSource (one driving thread); the prefetch thread is internal.
 #ifndef REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_

@@ -1,6 +1,7 @@
 // The training loop (see reel/core/trainer.h).
 #include "reel/core/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -46,6 +47,7 @@ class Loop {
   Status OpenLogs();
   Result<bool> ResumeFromCheckpoint();
   Status TrainStep(const Batch& batch);
+  Status StepWithoutData();
   Status LogWindow();
   Status RunEval();
   Status SaveCheckpoint(const std::string& my_position);
@@ -107,19 +109,27 @@ Result<bool> Loop::ResumeFromCheckpoint() {
     }
     return state.status();
   }
-  if (state->world_size != world())
-    return FailedPreconditionError(uri + ": checkpoint was written by " +
-                                   std::to_string(state->world_size) + " ranks, this run has " +
-                                   std::to_string(world()));
+  if (static_cast<int>(state->data_positions.size()) != state->world_size)
+    return DataLossError(uri + ": checkpoint has " + std::to_string(state->data_positions.size()) +
+                         " data positions for " + std::to_string(state->world_size) + " ranks");
   // Check everything before changing anything: parameters last-but-one, the data position last.
+  // Parameters and optimizer state are the same on every rank, so they carry over to any number
+  // of ranks; the data positions of all saving ranks are handed to the source when it changed.
   REEL_RETURN_IF_ERROR(RestoreParams(*state, o_.model_name, *r_.arena, uri));
   REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   REEL_RETURN_IF_ERROR(r_.optimizer->RestoreState(state->optimizer_state).WithContext(uri));
-  const int rank = r_.comm->rank();
-  if (static_cast<int>(state->data_positions.size()) != world())
-    return DataLossError(uri + ": checkpoint has " + std::to_string(state->data_positions.size()) +
-                         " data positions for " + std::to_string(world()) + " ranks");
-  REEL_RETURN_IF_ERROR(r_.train->Restore(state->data_positions[rank]).WithContext(uri));
+  if (state->world_size == world()) {
+    REEL_RETURN_IF_ERROR(
+        r_.train->Restore(state->data_positions[r_.comm->rank()]).WithContext(uri));
+  } else {
+    Status s = r_.train->RestoreResharded(state->data_positions);
+    if (s.code() == StatusCode::kUnimplemented)
+      return FailedPreconditionError(uri + ": checkpoint was written by " +
+                                     std::to_string(state->world_size) + " ranks, this run has " +
+                                     std::to_string(world()) + ", and " + s.message());
+    REEL_RETURN_IF_ERROR(s.WithContext(uri + " (written by " + std::to_string(state->world_size) +
+                                       " ranks, resumed on " + std::to_string(world()) + ")"));
+  }
   step_ = state->step;
   epoch_ = state->epoch;
   examples_ = state->examples_seen;
@@ -173,6 +183,20 @@ Status Loop::TrainStep(const Batch& batch) {
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
   window_examples_ += batch.size();
+  return Status::Ok();
+}
+
+// Ranks' shares of an epoch may differ by a batch (records do not divide evenly, or a resume
+// on another number of ranks split what was left). A rank that has run out contributes zero
+// gradients to the step of those that have not, as Horovod's join does: the collectives stay in
+// step and no rank's records are dropped.
+Status Loop::StepWithoutData() {
+  auto grads = r_.arena->grads();
+  std::fill(grads.begin(), grads.end(), 0.0f);
+  last_grad_norm_ = 0.0;
+  last_lr_ = schedule_->At(step_);
+  REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  ++step_;
   return Status::Ok();
 }
 
@@ -306,10 +330,10 @@ Result<TrainResult> Loop::Run() {
       interrupted = true;
       break;
     }
-    if (agree[0] < static_cast<float>(world())) {
+    if (agree[0] == 0) {
       if (whole_epoch && batches_this_epoch == 0)
         return FailedPreconditionError("training data yields no batch in epoch " +
-                                       std::to_string(epoch_) + " on some rank");
+                                       std::to_string(epoch_));
       if (whole_epoch && steps_per_epoch_ == 0) steps_per_epoch_ = batches_this_epoch;
       whole_epoch = true;
       batches_this_epoch = 0;
@@ -318,7 +342,9 @@ Result<TrainResult> Loop::Run() {
       REEL_RETURN_IF_ERROR(r_.train->StartEpoch(epoch_));
       continue;
     }
-    REEL_RETURN_IF_ERROR(TrainStep(*batch).WithContext("step " + std::to_string(step_)));
+    // A rank whose share of the epoch is done joins the others' steps until theirs are too.
+    REEL_RETURN_IF_ERROR((batch.ok() ? TrainStep(*batch) : StepWithoutData())
+                             .WithContext("step " + std::to_string(step_)));
     ++batches_this_epoch;
     if (rank0()) {
       const double secs = std::max(1e-9, SecondsSince(window_start_));

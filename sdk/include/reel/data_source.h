@@ -6,13 +6,14 @@
 // StartEpoch(e) begins epoch e (reshuffled from the seed and e, so a run is reproducible). Any
 // other error is real: DataLoss for corruption (naming file and byte offset), NotFound for
 // missing inputs. Position() captures where the stream is, so a resumed run yields exactly the
-// records that were left.
+// records that were left, on the same number of ranks (Restore) or another (RestoreResharded).
 //
 // Thread-safety: one thread drives a DataSource; implementations may prefetch internally.
 #ifndef REEL_DATA_SOURCE_H_
 #define REEL_DATA_SOURCE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -52,9 +53,22 @@ class DataSource {
   virtual Status StartEpoch(int64_t epoch) = 0;
 
   // An opaque, self-describing snapshot of the position (epoch and records consumed), valid for
-  // the same options and shard; and the inverse. Restore() of a foreign position is InvalidArgument.
+  // the same options and shard; and the inverse. Restore() of a foreign position is
+  // InvalidArgument.
   virtual Result<std::string> Position() const = 0;
   virtual Status Restore(std::string_view position) = 0;
+
+  // Resumes on a different number of readers: `positions` are the Position()s of every reader of
+  // an earlier run (index = its rank), all in the same epoch, whose world size may differ from
+  // this source's. Every reader of the new run passes the same list; together they then read each
+  // record of that epoch that none of the earlier readers had consumed exactly once (this source
+  // yields its share), and later epochs are sharded as usual. InvalidArgument for positions of
+  // other files or options, or of different epochs; Unimplemented where a source cannot do it
+  // (then a run may only resume on the number of readers that saved it).
+  virtual Status RestoreResharded(std::span<const std::string> positions) {
+    (void)positions;
+    return UnimplementedError("this data source cannot resume on a different number of ranks");
+  }
 
   virtual DataStats stats() const { return {}; }
 };
