@@ -127,9 +127,9 @@ TEST(LaunchTest, RanksShareASecret) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;
-  const std::string secret = lines[0].substr(lines[0].find(' ') + 1);
+  const std::string secret = lines[0].substr(lines[0].find("] ") + 2);
   EXPECT_EQ(secret.size(), 64u) << r.out;
-  EXPECT_EQ(lines[1].substr(lines[1].find(' ') + 1), secret);
+  EXPECT_EQ(lines[1].substr(lines[1].find("] ") + 2), secret);
   RunResult again = LaunchSh({"-n", "1"}, "echo $REEL_SECRET");
   EXPECT_NE(again.out, "[rank 0] " + secret + "\n") << "a new secret for every launch";
   ::setenv("REEL_SECRET", "given", 1);
@@ -260,6 +260,110 @@ TEST(LaunchTest, ReelAsTheCommandIsThisExecutable) {
   for (const std::string& line : lines)
     EXPECT_TRUE(line.rfind("[rank 0] ", 0) == 0 || line.rfind("[rank 1] ", 0) == 0) << line;
   EXPECT_NE(r.out.find("[rank 1] reel "), std::string::npos) << r.out;
+}
+
+// `reel launch -- reel train` over the tcp transport, on synthetic video-level data with the
+// logistic model. Skipped when this build has no tcp, tfrecord or moe plugin.
+class LaunchTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path plugins = fs::path(REEL_EXE).parent_path().parent_path() / "lib/reel/plugins";
+    for (const char* p : {"tcp", "tfrecord", "moe"})
+      if (!fs::exists(plugins / ("libreel_" + std::string(p) + ".so")))
+        GTEST_SKIP() << "the " << p << " plugin is not built (" << plugins << ")";
+    dir_ = ScratchDir("launch_train");
+    RunResult r = Reel({"synth", "--out", dir_ + "/data", "--videos", "120", "--classes", "16",
+                        "--level", "video", "--shards", "3", "--seed", "4"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    // No transport section: the launcher's REEL_TRANSPORT (tcp) is used.
+    WriteFile(dir_ + "/run.pbtxt", R"(
+data {
+  name: "tfrecord"
+  options { key: "files" value: ")" + dir_ +
+                                       R"(/data/*.tfrecord" }
+  options { key: "level" value: "video" }
+}
+model { name: "logistic" }
+trainer {
+  batch_size: 4
+  seed: 1
+  num_classes: 16
+  log_every_steps: 1
+  checkpoint_dir: ")" + dir_ + R"(/ckpt"
+  metrics_log: ")" + dir_ + R"(/metrics.jsonl"
+}
+)");
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  // Launches `n` ranks of `reel train` with `extra` arguments in the background; each rank
+  // writes its pid to pid.RANK first.
+  std::unique_ptr<Background> Start(int n, const std::vector<std::string>& extra) {
+    std::string train = std::string("'") + REEL_EXE + "' train --config '" + dir_ + "/run.pbtxt'";
+    for (const std::string& e : extra) train += " '" + e + "'";
+    return std::make_unique<Background>(
+        dir_, std::vector<std::string>{"launch", "-n", std::to_string(n), "--", "sh", "-c",
+                                       "echo $$ > '" + dir_ + "/pid.'$REEL_RANK; exec " + train});
+  }
+  // Waits (generously; not a timing assertion) until the metrics log has `steps` lines.
+  bool WaitForSteps(size_t steps) const {
+    for (int i = 0; i < 3000; ++i) {
+      if (Lines(ReadFile(dir_ + "/metrics.jsonl")).size() >= steps) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::string dir_;
+};
+
+TEST_F(LaunchTrainTest, TwoRanksTrainOverTcpAndWriteOneCheckpoint) {
+  RunResult r = Reel({"launch", "-n", "2", "--", "reel", "train", "--config", dir_ + "/run.pbtxt",
+                      "--set", "trainer.steps=4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Both ranks report the same run: 4 steps of 2 x 4 examples.
+  EXPECT_NE(r.out.find("[rank 0] trained 4 steps (32 examples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] trained 4 steps (32 examples"), std::string::npos) << r.out;
+  EXPECT_EQ(ListDir(dir_ + "/ckpt"),
+            std::vector<std::string>{dir_ + "/ckpt/ckpt-0000000004.reelckpt"});
+}
+
+// kill -9 of one rank mid-run: launch names it and exits with 128 + 9; the survivor reports the
+// dead rank as Unavailable.
+TEST_F(LaunchTrainTest, KilledRankIsNamedAndTheSurvivorSeesItUnavailable) {
+  auto launch = Start(2, {"--set", "trainer.steps=100000000"});
+  ASSERT_TRUE(WaitForSteps(3)) << launch->err();
+  ::kill(std::stoi(ReadFile(dir_ + "/pid.1")), SIGKILL);
+  EXPECT_EQ(launch->Wait(), 128 + 9) << launch->err();
+  const std::string err = launch->err();
+  EXPECT_NE(err.find("reel launch: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos)
+      << err;
+  bool survivor_named_it = false;
+  for (const std::string& line : Lines(err))
+    if (line.rfind("[rank 0] ", 0) == 0 && line.find("UNAVAILABLE") != std::string::npos &&
+        line.find("rank 1") != std::string::npos)
+      survivor_named_it = true;
+  EXPECT_TRUE(survivor_named_it) << err;
+}
+
+// Ctrl-C reaches both ranks: rank 0 writes the run's checkpoint, launch exits 130, and the run
+// resumes from it on three ranks.
+TEST_F(LaunchTrainTest, SigintCheckpointsAndTheRunResumesOnThreeRanks) {
+  auto launch = Start(2, {"--set", "trainer.steps=100000000"});
+  ASSERT_TRUE(WaitForSteps(3)) << launch->err();
+  launch->Signal(SIGINT);
+  EXPECT_EQ(launch->Wait(), 130) << launch->err();
+  std::vector<std::string> files = ListDir(dir_ + "/ckpt");
+  ASSERT_EQ(files.size(), 1u) << launch->err();
+  const long step = std::stol(fs::path(files[0]).filename().string().substr(5, 10));
+  EXPECT_GE(step, 3);
+  RunResult r = Reel({"launch", "-n", "3", "--", "reel", "train", "--config", dir_ + "/run.pbtxt",
+                      "--resume", "--set", "trainer.steps=" + std::to_string(step + 2)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[rank 0] resumed from " + files[0]), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("[rank 2] trained " + std::to_string(step + 2) + " steps"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(LaunchTest, BadArgumentsAreRefusedClearly) {
