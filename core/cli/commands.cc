@@ -11,6 +11,7 @@ CliCommand EvalCliCommand();
 CliCommand PredictCliCommand();
 CliCommand DemoCliCommand();
 CliCommand LaunchCliCommand();
+CliCommand TuneCliCommand();
 
 std::vector<CliCommand> CoreCommands() {
   return {
@@ -19,6 +20,7 @@ std::vector<CliCommand> CoreCommands() {
       EvalCliCommand(),
       PredictCliCommand(),
       LaunchCliCommand(),
+      TuneCliCommand(),
       PluginsCliCommand(),
       VersionCliCommand(),
   };
