@@ -27,6 +27,7 @@ Status Journal::Append(const config::TrialRecord& record) {
   std::string line;
   pbj::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;  // STARTED and config 0 are defaults, yet must show
   if (!pbj::MessageToJsonString(record, &line, opts).ok())
     return InternalError("journal " + path_ + ": cannot encode a record");
   line += '\n';

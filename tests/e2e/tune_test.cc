@@ -1,0 +1,188 @@
+// `reel tune` end to end: the shipped example searches, trials that do not leak into each other,
+// and resume after the tuner process is killed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "e2e_util.h"
+
+namespace reel::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Video-level synthetic data with a planted signal: train/ and test/ under `dir`.
+void MakeVideoData(const std::string& dir) {
+  for (const auto& [sub, seed, videos] :
+       {std::tuple{"train", "3", "400"}, std::tuple{"test", "3", "100"}}) {
+    RunResult r = Reel({"synth", "--out", dir + "/" + sub, "--videos", videos, "--classes", "8",
+                        "--level", "video", "--shards", "1", "--seed", seed, "--prefix", sub});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+}
+
+std::string LogisticSearch(const std::string& data, const std::string& lrs) {
+  return "base {\n"
+         "  data { name: \"tfrecord\" options { key: \"files\" value: \"" + data +
+         "/train/*.tfrecord\" } options { key: \"level\" value: \"video\" } }\n"
+         "  eval_data { name: \"tfrecord\" options { key: \"files\" value: \"" + data +
+         "/test/*.tfrecord\" } options { key: \"level\" value: \"video\" } }\n"
+         "  model { name: \"logistic\" }\n"
+         "  optimizer { name: \"sync\" options { key: \"rule\" value: \"adam\" } }\n"
+         "  trainer { steps: 40 batch_size: 16 seed: 4 num_classes: 8 }\n"
+         "}\n"
+         "dimension { field: \"trainer.learning_rate.base\" values: [" + lrs + "] }\n";
+}
+
+// results.csv as config number → metric column text (exact, as written).
+std::map<std::string, std::string> MetricsByTrial(const std::string& csv_path) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(ReadFile(csv_path));
+  std::string header;
+  std::getline(lines, header);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    // rank,trial,config,rung,budget,<lr>,status,metric,...
+    if (cols.size() > 7) out[cols[5]] = cols[7];
+  }
+  return out;
+}
+
+TEST(TuneE2E, TrialsDoNotLeakIntoEachOther) {
+  const std::string dir = ScratchDir("tune_leak");
+  MakeVideoData(dir + "/data");
+  WriteFile(dir + "/three.pbtxt", LogisticSearch(dir + "/data", "\"0.01\", \"0.03\", \"0.1\""));
+  WriteFile(dir + "/alone.pbtxt", LogisticSearch(dir + "/data", "\"0.03\""));
+  WriteFile(dir + "/reversed.pbtxt", LogisticSearch(dir + "/data", "\"0.1\", \"0.03\", \"0.01\""));
+  RunResult serial = Reel({"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/serial",
+                           "--parallel", "1"});
+  ASSERT_EQ(serial.code, 0) << serial.err;
+  RunResult side = Reel({"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/side",
+                         "--parallel", "3"});
+  ASSERT_EQ(side.code, 0) << side.err;
+  RunResult alone = Reel({"tune", "--config", dir + "/alone.pbtxt", "--workdir", dir + "/alone"});
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  RunResult reversed = Reel({"tune", "--config", dir + "/reversed.pbtxt", "--workdir",
+                             dir + "/reversed", "--parallel", "1"});
+  ASSERT_EQ(reversed.code, 0) << reversed.err;
+  auto a = MetricsByTrial(dir + "/serial/results.csv");
+  ASSERT_EQ(a.size(), 3u) << ReadFile(dir + "/serial/results.csv");
+  EXPECT_EQ(a, MetricsByTrial(dir + "/side/results.csv")) << "three at once vs one at a time";
+  EXPECT_EQ(a, MetricsByTrial(dir + "/reversed/results.csv")) << "first vs last";
+  EXPECT_EQ(a["0.03"], MetricsByTrial(dir + "/alone/results.csv")["0.03"]) << "alone vs beside";
+  // Different learning rates give different models: the comparison above can fail.
+  EXPECT_NE(a["0.01"], a["0.1"]);
+  EXPECT_THAT(serial.out, HasSubstr("best config: "));
+  EXPECT_TRUE(fs::exists(dir + "/serial/best.pbtxt"));
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    std::freopen("/dev/null", "w", stdout);
+    std::vector<char*> argv;
+    std::string exe = REEL_EXE;
+    argv.push_back(exe.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(TuneE2E, ResumeAfterKillRerunsOnlyWhatWasUnfinished) {
+  const std::string dir = ScratchDir("tune_kill");
+  MakeVideoData(dir + "/data");
+  WriteFile(dir + "/search.pbtxt",
+            LogisticSearch(dir + "/data", "\"0.01\", \"0.02\", \"0.03\", \"0.05\", \"0.1\", \"0.2\""));
+  const std::string work = dir + "/work", journal = work + "/journal.jsonl";
+  pid_t pid = Spawn({"tune", "--config", dir + "/search.pbtxt", "--workdir", work, "--parallel",
+                     "1", "--set", "trainer.steps=400"},
+                    dir + "/first.log");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (Count(ReadFile(journal), "\"FINISHED\"") < 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string before = ReadFile(journal);
+  const int finished_before = Count(before, "\"FINISHED\"");
+  ASSERT_GE(finished_before, 2) << ReadFile(dir + "/first.log");
+  ASSERT_LT(finished_before, 6) << "the search ended before the kill; nothing to resume";
+
+  RunResult again = Reel({"tune", "--config", dir + "/search.pbtxt", "--workdir", work,
+                          "--set", "trainer.steps=400"});
+  EXPECT_NE(again.code, 0);
+  EXPECT_THAT(again.err, HasSubstr("--resume"));
+  RunResult resumed = Reel({"tune", "--config", dir + "/search.pbtxt", "--workdir", work,
+                            "--resume", "--set", "trainer.steps=400"});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const std::string after = ReadFile(journal);
+  EXPECT_EQ(Count(after, "\"FINISHED\""), 6);
+  // The resumed run started exactly the trials that had not finished (the one the kill
+  // interrupted included), and none of the finished ones again.
+  EXPECT_EQ(Count(after, "\"STARTED\""), Count(before, "\"STARTED\"") + 6 - finished_before);
+  EXPECT_EQ(MetricsByTrial(work + "/results.csv").size(), 6u);
+}
+
+// The shipped example on the demo's synthetic frame-level data: ASHA over the BiLSTM.
+TEST(TuneE2E, BilstmAshaExampleFindsAModelBetterThanTheFrequencyBaseline) {
+  const std::string dir = ScratchDir("tune_bilstm");
+  // The demo's data (its MakeData): one synth run split by shard, the last shard held out.
+  RunResult synth = Reel({"synth", "--out", dir + "/reel-demo/data/train", "--videos", "1000",
+                          "--classes", "16", "--level", "frame", "--shards", "5", "--seed", "7",
+                          "--min-frames", "8", "--max-frames", "24", "--max-labels", "3",
+                          "--amplitude", "0.1", "--noise", "1.0"});
+  ASSERT_EQ(synth.code, 0) << synth.err;
+  std::vector<std::string> shards = ListDir(dir + "/reel-demo/data/train");
+  ASSERT_EQ(shards.size(), 5u);
+  fs::create_directories(dir + "/reel-demo/data/test");
+  const std::string test = dir + "/reel-demo/data/test/" + fs::path(shards.back()).filename().string();
+  fs::rename(shards.back(), test);
+  shards.pop_back();
+
+  RunResult r = Reel({"tune", "--config", REEL_SOURCE_DIR "/configs/tune_bilstm_asha.pbtxt",
+                      "--workdir", "runs/tune"},
+                     dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = ReadFile(dir + "/runs/tune/results.csv");
+  EXPECT_GE(Count(csv, ",ok,"), 9 + 3 + 1) << csv;  // 9 on the first rung, promotions after
+  const double baseline = FrequencyBaselineGap(Labels(shards), Labels({test}), 16);
+  // The best row (first line after the header): metric column after "ok,".
+  std::istringstream lines(csv);
+  std::string header, best;
+  std::getline(lines, header);
+  std::getline(lines, best);
+  const size_t at = best.find(",ok,");
+  ASSERT_NE(at, std::string::npos) << best;
+  const double gap = std::stod(best.substr(at + 4));
+  EXPECT_GT(gap, baseline + 0.05) << best;
+  EXPECT_THAT(best, HasSubstr(",180,")) << "the best trial is a full-budget one";
+  // best.pbtxt is a training config `reel train` accepts.
+  RunResult check = Reel({"train", "--config", "runs/tune/best.pbtxt", "--print-config"}, dir);
+  EXPECT_EQ(check.code, 0) << check.err;
+}
+
+}  // namespace
+}  // namespace reel::e2e
