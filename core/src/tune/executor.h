@@ -43,6 +43,15 @@ class Executor {
 std::unique_ptr<Executor> MakeThreadExecutor(int slots, TrialRunner runner,
                                              std::function<bool()> stop);
 
+// Rank 0 of `comm` schedules; its slots are the other ranks, each running RunTuneWorker. Sends
+// every live worker a stop when destroyed.
+std::unique_ptr<Executor> MakeDistributedExecutor(Communicator& comm);
+
+// The loop of a worker rank (rank != 0): runs the trials rank 0 sends until it says stop. An
+// error when rank 0 is gone.
+Status RunTuneWorker(Communicator& comm, const TrialRunner& runner,
+                     const std::function<bool()>& should_stop);
+
 }  // namespace reel::core::tune
 
 #endif  // REEL_CORE_SRC_TUNE_EXECUTOR_H_

@@ -12,8 +12,11 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
+#include "executor.h"
 #include "journal.h"
+#include "reel/core/inproc.h"
 #include "search.h"
 #include "search_space.h"
 
@@ -416,6 +419,74 @@ TEST(TuneTest, JournalSkipsALineCutShortByACrashButNotOtherGarbage) {
   auto bad = tune::ReadJournal(dir + "/j.jsonl");
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
   EXPECT_THAT(bad.status().message(), HasSubstr("j.jsonl:2"));
+}
+
+// Rank 0 schedules, ranks 1 and 2 run trials; every trial runs once, on a worker rank.
+TEST(TuneTest, RanksOfACommunicatorShareTheTrials) {
+  TuneConfigFile f = Search(R"(
+    dimension { field: "trainer.learning_rate.base" values: ["0.1", "0.2", "0.3"] }
+    dimension { field: "model.options.hidden" values: ["8", "16"] })");
+  auto comms = CreateInprocGroup(3);
+  ASSERT_TRUE(comms.ok());
+  FakeTrainer fake;
+  const std::string dir = Scratch("ranks");
+  std::vector<Result<TuneResult>> results(3, InternalError("not run"));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      TuneOptions o;
+      o.workdir = dir;
+      o.comm = (*comms)[static_cast<size_t>(r)].get();
+      results[static_cast<size_t>(r)] = RunTune(f, o, fake.Runner());
+    });
+  for (auto& t : ranks) t.join();
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(fake.calls.size(), 6u);
+  EXPECT_EQ(results[0]->rows.size(), 6u);
+  EXPECT_TRUE(results[1]->rows.empty()) << "results live on rank 0";
+  auto journal = tune::ReadJournal(dir + "/journal.jsonl");
+  ASSERT_TRUE(journal.ok());
+  std::set<int> workers;
+  for (const auto& rec : *journal)
+    if (rec.event() == config::TrialRecord::FINISHED) workers.insert(rec.worker());
+  EXPECT_EQ(workers, (std::set<int>{1, 2}));
+}
+
+// Rank 2 takes a trial and dies with it: that trial fails naming rank 2, rank 1 does the rest.
+TEST(TuneTest, AWorkerRankThatDiesFailsItsTrialAndTheSearchGoesOn) {
+  TuneConfigFile f = Search(R"(
+    dimension { field: "model.options.hidden" values: ["8", "16", "32", "64"] })");
+  auto comms = CreateInprocGroup(3);
+  ASSERT_TRUE(comms.ok());
+  FakeTrainer fake;
+  const std::string dir = Scratch("worker_dies");
+  Result<TuneResult> result = InternalError("not run");
+  std::thread scheduler([&] {
+    TuneOptions o;
+    o.workdir = dir;
+    o.comm = (*comms)[0].get();
+    result = RunTune(f, o, fake.Runner());
+  });
+  std::thread survivor(
+      [&] { (void)tune::RunTuneWorker(*(*comms)[1], fake.Runner(), [] { return false; }); });
+  {
+    // The doomed worker: takes one trial, then its process "dies" (its endpoint goes away).
+    auto work = (*comms)[2]->Recv(0, 7001, DeadlineIn(std::chrono::seconds(30)));
+    ASSERT_TRUE(work.ok()) << work.status();
+    (*comms)[2].reset();
+  }
+  scheduler.join();
+  survivor.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->rows.size(), 4u);
+  int failed = 0;
+  for (const TuneRow& row : result->rows) {
+    if (row.ok) continue;
+    ++failed;
+    EXPECT_THAT(row.error, HasSubstr("worker rank 2 died"));
+  }
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(fake.calls.size(), 3u) << "the three other trials ran on rank 1";
 }
 
 }  // namespace

@@ -182,6 +182,9 @@ class Scheduler {
                             result_.metric_name, result_.planned);
     int running = 0;
     while (true) {
+      if (executor.slots() == 0)
+        return UnavailableError(
+            "every worker rank is gone; the journal keeps what finished: rerun with --resume");
       while (running < executor.slots() && !Stopping()) {
         TrialSpec spec;
         int attempt = 1;
@@ -244,7 +247,7 @@ class Scheduler {
       t.set_epochs(spec.budget);
     }
     job.request.config_text = ConfigToText(cfg.config);
-    job.request.threads = plan_.threads_per_trial;
+    job.request.threads = options_.comm && options_.comm->size() > 1 ? 0 : plan_.threads_per_trial;
     REEL_ASSIGN_OR_RETURN(job.request.resume, tune::PrepareTrialDir(options_.workdir, spec.config,
                                                                     spec.rung, /*keep=*/rerun));
     job.request.dir =
@@ -388,6 +391,13 @@ Result<TuneResult> RunTune(const TuneConfigFile& file, const TuneOptions& option
   REEL_ASSIGN_OR_RETURN(Plan plan, MakePlan(file, options));
   REEL_ASSIGN_OR_RETURN(tune::SearchSpace space, tune::SearchSpace::Create(file.tune, file.base));
   REEL_ASSIGN_OR_RETURN(auto search, tune::CreateSearch(plan.search, space));
+  const bool distributed = options.comm != nullptr && options.comm->size() > 1;
+  if (distributed && options.comm->rank() != 0) {
+    REEL_RETURN_IF_ERROR(tune::RunTuneWorker(*options.comm, runner, options.should_stop));
+    TuneResult worker;  // the results live on rank 0
+    worker.metric_name = tune::MetricName(plan.metric, plan.top_k);
+    return worker;
+  }
   std::error_code ec;
   fs::create_directories(options.workdir, ec);
   if (ec) return UnavailableError("workdir " + options.workdir + ": " + ec.message());
@@ -401,7 +411,9 @@ Result<TuneResult> RunTune(const TuneConfigFile& file, const TuneOptions& option
   Scheduler scheduler(file, options, plan, space, std::move(search), std::move(journal));
   REEL_RETURN_IF_ERROR(scheduler.Replay(records));
 
-  auto executor = tune::MakeThreadExecutor(plan.parallel, runner, options.should_stop);
+  auto executor = distributed
+                      ? tune::MakeDistributedExecutor(*options.comm)
+                      : tune::MakeThreadExecutor(plan.parallel, runner, options.should_stop);
   REEL_ASSIGN_OR_RETURN(TuneResult result, scheduler.Run(*executor));
   executor.reset();
 
