@@ -5,6 +5,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <random>
 
 namespace reel::core::tune {
 namespace {
@@ -89,10 +91,10 @@ class Asha : public SearchAlgorithm {
 
  private:
   static constexpr double kFailed = -std::numeric_limits<double>::infinity();
-  Assignment Params(int64_t config) const { return space_.Sample(plan_.seed, config); }
+  Assignment Params(int64_t config) const { return params_(config); }
 
   SearchPlan plan_;
-  const SearchSpace& space_;
+  std::function<Assignment(int64_t)> params_;
   std::vector<int64_t> budgets_;
   std::vector<std::vector<std::pair<double, int64_t>>> results_;  // per rung: (metric, config)
   std::vector<std::set<int64_t>> promoted_;                       // per rung: configs promoted out
@@ -126,18 +128,34 @@ Result<std::unique_ptr<SearchAlgorithm>> CreateSearch(const SearchPlan& plan,
           n, plan.max_budget, [&space](int64_t i) { return space.GridPoint(i); }));
     }
     case config::Search::RANDOM:
+    case config::Search::ASHA: {
       if (plan.trials < 1) return InvalidArgumentError("search.trials must be >= 1");
-      return std::unique_ptr<SearchAlgorithm>(std::make_unique<FixedList>(
-          plan.trials, plan.max_budget,
-          [&space, seed = plan.seed](int64_t i) { return space.Sample(seed, i); }));
-    case config::Search::ASHA:
-      if (plan.trials < 1) return InvalidArgumentError("search.trials must be >= 1");
+      // A space of lists only is finite: draw its points without replacement (a seeded shuffle of
+      // the grid), so no configuration is trained twice; at most every point once.
+      std::function<Assignment(int64_t)> params = [&space, seed = plan.seed](int64_t i) {
+        return space.Sample(seed, i);
+      };
+      SearchPlan p = plan;
+      if (space.Finite() && space.GridSize() <= 1'000'000) {
+        auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(space.GridSize()));
+        std::iota(order->begin(), order->end(), 0);
+        std::mt19937_64 gen(plan.seed);
+        std::shuffle(order->begin(), order->end(), gen);
+        params = [&space, order](int64_t i) {
+          return space.GridPoint((*order)[static_cast<size_t>(i)]);
+        };
+        p.trials = std::min<int64_t>(p.trials, space.GridSize());
+      }
+      if (plan.algorithm == config::Search::RANDOM)
+        return std::unique_ptr<SearchAlgorithm>(
+            std::make_unique<FixedList>(p.trials, p.max_budget, std::move(params)));
       if (!(plan.eta > 1)) return InvalidArgumentError("search.eta must be > 1");
       if (plan.min_budget < 1 || plan.min_budget > plan.max_budget)
-        return InvalidArgumentError(
-            "search.min_budget must lie in [1, max_budget=" + std::to_string(plan.max_budget) +
-            "] (got " + std::to_string(plan.min_budget) + ")");
-      return std::unique_ptr<SearchAlgorithm>(std::make_unique<Asha>(plan, space));
+        return InvalidArgumentError("search.min_budget must lie in [1, max_budget=" +
+                                    std::to_string(plan.max_budget) + "] (got " +
+                                    std::to_string(plan.min_budget) + ")");
+      return std::unique_ptr<SearchAlgorithm>(std::make_unique<Asha>(p, std::move(params)));
+    }
     default:
       return InvalidArgumentError("search.algorithm: unknown value " +
                                   std::to_string(static_cast<int>(plan.algorithm)));

@@ -1,7 +1,8 @@
 // Search algorithms: which trial to run next, decided as results arrive.
 //
 //   - Grid: every point of the search space's grid, each at the full budget.
-//   - Random: `trials` samples of the space under the seed, each at the full budget.
+//   - Random: `trials` samples of the space under the seed, each at the full budget. A space of
+//     value lists only is drawn without replacement (a seeded shuffle of its grid).
 //   - ASHA (asynchronous successive halving, Li et al., MLSys 2020): trials start on the first
 //     rung's small budget; whenever a rung holds a configuration in the best 1/eta of the results
 //     it has so far that was not promoted yet, that configuration is promoted to the next rung

@@ -128,6 +128,12 @@ Assignment SearchSpace::Sample(uint64_t seed, int64_t index) const {
   return a;
 }
 
+bool SearchSpace::Finite() const {
+  for (const Dim& d : dims_)
+    if (d.is_range) return false;
+  return true;
+}
+
 Result<ConfigFile> SearchSpace::Apply(const ConfigFile& base, const Assignment& params) const {
   ConfigFile cfg = base;
   for (const Param& p : params) REEL_RETURN_IF_ERROR(ApplyOverride(cfg, p.field + "=" + p.value));

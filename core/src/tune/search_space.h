@@ -44,6 +44,8 @@ class SearchSpace {
   Result<ConfigFile> Apply(const ConfigFile& base, const Assignment& params) const;
 
   size_t dimensions() const { return dims_.size(); }
+  // Every dimension is a list of values (no continuous range): GridPoint enumerates the space.
+  bool Finite() const;
 
  private:
   struct Dim {

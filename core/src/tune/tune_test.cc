@@ -194,6 +194,22 @@ TEST(TuneTest, GridRunsEveryPointOnceAndWritesResultsAndTheBestConfig) {
   EXPECT_EQ(dirs.size(), 4u);
 }
 
+TEST(TuneTest, RandomOverListsDrawsEachPointAtMostOnce) {
+  TuneConfigFile f = Search(R"(
+    dimension { field: "trainer.learning_rate.base" values: ["0.1", "0.3"] }
+    dimension { field: "model.options.hidden" values: ["8", "64"] }
+    search { algorithm: RANDOM trials: 10 seed: 3 })");
+  FakeTrainer fake;
+  TuneOptions o;
+  o.workdir = Scratch("random_lists");
+  auto r = RunTune(f, o, fake.Runner());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<std::vector<std::pair<std::string, std::string>>> distinct;
+  for (const TuneRow& row : r->rows) distinct.insert(row.params);
+  EXPECT_EQ(r->rows.size(), 4u);
+  EXPECT_EQ(distinct.size(), 4u);
+}
+
 // The promotion rule re-derived from the journal: when a trial starts on rung k+1, it must be
 // among the best floor(n / eta) of the n results rung k had at that moment.
 TEST(TuneTest, AshaPromotesOnlyTheBestThirdOfEachRungAndFindsTheBestConfig) {
