@@ -18,6 +18,7 @@ packages=(
   libgloo-dev  # bench/allreduce: Gloo's TCP ring, the peer of reel tcp
   clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz/, scripts/fuzz.sh)
   python3 python3-torch libopenblas0-pthread python3-numpy
+  python3-sklearn  # bench/tune: GridSearchCV, the peer of reel tune
   awscli
 )
 

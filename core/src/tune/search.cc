@@ -36,9 +36,9 @@ class FixedList : public SearchAlgorithm {
 
 class Asha : public SearchAlgorithm {
  public:
-  Asha(const SearchPlan& plan, const SearchSpace& space)
+  Asha(const SearchPlan& plan, std::function<Assignment(int64_t)> params)
       : plan_(plan),
-        space_(space),
+        params_(std::move(params)),
         budgets_(RungBudgets(plan.min_budget, plan.max_budget, plan.eta)),
         results_(budgets_.size()),
         promoted_(budgets_.size()) {}
@@ -151,9 +151,9 @@ Result<std::unique_ptr<SearchAlgorithm>> CreateSearch(const SearchPlan& plan,
             std::make_unique<FixedList>(p.trials, p.max_budget, std::move(params)));
       if (!(plan.eta > 1)) return InvalidArgumentError("search.eta must be > 1");
       if (plan.min_budget < 1 || plan.min_budget > plan.max_budget)
-        return InvalidArgumentError("search.min_budget must lie in [1, max_budget=" +
-                                    std::to_string(plan.max_budget) + "] (got " +
-                                    std::to_string(plan.min_budget) + ")");
+        return InvalidArgumentError(
+            "search.min_budget must lie in [1, max_budget=" + std::to_string(plan.max_budget) +
+            "] (got " + std::to_string(plan.min_budget) + ")");
       return std::unique_ptr<SearchAlgorithm>(std::make_unique<Asha>(p, std::move(params)));
     }
     default:

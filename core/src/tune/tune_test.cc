@@ -274,6 +274,7 @@ TEST(TuneTest, AshaPromotesOnlyTheBestThirdOfEachRungAndFindsTheBestConfig) {
 
 TEST(TuneTest, AshaKeepsEveryWorkerBusyWhileConfigurationsRemain) {
   TuneConfigFile f = Search(R"(
+    dimension { field: "trainer.learning_rate.base" min: 0.01 max: 1 scale: LOG }
     dimension { field: "model.options.hidden" values: ["8", "16", "32", "64"] }
     search { algorithm: ASHA trials: 12 min_budget: 1 max_budget: 9 eta: 3 }
     execution { parallel: 3 })");
