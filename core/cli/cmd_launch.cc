@@ -25,7 +25,7 @@ namespace {
 
 constexpr char kUsage[] =
     "reel launch -n N [--nnodes M --node-rank K] [--coordinator HOST:PORT] "
-    "[--grace-seconds S] -- COMMAND [ARGS...]";
+    "[--grace-seconds S] [--keep-going] -- COMMAND [ARGS...]";
 
 struct LaunchPlan {
   int64_t local_ranks = 0;
@@ -33,6 +33,7 @@ struct LaunchPlan {
   int64_t node_rank = 0;
   std::string coordinator;
   double grace_seconds = 30;
+  bool keep_going = false;  // a failing rank other than 0 stops nobody (reel tune's workers)
   std::vector<std::string> command;
 };
 
@@ -80,8 +81,9 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
     if (w == "-n") w = "--nproc-per-node";
   Args args;
   args.Value("nproc-per-node").Value("nnodes").Value("node-rank").Value("coordinator");
-  args.Value("grace-seconds");
+  args.Value("grace-seconds").Switch("keep-going");
   REEL_RETURN_IF_ERROR(args.Parse(flags));
+  plan.keep_going = args.Has("keep-going");
   if (!args.positional().empty())
     return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
                                 "' before '--' (flags: -n N ...)");
@@ -155,6 +157,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   SuperviseOptions options;
   options.command = ResolveCommand(env, plan.command);
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(plan.grace_seconds * 1000));
+  options.keep_going = plan.keep_going;
   const int64_t world = plan.nodes * plan.local_ranks;
   const char* transport = std::getenv("REEL_TRANSPORT");
   const char* secret = std::getenv("REEL_SECRET");

@@ -1,12 +1,16 @@
 // `reel tune --config SEARCH [--workdir DIR] [--resume] [--parallel N] [--set field=value ...]`:
 // a hyperparameter search (reel/core/tune.h), trials in parallel, a resumable journal, a results
 // table, results.csv and best.pbtxt in the workdir.
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "args.h"
 #include "cli.h"
 #include "interrupt.h"
+#include "reel/core/rank_environment.h"
 #include "reel/core/tune.h"
 
 namespace reel::cli {
@@ -22,6 +26,34 @@ Result<core::TuneConfigFile> LoadTuneConfig(const std::string& path,
   for (const std::string& o : overrides) REEL_RETURN_IF_ERROR(core::ApplyOverride(f.base, o));
   *f.tune.mutable_base() = f.base.config;
   return f;
+}
+
+// The ranks of a distributed search, when a launcher started this process as one of several:
+// `reel launch` (REEL_RANK / REEL_WORLD_SIZE / REEL_COORDINATOR; transport REEL_TRANSPORT, else
+// tcp) or an MPI launcher (transport mpi, which finds rank and size itself). The base config's
+// transport section, when present, names the transport and its options instead.
+struct SearchRanks {
+  Owned<Transport> transport;
+  std::unique_ptr<Communicator> comm;  // null: this process searches alone
+};
+
+Result<SearchRanks> JoinSearchRanks(CliEnv& env, const config::RunConfig& base) {
+  SearchRanks ranks;
+  REEL_ASSIGN_OR_RETURN(TransportContext ctx, core::TransportContextFromEnvironment());
+  const std::string mpi = core::MpiLauncherVariable();
+  if ((ctx.world_size == kDiscover && mpi.empty()) || ctx.world_size == 1) return ranks;
+  const char* launcher_transport = std::getenv("REEL_TRANSPORT");
+  const std::string name = base.has_transport() ? base.transport().name()
+                           : launcher_transport ? launcher_transport
+                           : mpi.empty()        ? "tcp"
+                                                : "mpi";
+  REEL_ASSIGN_OR_RETURN(ranks.transport,
+                        env.host.registry().CreateTransport(
+                            name, base.has_transport() ? core::OptionMap(base.transport())
+                                                       : std::map<std::string, std::string>{}));
+  REEL_ASSIGN_OR_RETURN(ranks.comm,
+                        ranks.transport->Connect(ctx, DeadlineIn(std::chrono::minutes(5))));
+  return ranks;
 }
 
 }  // namespace

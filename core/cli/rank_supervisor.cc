@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +123,7 @@ class Supervisor {
   sigset_t blocked_{}, previous_mask_{};
   bool mask_changed_ = false;
   std::optional<RankExit> first_failure_;
+  std::vector<RankExit> tolerated_;  // keep_going: ranks != 0 that failed
   int interrupted_by_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when stopping ranks get SIGKILL
 };
@@ -252,6 +254,12 @@ void Supervisor::OnExit(Child& c, int status) {
   RankExit e{c.rank, WIFSIGNALED(status),
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
   if (e.ok() || interrupted_by_ != 0 || first_failure_) return;
+  if (o_.keep_going && e.rank != 0) {
+    tolerated_.push_back(e);
+    Say("rank " + std::to_string(e.rank) + " " + e.Describe() + "; the other " +
+        std::to_string(Running()) + " rank(s) go on (--keep-going)");
+    return;
+  }
   first_failure_ = e;
   const int others = Running();
   if (others == 0) {
@@ -318,11 +326,18 @@ SuperviseOutcome Supervisor::Wait() {
   }
   SuperviseOutcome outcome;
   outcome.first_failure = first_failure_;
+  outcome.tolerated = tolerated_;
   outcome.interrupted_by = interrupted_by_;
+  const bool has_rank0 =
+      std::any_of(o_.ranks.begin(), o_.ranks.end(), [](const RankSpec& r) { return r.rank == 0; });
   if (first_failure_)
     outcome.exit_code = first_failure_->ExitCode();
   else if (interrupted_by_ != 0)
     outcome.exit_code = 128 + interrupted_by_;
+  else if (!has_rank0 && !tolerated_.empty() && tolerated_.size() == o_.ranks.size())
+    outcome.exit_code = tolerated_.front().ExitCode();
+  if (!tolerated_.empty())
+    Say(std::to_string(tolerated_.size()) + " rank(s) failed and were tolerated (--keep-going)");
   return outcome;
 }
 

@@ -5,6 +5,10 @@
 //   - a rank fails (non-zero exit or a signal) while no interrupt is in progress -> the others
 //     are stopped (SIGTERM to their process groups, SIGKILL after `grace`), and the outcome names
 //     the first rank that failed; exit code: its exit status, or 128 + the signal that killed it;
+//   - with `keep_going`, a rank other than rank 0 that fails is reported and the others go on
+//     (task-parallel jobs such as `reel tune`, whose rank 0 hands the failed rank's work to
+//     others); the exit code is then rank 0's, or, on a node without rank 0, non-zero only when
+//     every rank failed;
 //   - SIGINT or SIGTERM reaches the supervisor -> forwarded to every running rank (a second one
 //     is forwarded too), the supervisor waits for all of them; exit code 128 + that signal.
 //
@@ -36,6 +40,7 @@ struct SuperviseOptions {
   std::vector<std::string> command;  // argv of every rank; command[0] is searched on PATH
   std::vector<RankSpec> ranks;
   std::chrono::milliseconds grace{30000};  // SIGTERM -> SIGKILL when stopping after a failure
+  bool keep_going = false;                 // failures of ranks other than 0 stop nobody
   int out_fd = 1;                          // where the ranks' prefixed stdout goes
   int err_fd = 2;                          // where their stderr and our own messages go
 };
@@ -54,6 +59,7 @@ struct RankExit {
 struct SuperviseOutcome {
   int exit_code = 0;
   std::optional<RankExit> first_failure;  // the rank that failed first, unless interrupted
+  std::vector<RankExit> tolerated;        // with keep_going: ranks != 0 that failed
   int interrupted_by = 0;                 // SIGINT or SIGTERM when one was forwarded
 };
 

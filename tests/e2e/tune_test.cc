@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -32,15 +33,18 @@ void MakeVideoData(const std::string& dir) {
 
 std::string LogisticSearch(const std::string& data, const std::string& lrs) {
   return "base {\n"
-         "  data { name: \"tfrecord\" options { key: \"files\" value: \"" + data +
+         "  data { name: \"tfrecord\" options { key: \"files\" value: \"" +
+         data +
          "/train/*.tfrecord\" } options { key: \"level\" value: \"video\" } }\n"
-         "  eval_data { name: \"tfrecord\" options { key: \"files\" value: \"" + data +
+         "  eval_data { name: \"tfrecord\" options { key: \"files\" value: \"" +
+         data +
          "/test/*.tfrecord\" } options { key: \"level\" value: \"video\" } }\n"
          "  model { name: \"logistic\" }\n"
          "  optimizer { name: \"sync\" options { key: \"rule\" value: \"adam\" } }\n"
          "  trainer { steps: 40 batch_size: 16 seed: 4 num_classes: 8 }\n"
          "}\n"
-         "dimension { field: \"trainer.learning_rate.base\" values: [" + lrs + "] }\n";
+         "dimension { field: \"trainer.learning_rate.base\" values: [" +
+         lrs + "] }\n";
 }
 
 // results.csv as config number → metric column text (exact, as written).
@@ -65,11 +69,11 @@ TEST(TuneE2E, TrialsDoNotLeakIntoEachOther) {
   WriteFile(dir + "/three.pbtxt", LogisticSearch(dir + "/data", "\"0.01\", \"0.03\", \"0.1\""));
   WriteFile(dir + "/alone.pbtxt", LogisticSearch(dir + "/data", "\"0.03\""));
   WriteFile(dir + "/reversed.pbtxt", LogisticSearch(dir + "/data", "\"0.1\", \"0.03\", \"0.01\""));
-  RunResult serial = Reel({"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/serial",
-                           "--parallel", "1"});
+  RunResult serial = Reel(
+      {"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/serial", "--parallel", "1"});
   ASSERT_EQ(serial.code, 0) << serial.err;
-  RunResult side = Reel({"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/side",
-                         "--parallel", "3"});
+  RunResult side = Reel(
+      {"tune", "--config", dir + "/three.pbtxt", "--workdir", dir + "/side", "--parallel", "3"});
   ASSERT_EQ(side.code, 0) << side.err;
   RunResult alone = Reel({"tune", "--config", dir + "/alone.pbtxt", "--workdir", dir + "/alone"});
   ASSERT_EQ(alone.code, 0) << alone.err;
@@ -114,8 +118,9 @@ int Count(const std::string& text, const std::string& what) {
 TEST(TuneE2E, ResumeAfterKillRerunsOnlyWhatWasUnfinished) {
   const std::string dir = ScratchDir("tune_kill");
   MakeVideoData(dir + "/data");
-  WriteFile(dir + "/search.pbtxt",
-            LogisticSearch(dir + "/data", "\"0.01\", \"0.02\", \"0.03\", \"0.05\", \"0.1\", \"0.2\""));
+  WriteFile(
+      dir + "/search.pbtxt",
+      LogisticSearch(dir + "/data", "\"0.01\", \"0.02\", \"0.03\", \"0.05\", \"0.1\", \"0.2\""));
   const std::string work = dir + "/work", journal = work + "/journal.jsonl";
   pid_t pid = Spawn({"tune", "--config", dir + "/search.pbtxt", "--workdir", work, "--parallel",
                      "1", "--set", "trainer.steps=400"},
@@ -131,8 +136,8 @@ TEST(TuneE2E, ResumeAfterKillRerunsOnlyWhatWasUnfinished) {
   ASSERT_GE(finished_before, 2) << ReadFile(dir + "/first.log");
   ASSERT_LT(finished_before, 6) << "the search ended before the kill; nothing to resume";
 
-  RunResult again = Reel({"tune", "--config", dir + "/search.pbtxt", "--workdir", work,
-                          "--set", "trainer.steps=400"});
+  RunResult again = Reel(
+      {"tune", "--config", dir + "/search.pbtxt", "--workdir", work, "--set", "trainer.steps=400"});
   EXPECT_NE(again.code, 0);
   EXPECT_THAT(again.err, HasSubstr("--resume"));
   RunResult resumed = Reel({"tune", "--config", dir + "/search.pbtxt", "--workdir", work,
@@ -146,19 +151,92 @@ TEST(TuneE2E, ResumeAfterKillRerunsOnlyWhatWasUnfinished) {
   EXPECT_EQ(MetricsByTrial(work + "/results.csv").size(), 6u);
 }
 
+// The pid of the process whose command line mentions `needle` and whose environment has `env`.
+pid_t FindProcess(const std::string& needle, const std::string& env) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) == std::string::npos || cmdline.find(" tune ") == std::string::npos)
+      continue;
+    std::string environ = ReadFile(e.path().string() + "/environ");
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (("\n" + environ).find("\n" + env + "\n") != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+// Three ranks under `reel launch` over tcp: rank 0 schedules, ranks 1 and 2 train. Rank 2 is
+// killed mid-search; its trial is recorded as failed naming it and rank 1 finishes the search.
+TEST(TuneE2E, AKilledWorkerRankUnderReelLaunchDoesNotStopTheSearch) {
+  if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
+  const std::string dir = ScratchDir("tune_launch");
+  MakeVideoData(dir + "/data");
+  WriteFile(
+      dir + "/search.pbtxt",
+      LogisticSearch(dir + "/data", "\"0.01\", \"0.02\", \"0.03\", \"0.05\", \"0.1\", \"0.2\""));
+  const std::string work = dir + "/work", journal = work + "/journal.jsonl";
+  pid_t launch = Spawn({"launch", "-n", "3", "--keep-going", "--", "reel", "tune", "--config",
+                        dir + "/search.pbtxt", "--workdir", work, "--set", "trainer.steps=300"},
+                       dir + "/launch.log");
+  // Wait until rank 2 has a trial, then kill it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  pid_t victim = -1;
+  while (std::chrono::steady_clock::now() < give_up) {
+    const std::string j = ReadFile(journal);
+    if (Count(j, "\"STARTED\"") >= 2 && (victim = FindProcess(work, "REEL_RANK=2")) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(victim, 0) << ReadFile(dir + "/launch.log");
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(launch, &status, 0);
+  const std::string log = ReadFile(dir + "/launch.log");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+  EXPECT_THAT(log, HasSubstr("rank 2 was killed by signal 9"));
+  EXPECT_THAT(log, HasSubstr("--keep-going"));
+  const std::string after = ReadFile(journal);
+  EXPECT_EQ(Count(after, "\"FINISHED\"") + Count(after, "\"FAILED\""), 6) << after;
+  EXPECT_EQ(Count(after, "\"FAILED\""), Count(after, "worker rank 2 died")) << after;
+  EXPECT_LE(Count(after, "\"FAILED\""), 1);
+  EXPECT_EQ(MetricsByTrial(work + "/results.csv").size(), 6u);
+}
+
 // The shipped example on the demo's synthetic frame-level data: ASHA over the BiLSTM.
 TEST(TuneE2E, BilstmAshaExampleFindsAModelBetterThanTheFrequencyBaseline) {
   const std::string dir = ScratchDir("tune_bilstm");
   // The demo's data (its MakeData): one synth run split by shard, the last shard held out.
-  RunResult synth = Reel({"synth", "--out", dir + "/reel-demo/data/train", "--videos", "1000",
-                          "--classes", "16", "--level", "frame", "--shards", "5", "--seed", "7",
-                          "--min-frames", "8", "--max-frames", "24", "--max-labels", "3",
-                          "--amplitude", "0.1", "--noise", "1.0"});
+  RunResult synth = Reel({"synth",
+                          "--out",
+                          dir + "/reel-demo/data/train",
+                          "--videos",
+                          "1000",
+                          "--classes",
+                          "16",
+                          "--level",
+                          "frame",
+                          "--shards",
+                          "5",
+                          "--seed",
+                          "7",
+                          "--min-frames",
+                          "8",
+                          "--max-frames",
+                          "24",
+                          "--max-labels",
+                          "3",
+                          "--amplitude",
+                          "0.1",
+                          "--noise",
+                          "1.0"});
   ASSERT_EQ(synth.code, 0) << synth.err;
   std::vector<std::string> shards = ListDir(dir + "/reel-demo/data/train");
   ASSERT_EQ(shards.size(), 5u);
   fs::create_directories(dir + "/reel-demo/data/test");
-  const std::string test = dir + "/reel-demo/data/test/" + fs::path(shards.back()).filename().string();
+  const std::string test =
+      dir + "/reel-demo/data/test/" + fs::path(shards.back()).filename().string();
   fs::rename(shards.back(), test);
   shards.pop_back();
 
