@@ -48,7 +48,8 @@ Result<std::unique_ptr<Communicator>> TcpCommunicator::Connect(const TcpOptions&
     return InvalidArgumentError("tcp: rank " + std::to_string(ctx.rank) + " of " +
                                 std::to_string(ctx.world_size) +
                                 " needs the coordinator's host:port (REEL_COORDINATOR)");
-  std::unique_ptr<TcpCommunicator> c(new TcpCommunicator(options, ctx.rank, ctx.world_size));
+  std::unique_ptr<TcpCommunicator> c(
+      new TcpCommunicator(options, ctx.rank, ctx.world_size, ctx.isolate_failures));
   if (ctx.world_size > 1) REEL_RETURN_IF_ERROR(c->Form(ctx.coordinator, deadline));
   return std::unique_ptr<Communicator>(std::move(c));
 }

@@ -30,9 +30,10 @@ struct Mailbox::Posted {
   Status status;
 };
 
-Mailbox::Mailbox(std::string where, int rank, int world_size)
+Mailbox::Mailbox(std::string where, int rank, int world_size, bool isolate_failures)
     : where_(std::move(where)),
       rank_(rank),
+      isolate_failures_(isolate_failures),
       left_(static_cast<size_t>(world_size), false),
       failed_(static_cast<size_t>(world_size)) {}
 
@@ -139,16 +140,20 @@ Status Mailbox::GroupStatus() const {
 Status Mailbox::UnavailableLocked(int source, int tag) const {
   const std::string what =
       where_ + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag) + ": ";
-  if (first_failed_ >= 0)
+  if (first_failed_ >= 0 && !isolate_failures_)
     return UnavailableError(what + "rank " + std::to_string(first_failed_) +
                             " is unavailable: " + failed_[static_cast<size_t>(first_failed_)]);
   if (source != kAnySource) {
-    if (!left_[static_cast<size_t>(source)]) return Status::Ok();
+    const auto s = static_cast<size_t>(source);
+    if (!failed_[s].empty())
+      return UnavailableError(what + "rank " + std::to_string(source) +
+                              " is unavailable: " + failed_[s]);
+    if (!left_[s]) return Status::Ok();
     return UnavailableError(what + "rank " + std::to_string(source) + " has left the group");
   }
   for (size_t r = 0; r < left_.size(); ++r)
-    if (!left_[r] && r != static_cast<size_t>(rank_)) return Status::Ok();
-  return UnavailableError(what + "every other rank has left the group");
+    if (!left_[r] && failed_[r].empty() && r != static_cast<size_t>(rank_)) return Status::Ok();
+  return UnavailableError(what + "every other rank has left the group or failed");
 }
 
 Status Mailbox::SizeMismatch(int source, int tag, uint64_t got, size_t want) const {

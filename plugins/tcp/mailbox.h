@@ -34,8 +34,9 @@ namespace reel::tcp {
 
 class Mailbox {
  public:
-  // `where` prefixes every error, e.g. "tcp rank 2"; `rank` is this rank.
-  Mailbox(std::string where, int rank, int world_size);
+  // `where` prefixes every error, e.g. "tcp rank 2"; `rank` is this rank. `isolate_failures`: a
+  // failed peer fails only receives from it (TransportContext::isolate_failures), not the group.
+  Mailbox(std::string where, int rank, int world_size, bool isolate_failures = false);
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
@@ -88,6 +89,7 @@ class Mailbox {
 
   const std::string where_;
   const int rank_;
+  const bool isolate_failures_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<int, int>, std::deque<Queued>> queues_;  // by (tag, source); guarded by mu_

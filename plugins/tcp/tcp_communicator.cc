@@ -27,11 +27,12 @@ std::array<asio::const_buffer, 2> Skip(const std::array<asio::const_buffer, 2>& 
 
 }  // namespace
 
-TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world)
+TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world,
+                                 bool isolate_failures)
     : options_(options),
       rank_(rank),
       world_(world),
-      mailbox_(Where(), rank, world),
+      mailbox_(Where(), rank, world, isolate_failures),
       work_(io_.get_executor()),
       acceptor_(io_),
       joiners_(static_cast<size_t>(world)),

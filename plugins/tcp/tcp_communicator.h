@@ -59,7 +59,7 @@ class TcpCommunicator final : public Communicator {
     std::atomic<bool> reading{false};
   };
 
-  TcpCommunicator(const TcpOptions& options, int rank, int world);
+  TcpCommunicator(const TcpOptions& options, int rank, int world, bool isolate_failures);
 
   // ---- Forming the group (formation.cc) ----
   Status Form(const std::string& coordinator, Deadline deadline);

@@ -117,6 +117,11 @@ struct TransportContext {
   int rank = 0;
   int world_size = 1;
   std::string coordinator;  // "host:port" of rank 0, for transports that rendezvous over a network
+  // A peer that dies fails only what involves it (receives from it, sends to it, collectives),
+  // instead of every receive of the group: for task-parallel work whose scheduler hands a dead
+  // rank's work to others (reel tune, a parameter server). Transports that cannot isolate a
+  // failure (MPI: the launcher ends the job) ignore it.
+  bool isolate_failures = false;
 };
 
 class Transport {
