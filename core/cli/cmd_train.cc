@@ -1,43 +1,14 @@
 // `reel train --config FILE|URI [--set section.field=value ...] [--resume] [--quiet|--verbose]
 // [--print-config]`.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 
 #include "args.h"
 #include "cli.h"
+#include "interrupt.h"
 #include "train_cli.h"
 
 namespace reel::cli {
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-
-// SIGTERM is what preemptible machines, schedulers and `reel launch` send before they stop a
-// process, so it stops training as Ctrl-C does.
-extern "C" void OnStopSignal(int) {
-  g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second one ends the process at once
-  std::signal(SIGTERM, SIG_DFL);
-}
-
-// Installs the handler for the lifetime of a training run.
-class SigintScope {
- public:
-  SigintScope() {
-    g_interrupted.store(false);
-    previous_int_ = std::signal(SIGINT, OnStopSignal);
-    previous_term_ = std::signal(SIGTERM, OnStopSignal);
-  }
-  ~SigintScope() {
-    std::signal(SIGINT, previous_int_);
-    std::signal(SIGTERM, previous_term_);
-  }
-
- private:
-  void (*previous_int_)(int) = SIG_DFL;
-  void (*previous_term_)(int) = SIG_DFL;
-};
 
 std::string Fixed(double v) {
   char buf[32];
@@ -62,13 +33,13 @@ Status ApplyOverrides(CliEnv& env, core::ConfigFile& cfg,
 
 Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int verbosity,
                       core::TrainResult* out) {
-  SigintScope sigint;
+  InterruptScope interrupt;  // SIGINT and SIGTERM finish the step and checkpoint
   core::TrainJobOptions job;
   job.resume = resume;
   job.verbosity = verbosity;
   job.tty = env.err_is_tty;
   job.progress = &env.err;
-  job.should_stop = [](int64_t) { return g_interrupted.load(); };
+  job.should_stop = [](int64_t) { return InterruptScope::Requested(); };
   REEL_ASSIGN_OR_RETURN(core::TrainResult r, core::RunTrainJob(env.host, cfg, job));
   if (out) *out = r;
   if (verbosity >= 1) {
