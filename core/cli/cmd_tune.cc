@@ -33,7 +33,7 @@ Result<core::TuneConfigFile> LoadTuneConfig(const std::string& path,
 // tcp) or an MPI launcher (transport mpi, which finds rank and size itself). The base config's
 // transport section, when present, names the transport and its options instead.
 struct SearchRanks {
-  Owned<Transport> transport;
+  core::Owned<Transport> transport;
   std::unique_ptr<Communicator> comm;  // null: this process searches alone
 };
 
@@ -51,6 +51,7 @@ Result<SearchRanks> JoinSearchRanks(CliEnv& env, const config::RunConfig& base) 
                         env.host.registry().CreateTransport(
                             name, base.has_transport() ? core::OptionMap(base.transport())
                                                        : std::map<std::string, std::string>{}));
+  ctx.isolate_failures = true;  // a worker that dies fails its trial, not the search
   REEL_ASSIGN_OR_RETURN(ranks.comm,
                         ranks.transport->Connect(ctx, DeadlineIn(std::chrono::minutes(5))));
   return ranks;
@@ -88,6 +89,16 @@ CliCommand TuneCliCommand() {
             options.tty = env.err_is_tty;
             InterruptScope interrupt;
             options.should_stop = [] { return InterruptScope::Requested(); };
+            REEL_ASSIGN_OR_RETURN(SearchRanks ranks, JoinSearchRanks(env, cfg.base.config));
+            options.comm = ranks.comm.get();
+            if (ranks.comm && ranks.comm->rank() != 0) {  // a worker: runs trials, prints nothing
+              options.verbosity = 0;
+              REEL_ASSIGN_OR_RETURN(
+                  core::TuneResult ignored,
+                  core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
+              (void)ignored;
+              return Status::Ok();
+            }
             REEL_ASSIGN_OR_RETURN(core::TuneResult r,
                                   core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
             if (options.verbosity >= 1) env.out << core::FormatTuneTable(r);
