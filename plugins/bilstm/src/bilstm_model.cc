@@ -1,5 +1,7 @@
 #include "bilstm_model.h"
 
+#include <omp.h>
+
 #include <chrono>
 
 #include "reel/layers/input.h"
@@ -68,6 +70,10 @@ Result<std::unique_ptr<BiLstmModel>> BiLstmModel::Create(const std::string& kind
   std::unique_ptr<BiLstmModel> m(new BiLstmModel());
   m->kind_ = kind;
   m->classes_ = context.num_classes;
+  if (context.threads < 0)
+    return InvalidArgumentError("model '" + kind + "': threads is " +
+                                std::to_string(context.threads));
+  m->threads_ = context.threads;
   try {
     m->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
@@ -116,7 +122,15 @@ Status BiLstmModel::Initialize(uint64_t seed) {
   return Status::Ok();
 }
 
+// omp_set_num_threads sets the calling thread's own team size, which the encoder's thread split
+// (omp_get_max_threads) and oneDNN's sgemm both read: a trial of `reel tune` beside others uses
+// its share of the cores instead of all of them.
+void BiLstmModel::UseThreadBudget() const {
+  if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+}
+
 Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
+  UseThreadBudget();
   trained_ = false;
   REEL_RETURN_IF_ERROR(layers::RequireFinalizedArena(arena_, kind_, "Forward"));
   std::vector<const Feature*> features;
@@ -148,6 +162,7 @@ Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
 }
 
 Status BiLstmModel::Backward(const Batch& batch, const Tensor& dlogits) {
+  UseThreadBudget();
   (void)batch;  // everything Backward needs was kept by Forward
   REEL_RETURN_IF_ERROR(layers::RequireBackwardInput(kind_, trained_, dlogits, batch_, classes_));
   denc_.resize(enc_.size());

@@ -59,8 +59,12 @@ class BiLstmModel final : public Model {
  private:
   BiLstmModel() = default;
 
+  // Honours ModelContext::threads: the calling thread's OpenMP team size for Forward/Backward.
+  void UseThreadBudget() const;
+
   std::string kind_;
   int64_t classes_ = 0;
+  int threads_ = 0;  // ModelContext::threads; 0: OpenMP's default (every core)
   dnnl::engine engine_;
   std::vector<std::unique_ptr<BiLstmEncoder>> streams_;
   std::unique_ptr<layers::Head> head_;

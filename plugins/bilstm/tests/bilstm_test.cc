@@ -1,8 +1,10 @@
 // Tests of the bilstm models: whole-model finite-difference gradients, padding invariance,
 // determinism, the primitive cache, bad inputs and a few SGD steps.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <thread>
 
 #include "reel/layers/testing.h"
 #include "test_batches.h"
@@ -171,6 +173,31 @@ TEST(BiLstmModelTest, DeterministicUnderSeed) {
   ASSERT_TRUE(la.ok() && lb.ok());
   EXPECT_EQ(std::vector<float>(la->values().begin(), la->values().end()),
             std::vector<float>(lb->values().begin(), lb->values().end()));
+}
+
+// ModelContext::threads bounds the OpenMP team of the thread that runs the model (a trial of
+// `reel tune` beside others), and the model computes the same logits with its share.
+TEST(BiLstmModelTest, ThreadBudgetBoundsTheCallingThreadsTeam) {
+  Batch batch = TinyBatch("bilstm_video", {2, 4}, 4, {1, 2});
+  std::vector<float> all, one;
+  int team_after = 0;
+  std::thread([&] {
+    auto a = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 9);
+    auto la = a.model->Forward(batch, Mode::kTrain);
+    ASSERT_TRUE(la.ok());
+    all.assign(la->values().begin(), la->values().end());
+  }).join();
+  std::thread([&] {
+    omp_set_num_threads(4);
+    auto b = Build("bilstm_video", TinyOptions("bilstm_video", "moe", "last", 1), kClasses, 9, 1);
+    auto lb = b.model->Forward(batch, Mode::kTrain);
+    ASSERT_TRUE(lb.ok());
+    team_after = omp_get_max_threads();
+    one.assign(lb->values().begin(), lb->values().end());
+  }).join();
+  EXPECT_EQ(team_after, 1);
+  ASSERT_EQ(all.size(), one.size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_NEAR(all[i], one[i], 1e-5) << i;
 }
 
 TEST(BiLstmModelTest, PrimitivesAreCreatedOncePerShape) {
