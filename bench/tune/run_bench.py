@@ -29,6 +29,10 @@ def main():
     a = p.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     work = tempfile.mkdtemp(prefix="reel_tune_bench_")
+    # Debian's scikit-learn is installed for the system interpreter (as python3-torch is for the
+    # BiLSTM bench); REEL_PYTHON overrides.
+    python = os.environ.get("REEL_PYTHON") or (
+        "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
     common = ["--trials", str(a.trials), "--trial-ms", str(a.trial_ms), "--parallel", str(a.parallel)]
     programs = {
         "reel_threads": [os.path.join(a.build, "bin", "reel_tune_overhead"), "--executor", "threads",
@@ -37,7 +41,7 @@ def main():
                         "--workdir", work + "/i"] + common,
         "reel_tcp": [os.path.join(a.build, "bin", "reel_tune_overhead"), "--executor", "tcp",
                      "--workdir", work + "/c"] + common,
-        "sklearn_gridsearchcv": [sys.executable, os.path.join(here, "sklearn_gridsearch.py")] + common,
+        "sklearn_gridsearchcv": [python, os.path.join(here, "sklearn_gridsearch.py")] + common,
     }
     samples = {name: [] for name in programs}
     for rep in range(a.reps):
