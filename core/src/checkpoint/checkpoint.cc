@@ -146,7 +146,8 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
                            std::to_string(pb.values().size()) + " bytes for shape " +
                            ShapeToString(b.shape));
     b.values.resize(pb.values().size() / sizeof(float));
-    std::memcpy(b.values.data(), pb.values().data(), pb.values().size());
+    // A block with a zero dimension has no values, and memcpy must not see its null data().
+    if (!b.values.empty()) std::memcpy(b.values.data(), pb.values().data(), pb.values().size());
     s.params.push_back(std::move(b));
   }
   s.optimizer_state = p.optimizer_state();

@@ -98,6 +98,21 @@ TEST_F(CheckpointTest, ShapesThatDoNotDescribeTheValuesAreDataLoss) {
   }
 }
 
+// Found by checkpoint_fuzz: a block with a zero dimension has no values; decoding it copied
+// from a null pointer (undefined behaviour, caught by UBSan in the sanitizer phase).
+TEST_F(CheckpointTest, ABlockWithAZeroDimensionRoundTrips) {
+  CheckpointState s;
+  s.model_name = "tiny";
+  s.params.push_back({"empty", Shape{0, 4}, {}});
+  s.params.push_back({"w", Shape{2}, {1.0f, 2.0f}});
+  auto back = DecodeCheckpoint(EncodeCheckpoint(s), "mem://c");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->params.size(), 2u);
+  EXPECT_TRUE(back->params[0].values.empty());
+  EXPECT_EQ(back->params[0].shape, (Shape{0, 4}));
+  EXPECT_EQ(back->params[1].values, (std::vector<float>{1.0f, 2.0f}));
+}
+
 TEST_F(CheckpointTest, DifferentModelOrLayoutIsRefusedAndNothingWritten) {
   CheckpointState s = MakeState(arena_, 1);
   ParamArena other;
