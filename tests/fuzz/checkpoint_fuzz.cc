@@ -27,7 +27,9 @@ bool SameState(const reel::core::CheckpointState& a, const reel::core::Checkpoin
   for (size_t i = 0; i < a.params.size(); ++i) {
     const auto &x = a.params[i], &y = b.params[i];
     // Bytes, not floats: NaN payloads must survive too.
-    if (x.name != y.name || x.shape != y.shape || x.values.size() != y.values.size() ||
+    if (x.name != y.name || x.shape != y.shape || x.values.size() != y.values.size()) return false;
+    // Empty blocks (a zero dimension) have null data(), which memcmp must not see.
+    if (!x.values.empty() &&
         std::memcmp(x.values.data(), y.values.data(), x.values.size() * sizeof(float)) != 0)
       return false;
   }
