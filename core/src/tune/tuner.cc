@@ -136,12 +136,12 @@ TuneRow RowFromRecord(const config::TrialRecord& r) {
 class Scheduler {
  public:
   Scheduler(const TuneConfigFile& file, const TuneOptions& options, Plan plan,
-            tune::SearchSpace space, std::unique_ptr<tune::SearchAlgorithm> search,
+            const tune::SearchSpace& space, std::unique_ptr<tune::SearchAlgorithm> search,
             std::unique_ptr<tune::Journal> journal)
       : file_(file),
         options_(options),
         plan_(std::move(plan)),
-        space_(std::move(space)),
+        space_(space),
         search_(std::move(search)),
         journal_(std::move(journal)),
         fingerprint_(Fingerprint(file.tune)) {
@@ -330,7 +330,7 @@ class Scheduler {
   const TuneConfigFile& file_;
   const TuneOptions& options_;
   Plan plan_;
-  tune::SearchSpace space_;
+  const tune::SearchSpace& space_;  // RunTune's, which the search algorithm refers to as well
   std::unique_ptr<tune::SearchAlgorithm> search_;
   std::unique_ptr<tune::Journal> journal_;
   std::string fingerprint_;
