@@ -97,7 +97,7 @@ void Mailbox::PeerLeft(int rank) {
   cv_.notify_all();
 }
 
-bool Mailbox::PeerFailed(int rank, const std::string& why) {
+bool Mailbox::PeerFailed(int rank, const std::string& why, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& reason = failed_[static_cast<size_t>(rank)];
@@ -105,9 +105,11 @@ bool Mailbox::PeerFailed(int rank, const std::string& why) {
     reason = why;
     if (first_failed_ < 0) first_failed_ = rank;
   }
-  cv_.notify_all();
+  if (wake) WakeWaiters();
   return true;
 }
+
+void Mailbox::WakeWaiters() { cv_.notify_all(); }
 
 Status Mailbox::PeerStatus(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);

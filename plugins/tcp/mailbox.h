@@ -47,8 +47,10 @@ class Mailbox {
   // ---- Peers ----
   void PeerLeft(int rank);
   // The first reason recorded for a rank wins (a reset often follows a protocol error). True if
-  // this call recorded it (false if the rank had failed or left already).
-  bool PeerFailed(int rank, const std::string& why);
+  // this call recorded it (false if the rank had failed or left already). With `wake` false the
+  // waiting receivers are not woken until WakeWaiters().
+  bool PeerFailed(int rank, const std::string& why, bool wake = true);
+  void WakeWaiters();
   // OK, or Unavailable naming `rank` if it left or failed (a send to it cannot succeed).
   Status PeerStatus(int rank) const;
   // Waits until `rank` has left or failed, or the deadline; then PeerStatus(rank).

@@ -304,10 +304,14 @@ void TcpCommunicator::HeartbeatLoop() {
   }
 }
 
+// Recorded here before anyone is told: a rank that hears the notice may exit at once, and the
+// connection it closes must not become this rank's first failure in place of the real one. The
+// local receivers wake only after the notice is out, so that this rank cannot exit before it.
 void TcpCommunicator::PeerFailed(int rank, const std::string& why, bool tell_others) {
-  if (tell_others && mailbox_.PeerStatus(rank).ok()) SendNotice(rank, why);
-  if (mailbox_.PeerFailed(rank, why))
-    Log("rank " + std::to_string(rank) + " is unavailable: " + why);
+  if (!mailbox_.PeerFailed(rank, why, /*wake=*/false)) return;  // known already, or it left
+  Log("rank " + std::to_string(rank) + " is unavailable: " + why);
+  if (tell_others) SendNotice(rank, why);
+  mailbox_.WakeWaiters();
 }
 
 // Small and to live peers, whose readers always drain: the write finishes at once, or within a
