@@ -186,7 +186,8 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   env.exit_code = outcome.exit_code;
   if (outcome.first_failure)
     return UnavailableError("rank " + std::to_string(outcome.first_failure->rank) + " " +
-                            outcome.first_failure->Describe());
+                            outcome.first_failure->Describe() +
+                            WhileStopped(outcome.stopped_at_failure));
   if (outcome.interrupted_by != 0) return CancelledError("interrupted; every rank has finished");
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 // components that plugins registered (e.g. `reel synth` from the tfrecord plugin).
 #include <unistd.h>
 
+#include <csignal>
 #include <iostream>
 
 extern char** environ;
@@ -44,6 +45,11 @@ void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
 // env.exit_code (reel launch: a rank's), else 0 on success, 130 when interrupted (Cancelled:
 // Ctrl-C or SIGTERM, as a shell reports a Ctrl-C) and 1 for any other error.
 int Finish(CliEnv& env, const std::string& name, const std::string& usage, const Status& s) {
+  // The command is over (its InterruptScope, if any, gone): a SIGINT or SIGTERM now — `reel
+  // launch` stopping the ranks a failed rank left behind, say — would only cut its message off
+  // mid-line. Ignored, for every thread, until the imminent exit.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
   if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";
   if (s.code() == StatusCode::kInvalidArgument) env.err << "usage: " << usage << "\n";
   if (env.exit_code >= 0) return env.exit_code;

@@ -22,6 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a rank's non-zero exit waits before it is taken as the run's first failure. A rank
+// killed by a signal closes its sockets before its parent can reap it, so the ranks it leaves
+// behind may see it gone, fail (naming it) and exit before it is reaped itself; within this
+// window the killed rank is still named as the failure, not one of those it took down.
+constexpr std::chrono::milliseconds kSettle{500};
+
 // A line longer than this is written out in pieces, each with its own prefix.
 constexpr size_t kMaxLine = 64 * 1024;
 
@@ -93,6 +99,7 @@ struct Child {
   int rank = 0;
   pid_t pid = -1;  // also its process group id
   bool running = false;
+  int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...) until it continues
   OutputPipe out, err;
 };
 
@@ -113,6 +120,8 @@ class Supervisor {
   Status Spawn(const RankSpec& spec);
   void Reap();
   void OnExit(Child& c, int status);
+  // `e` is the run's first failure: say so and stop the other ranks.
+  void Fail(const RankExit& e);
   void Signal(int sig);  // to every running rank's process group
   void Say(const std::string& line) { WriteAll(o_.err_fd, "reel launch: " + line + "\n"); }
   int Running() const;
@@ -123,6 +132,11 @@ class Supervisor {
   sigset_t blocked_{}, previous_mask_{};
   bool mask_changed_ = false;
   std::optional<RankExit> first_failure_;
+  // A rank that exited with a non-zero status, held for kSettle before it becomes the first
+  // failure, in case a rank killed by a signal is reaped meanwhile (see kSettle).
+  std::optional<RankExit> pending_failure_;
+  std::optional<Clock::time_point> settle_until_;
+  std::vector<RankStop> stopped_at_failure_;
   std::vector<RankExit> tolerated_;  // keep_going: ranks != 0 that failed
   int interrupted_by_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when stopping ranks get SIGKILL
@@ -242,6 +256,11 @@ Status Supervisor::Spawn(const RankSpec& spec) {
 void Supervisor::Signal(int sig) {
   for (const Child& c : children_)
     if (c.running) ::kill(-c.pid, sig);
+  // A stopped rank would hold SIGTERM or SIGINT pending forever (and we would wait for it, or
+  // the grace period): let it run to handle it, as a shell's kill does for stopped jobs.
+  if (sig == SIGTERM || sig == SIGINT)
+    for (const Child& c : children_)
+      if (c.running && c.stopped_by != 0) ::kill(-c.pid, SIGCONT);
 }
 
 void Supervisor::OnExit(Child& c, int status) {
@@ -260,7 +279,25 @@ void Supervisor::OnExit(Child& c, int status) {
         std::to_string(Running()) + " rank(s) go on (--keep-going)");
     return;
   }
+  if (e.signaled) {
+    Fail(e);
+  } else if (Running() == 0) {
+    Fail(pending_failure_.value_or(e));
+  } else if (!pending_failure_) {
+    pending_failure_ = e;
+    settle_until_ = Clock::now() + kSettle;
+  }
+}
+
+void Supervisor::Fail(const RankExit& e) {
   first_failure_ = e;
+  pending_failure_.reset();
+  settle_until_.reset();
+  // A stopped rank does not exit; the ranks waiting for it fail instead (their errors name it).
+  // Name it here too: it is the likely cause.
+  for (const Child& other : children_)
+    if (other.running && other.stopped_by != 0)
+      stopped_at_failure_.push_back({other.rank, other.stopped_by});
   const int others = Running();
   if (others == 0) {
     Say("rank " + std::to_string(e.rank) + " " + e.Describe());
@@ -268,19 +305,38 @@ void Supervisor::OnExit(Child& c, int status) {
   }
   char grace[32];
   std::snprintf(grace, sizeof grace, "%.1f", static_cast<double>(o_.grace.count()) / 1000.0);
-  Say("rank " + std::to_string(e.rank) + " " + e.Describe() + "; stopping the other " +
-      std::to_string(others) + " rank(s) (SIGTERM, then SIGKILL after " + grace + " s)");
+  Say("rank " + std::to_string(e.rank) + " " + e.Describe() + WhileStopped(stopped_at_failure_) +
+      "; stopping the other " + std::to_string(others) + " rank(s) (SIGTERM, then SIGKILL after " +
+      grace + " s)");
   Signal(SIGTERM);
   kill_at_ = Clock::now() + o_.grace;
 }
 
 void Supervisor::Reap() {
+  // Ranks that ended since the last look, those killed by a signal first: when a rank is killed,
+  // the ranks it leaves behind fail soon after with a status of their own (naming it), and if
+  // both are seen at once the killed one is the first failure.
+  std::vector<std::pair<Child*, int>> ended;
   for (Child& c : children_) {
     if (!c.running) continue;
     int status = 0;
-    pid_t r = ::waitpid(c.pid, &status, WNOHANG);
-    if (r == c.pid) OnExit(c, status);
+    pid_t r;
+    while ((r = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED)) == c.pid) {
+      if (WIFSTOPPED(status)) {
+        c.stopped_by = WSTOPSIG(status);
+        Say("rank " + std::to_string(c.rank) + " " + RankStop{c.rank, c.stopped_by}.Describe());
+      } else if (WIFCONTINUED(status)) {
+        if (c.stopped_by != 0) Say("rank " + std::to_string(c.rank) + " continues");
+        c.stopped_by = 0;
+      } else {
+        ended.emplace_back(&c, status);
+        break;
+      }
+    }
   }
+  std::stable_partition(ended.begin(), ended.end(),
+                        [](const auto& e) { return WIFSIGNALED(e.second); });
+  for (auto& [child, status] : ended) OnExit(*child, status);
 }
 
 SuperviseOutcome Supervisor::Wait() {
@@ -294,9 +350,11 @@ SuperviseOutcome Supervisor::Wait() {
           pipes.push_back(p);
         }
     int timeout = -1;
-    if (kill_at_) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now());
-      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    for (const auto& at : {kill_at_, settle_until_}) {
+      if (!at) continue;
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - Clock::now());
+      const int ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+      timeout = timeout < 0 ? ms : std::min(timeout, ms);
     }
     int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
@@ -304,6 +362,7 @@ SuperviseOutcome Supervisor::Wait() {
       Signal(SIGKILL);
       kill_at_.reset();
     }
+    if (pending_failure_ && Clock::now() >= *settle_until_) Fail(*pending_failure_);
     if (kill_at_ && Clock::now() >= *kill_at_) {
       Say("grace period over; SIGKILL to " + std::to_string(Running()) + " rank(s)");
       Signal(SIGKILL);
@@ -315,7 +374,8 @@ SuperviseOutcome Supervisor::Wait() {
       signalfd_siginfo info;
       while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGCHLD) continue;  // reaped below, whatever woke us
+        if (sig == SIGCHLD) continue;                   // reaped below, whatever woke us
+        if (pending_failure_) Fail(*pending_failure_);  // a failure before the signal wins
         if (interrupted_by_ == 0) interrupted_by_ = sig;
         Say("got " + SignalName(sig) + "; passing it to " + std::to_string(Running()) +
             " rank(s) and waiting for them");
@@ -326,6 +386,7 @@ SuperviseOutcome Supervisor::Wait() {
   }
   SuperviseOutcome outcome;
   outcome.first_failure = first_failure_;
+  outcome.stopped_at_failure = stopped_at_failure_;
   outcome.tolerated = tolerated_;
   outcome.interrupted_by = interrupted_by_;
   const bool has_rank0 =
@@ -342,6 +403,18 @@ SuperviseOutcome Supervisor::Wait() {
 }
 
 }  // namespace
+
+std::string RankStop::Describe() const {
+  return "was stopped by signal " + std::to_string(signal) + " (" + SignalName(signal) + ")";
+}
+
+std::string WhileStopped(const std::vector<RankStop>& stopped) {
+  std::string text;
+  for (const RankStop& s : stopped)
+    text += (text.empty() ? " while rank " : " and rank ") + std::to_string(s.rank) + " " +
+            s.Describe();
+  return text;
+}
 
 std::string RankExit::Describe() const {
   if (!signaled) return "exited with status " + std::to_string(value);

@@ -11,6 +11,9 @@
 //     every rank failed;
 //   - SIGINT or SIGTERM reaches the supervisor -> forwarded to every running rank (a second one
 //     is forwarded too), the supervisor waits for all of them; exit code 128 + that signal.
+//   - a rank stopped by a signal (SIGSTOP) is reported when it stops and when it continues; if
+//     another rank fails while it is stopped, the outcome names it beside the failed rank, and
+//     every SIGTERM or SIGINT sent to a stopped rank is followed by SIGCONT so it can act on it.
 //
 // Each child runs in its own process group (so a terminal's Ctrl-C reaches the ranks once,
 // through the supervisor, and stopping a rank stops what it started), with stdin on /dev/null,
@@ -56,12 +59,26 @@ struct RankExit {
   std::string Describe() const;
 };
 
+// A rank stopped by a signal (SIGSTOP, SIGTSTP, ...): alive, but silent until SIGCONT.
+struct RankStop {
+  int rank = 0;
+  int signal = 0;
+  // "was stopped by signal 19 (SIGSTOP)".
+  std::string Describe() const;
+};
+
 struct SuperviseOutcome {
   int exit_code = 0;
   std::optional<RankExit> first_failure;  // the rank that failed first, unless interrupted
-  std::vector<RankExit> tolerated;        // with keep_going: ranks != 0 that failed
-  int interrupted_by = 0;                 // SIGINT or SIGTERM when one was forwarded
+  // Ranks that were stopped when the first failure happened: the ranks waiting for a stopped
+  // rank fail (their transport gives up on it) while it never exits, so it is named here.
+  std::vector<RankStop> stopped_at_failure;
+  std::vector<RankExit> tolerated;  // with keep_going: ranks != 0 that failed
+  int interrupted_by = 0;           // SIGINT or SIGTERM when one was forwarded
 };
+
+// " while rank 2 was stopped by signal 19 (SIGSTOP)" for every stopped rank; "" for none.
+std::string WhileStopped(const std::vector<RankStop>& stopped);
 
 // Runs the ranks to completion. Errors only for what prevents starting them (a command that
 // cannot be executed, no pipes or processes left); ranks already started are killed then.
