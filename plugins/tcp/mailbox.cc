@@ -117,9 +117,14 @@ Status Mailbox::PeerStatus(int rank) const {
   if (!failed_[r].empty())
     return UnavailableError(where_ + ": rank " + std::to_string(rank) +
                             " is unavailable: " + failed_[r]);
-  if (left_[r])
-    return UnavailableError(where_ + ": rank " + std::to_string(rank) + " has left the group");
-  return Status::Ok();
+  if (!left_[r]) return Status::Ok();
+  // A rank that leaves a broken group usually leaves because of the failure (its own call
+  // failed): name the rank that failed first, as receives do, not the one that left.
+  if (first_failed_ >= 0 && !isolate_failures_)
+    return UnavailableError(where_ + ": rank " + std::to_string(first_failed_) +
+                            " is unavailable: " + failed_[static_cast<size_t>(first_failed_)] +
+                            " (rank " + std::to_string(rank) + " has left the group since)");
+  return UnavailableError(where_ + ": rank " + std::to_string(rank) + " has left the group");
 }
 
 Status Mailbox::AwaitPeerEnd(int rank, Deadline deadline) {
