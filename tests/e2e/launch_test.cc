@@ -14,18 +14,12 @@
 #include <thread>
 
 #include "e2e_util.h"
+#include "launch_util.h"
 
 namespace reel::e2e {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
 
 // `reel launch FLAGS -- sh -c SCRIPT`.
 RunResult LaunchSh(std::vector<std::string> flags, const std::string& script) {
@@ -34,57 +28,6 @@ RunResult LaunchSh(std::vector<std::string> flags, const std::string& script) {
   args.insert(args.end(), {"--", "sh", "-c", script});
   return Reel(args);
 }
-
-// A `reel launch` running in the background, its output going to files.
-class Background {
- public:
-  Background(const std::string& dir, const std::vector<std::string>& args)
-      : out_(dir + "/launch.out"), err_(dir + "/launch.err") {
-    std::vector<std::string> argv_s = {REEL_EXE};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& s : argv_s) argv.push_back(s.data());
-      argv.push_back(nullptr);
-      if (!std::freopen(out_.c_str(), "w", stdout) || !std::freopen(err_.c_str(), "w", stderr))
-        ::_exit(126);
-      ::execv(REEL_EXE, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Background() {
-    if (pid_ > 0 && code_ < 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool started() const { return pid_ > 0; }
-  std::string out() const { return ReadFile(out_); }
-  std::string err() const { return ReadFile(err_); }
-
-  // Waits (up to a generous limit; this is not a timing assertion) until stdout holds `lines`.
-  bool WaitForLines(size_t lines) const {
-    for (int i = 0; i < 3000; ++i) {
-      if (Lines(out()).size() >= lines) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  void Signal(int sig) const { ::kill(pid_, sig); }
-  // The exit code, or 128 + signal.
-  int Wait() {
-    int status = 0;
-    if (::waitpid(pid_, &status, 0) != pid_) return -1;
-    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return code_;
-  }
-
- private:
-  std::string out_, err_;
-  pid_t pid_ = -1;
-  int code_ = -1;
-};
 
 TEST(LaunchTest, EveryRankGetsItsEnvironment) {
   RunResult r =
@@ -214,6 +157,35 @@ TEST(LaunchTest, RankKilledBySignalIsNamedWithTheSignal) {
   EXPECT_NE(r.err.find("rank 0 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
 }
 
+// Rank 1 stops itself (SIGSTOP) and rank 0 then fails: launch names the stopped rank beside the
+// failed one, and continues it after SIGTERM so it ends at once (its TERM trap runs), without
+// waiting out the grace period.
+TEST(LaunchTest, StoppedRankIsNamedWhenAnotherFailsAndIsLetRunToEnd) {
+  const std::string dir = ScratchDir("launch_stop");
+  RunResult r =
+      LaunchSh({"-n", "2", "--grace-seconds", "600"},
+               "if [ $REEL_RANK = 1 ]; then trap 'echo got TERM; exit 7' TERM; echo $$ > " + dir +
+                   "/pid.1; kill -STOP $$; echo continued before TERM; exit 9; fi; "
+                   "while [ ! -e " +
+                   dir + "/pid.1 ] || ! grep -q '^[0-9]* ([^)]*) T' /proc/$(cat " + dir +
+                   "/pid.1)/stat 2>/dev/null; do sleep 0.05; done; exit 3");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("reel launch: rank 1 was stopped by signal 19 (SIGSTOP)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("reel launch: rank 0 exited with status 3 while rank 1 was stopped by "
+                       "signal 19 (SIGSTOP); stopping the other 1 rank(s)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("reel launch: UNAVAILABLE: rank 0 exited with status 3 while rank 1 was "
+                       "stopped by signal 19 (SIGSTOP)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("grace period over"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "[rank 1] got TERM\n");
+  fs::remove_all(dir);
+}
+
 // A rank that ignores SIGTERM is killed once the grace period is over.
 TEST(LaunchTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   RunResult r = LaunchSh({"-n", "2", "--grace-seconds", "0.2"},
@@ -267,53 +239,16 @@ TEST(LaunchTest, ReelAsTheCommandIsThisExecutable) {
 class LaunchTrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const fs::path plugins = fs::path(REEL_EXE).parent_path().parent_path() / "lib/reel/plugins";
-    for (const char* p : {"tcp", "tfrecord", "moe"})
-      if (!fs::exists(plugins / ("libreel_" + std::string(p) + ".so")))
-        GTEST_SKIP() << "the " << p << " plugin is not built (" << plugins << ")";
-    dir_ = ScratchDir("launch_train");
-    RunResult r = Reel({"synth", "--out", dir_ + "/data", "--videos", "120", "--classes", "16",
-                        "--level", "video", "--shards", "3", "--seed", "4"});
-    ASSERT_EQ(r.code, 0) << r.err;
-    // No transport section: the launcher's REEL_TRANSPORT (tcp) is used.
-    WriteFile(dir_ + "/run.pbtxt", R"(
-data {
-  name: "tfrecord"
-  options { key: "files" value: ")" + dir_ +
-                                       R"(/data/*.tfrecord" }
-  options { key: "level" value: "video" }
-}
-model { name: "logistic" }
-trainer {
-  batch_size: 4
-  seed: 1
-  num_classes: 16
-  log_every_steps: 1
-  checkpoint_dir: ")" + dir_ + R"(/ckpt"
-  metrics_log: ")" + dir_ + R"(/metrics.jsonl"
-}
-)");
+    std::string why;
+    run_ = TrainRun::Make("launch_train", "", &why);
+    if (!run_) GTEST_SKIP() << why;
+    dir_ = run_->dir();
   }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-  // Launches `n` ranks of `reel train` with `extra` arguments in the background; each rank
-  // writes its pid to pid.RANK first.
   std::unique_ptr<Background> Start(int n, const std::vector<std::string>& extra) {
-    std::string train = std::string("'") + REEL_EXE + "' train --config '" + dir_ + "/run.pbtxt'";
-    for (const std::string& e : extra) train += " '" + e + "'";
-    return std::make_unique<Background>(
-        dir_, std::vector<std::string>{"launch", "-n", std::to_string(n), "--", "sh", "-c",
-                                       "echo $$ > '" + dir_ + "/pid.'$REEL_RANK; exec " + train});
+    return run_->Start(n, extra);
   }
-  // Waits (generously; not a timing assertion) until the metrics log has `steps` lines.
-  bool WaitForSteps(size_t steps) const {
-    for (int i = 0; i < 3000; ++i) {
-      if (Lines(ReadFile(dir_ + "/metrics.jsonl")).size() >= steps) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
+  bool WaitForSteps(size_t steps) const { return run_->WaitForSteps(steps); }
+  std::unique_ptr<TrainRun> run_;
   std::string dir_;
 };
 

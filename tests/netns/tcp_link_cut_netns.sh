@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A network link cut under a distributed run: three hosts, simulated (tests/netns/netns.sh: one
+# network namespace per rank behind a bridge), each running `reel launch` for one rank of
+# `reel train` over the tcp transport, with rank 0's address as the coordinator and a checkpoint
+# every 2 steps. Once a checkpoint exists, rank 2's link is set down (`ip link set eth0 down` in
+# its namespace: no reset, no FIN, its peers only stop hearing from it). Expected, and checked:
+#   * ranks 0 and 1 fail with Unavailable or DeadlineExceeded naming rank 2 (the heartbeat
+#     timeout is 2 s, a collective's timeout 20 s), and no launch hangs (each runs under
+#     `timeout 180`, far beyond both: only a hang reaches it);
+#   * every launch exits non-zero, naming its rank and how it ended;
+#   * the newest checkpoint is intact: `reel launch -n 3 -- reel train --resume` (on loopback)
+#     continues from it.
+# The namespaces (unique per run) are deleted on every exit. Exit 77 (skip) where namespaces
+# cannot be made.
+#
+#   tests/netns/tcp_link_cut_netns.sh BUILD/bin/reel
+set -euo pipefail
+reel=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+name=reelcut$$
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  "$here/netns.sh" down "$name"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Exit 77 (CTest: skipped) when namespaces cannot be made here; netns.sh has said why.
+"$here/netns.sh" up "$name" 3 || exit $?
+
+"$reel" synth --out "$work/data" --videos 120 --classes 16 --level video --shards 3 --seed 4 >/dev/null
+cat >"$work/config.pbtxt" <<CONFIG
+data {
+  name: "tfrecord"
+  options { key: "files" value: "$work/data/*.tfrecord" }
+  options { key: "level" value: "video" }
+}
+model { name: "logistic" }
+transport {
+  name: "tcp"
+  timeout_seconds: 20
+  options { key: "heartbeat_ms" value: "100" }
+  options { key: "heartbeat_timeout_ms" value: "2000" }
+}
+trainer {
+  steps: 100000000
+  batch_size: 4
+  seed: 1
+  num_classes: 16
+  log_every_steps: 1
+  checkpoint_every_steps: 2
+  keep_checkpoints: 0
+  checkpoint_dir: "$work/ckpt"
+  metrics_log: "$work/metrics.jsonl"
+}
+CONFIG
+
+coordinator=$("$here/netns.sh" addr 0):29500
+export REEL_SECRET="netns-cut-$$-$RANDOM"
+for r in 0 1 2; do
+  timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
+    --coordinator "$coordinator" --grace-seconds 10 -- \
+    reel train --config "$work/config.pbtxt" >"$work/node$r.log" 2>&1 &
+  pids+=($!)
+done
+
+show_logs() {
+  for r in 0 1 2; do
+    echo "---- node $r (namespace $name-r$r, $("$here/netns.sh" addr "$r"))"
+    cat "$work/node$r.log"
+  done
+}
+fail() { echo "FAIL: $*"; show_logs; exit 1; }
+
+# Mid-training: a checkpoint exists and a few steps have run (waits generously; not a timing
+# assertion).
+for ((i = 0; i < 1500; i++)); do
+  if ls "$work/ckpt" 2>/dev/null | grep -q '\.reelckpt$' &&
+     (($(wc -l <"$work/metrics.jsonl" 2>/dev/null || echo 0) >= 5)); then
+    break
+  fi
+  for r in 0 1 2; do kill -0 "${pids[$r]}" 2>/dev/null || fail "node $r ended before the cut"; done
+  sleep 0.1
+done
+ls "$work/ckpt" | grep -q '\.reelckpt$' || fail "no checkpoint before the cut"
+
+ip -n "$name-r2" link set eth0 down
+cut_at=$SECONDS
+echo "link of rank 2 ($name-r2 eth0) set down"
+codes=()
+for r in 0 1 2; do
+  code=0
+  wait "${pids[$r]}" || code=$?
+  codes+=("$code")
+done
+pids=()
+echo "every launch ended $((SECONDS - cut_at)) s after the cut (exit codes ${codes[*]})"
+show_logs
+
+for r in 0 1 2; do
+  ((codes[r] != 124)) || fail "node $r hung (killed by timeout 180)"
+  ((codes[r] != 0)) || fail "node $r exited 0 after the cut"
+  grep -q "^reel launch: rank $r \(exited with status\|was killed by signal\)" "$work/node$r.log" ||
+    fail "node $r's launch does not name rank $r"
+done
+for r in 0 1; do
+  grep -E "^\[rank $r\] .*(UNAVAILABLE|DEADLINE_EXCEEDED).*rank 2" "$work/node$r.log" >/dev/null ||
+    fail "rank $r does not name rank 2 as unavailable"
+done
+
+newest=$(ls "$work/ckpt"/*.reelckpt | sort | tail -1)
+step=$((10#$(basename "$newest" | sed 's/^ckpt-\([0-9]*\)\.reelckpt$/\1/')))
+echo "resuming on loopback from $newest (step $step)"
+resume_log="$work/resume.log"
+timeout 180 "$reel" launch -n 3 -- reel train --config "$work/config.pbtxt" --resume \
+  --set "trainer.steps=$((step + 2))" >"$resume_log" 2>&1 || { cat "$resume_log"; fail "resume failed"; }
+grep -q "^\[rank 0\] resumed from $newest" "$resume_log" || { cat "$resume_log"; fail "did not resume from $newest"; }
+grep -q "^\[rank 2\] trained $((step + 2)) steps" "$resume_log" || { cat "$resume_log"; fail "resume did not train to step $((step + 2))"; }
+echo "tcp_link_cut_netns: rank 2's link cut; ranks 0 and 1 named it; resumed from step $step to $((step + 2))"
