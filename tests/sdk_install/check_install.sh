@@ -11,6 +11,42 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 test -f "$work/prefix/include/reel/plugin.h"
 test -f "$work/prefix/lib/cmake/reel/reelConfig.cmake"
 test -f "$work/prefix/lib/pkgconfig/reel.pc"
+
+# The version file states the compatibility rule (same plugin ABI, same major, not older) and
+# find_package applies it; every public target is exported.
+abi=$(sed -n 's/.*kPluginAbiVersion = \([0-9]*\);.*/\1/p' "$work/prefix/include/reel/plugin.h")
+mkdir -p "$work/find"
+cat >"$work/find/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(find_reel LANGUAGES CXX)
+find_package(reel ${WANT} REQUIRED)
+foreach(t reel::sdk reel::core reel::recordio)
+  if(NOT TARGET ${t})
+    message(FATAL_ERROR "find_package(reel) did not define ${t}")
+  endif()
+endforeach()
+message(STATUS "reel ${reel_VERSION} abi ${REEL_PLUGIN_ABI_VERSION} exe ${REEL_EXECUTABLE}")
+CMAKE
+find_reel() {  # find_reel VERSION [-DREEL_REQUIRED_PLUGIN_ABI=N]: 0 when find_package accepts it
+  rm -rf "$work/find/build"
+  cmake -S "$work/find" -B "$work/find/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DWANT="$1" "${@:2}" \
+    >"$work/find/log" 2>&1
+}
+version=$(sed -n 's/^Version: //p' "$work/prefix/lib/pkgconfig/reel.pc")
+IFS=. read -r major minor patch <<<"$version"
+find_reel "$version" || { cat "$work/find/log"; exit 1; }
+grep -q "reel $version abi $abi exe $work/prefix/bin/reel" "$work/find/log"
+refused() {  # refused ARGS...: find_reel must fail (`! cmd` would not stop a set -e script)
+  if find_reel "$@"; then echo "find_package(reel $*) accepted what the rule refuses" >&2; exit 1; fi
+}
+find_reel "$major.0" -DREEL_REQUIRED_PLUGIN_ABI="$abi"   # an older minor of the same major: yes
+refused "$major.$((minor + 1))"                          # a newer minor: no
+grep -q "reelConfig.cmake, version: $version" "$work/find/log"  # named among those refused
+refused "$((major + 1)).0"                               # another major: no
+refused "$version" -DREEL_REQUIRED_PLUGIN_ABI=$((abi + 1))  # another plugin ABI: no
+grep -q "plugin ABI $abi, not $((abi + 1))" "$work/find/log"
+test "$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --variable=plugin_abi reel)" = "$abi"
+echo "find_package(reel) applies the compatibility rule (SDK $version, plugin ABI $abi)"
 cmake -S "$template" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 out=$("$work/prefix/bin/reel" --plugin-dir "$work/build" plugins show template)

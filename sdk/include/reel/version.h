@@ -1,4 +1,14 @@
-// Versions a plugin and its host must agree on.
+// Versions a plugin and its host must agree on, and the rule the host applies when it loads a
+// plugin (core/src/plugin_loader.cc; find_package(reel) applies the same rule, see
+// lib/cmake/reel/reelConfigVersion.cmake):
+//   1. plugin ABI: equal. kPluginAbiVersion (reel/plugin.h) is bumped whenever a contract in
+//      include/reel/ changes incompatibly (a virtual function, a struct's layout, a factory).
+//   2. SDK version: same MAJOR, and the plugin's MINOR not newer than the host's. A MINOR
+//      release adds (a helper, a default method) without breaking plugins built before it; a
+//      PATCH release changes no declaration. A host of 0.3 loads plugins of 0.1-0.3.
+//   3. C++ runtime: the same standard library and string ABI (REEL_BUILD_TAG's runtime part).
+// A plugin that breaks a rule is refused with a one-line reason; none of its code runs.
+// The project's VERSION in CMakeLists.txt must equal REEL_SDK_VERSION (checked at configure).
 #ifndef REEL_VERSION_H_
 #define REEL_VERSION_H_
 
