@@ -6,6 +6,9 @@
 #include "reel/version.h"
 
 namespace reel::cli {
+
+Status PluginsCheck(CliEnv& env, const std::vector<std::string>& args);  // cmd_plugins_check.cc
+
 namespace {
 
 void PrintSchema(std::ostream& out, const OptionSchema& schema) {
@@ -78,6 +81,8 @@ Status Show(CliEnv& env, const std::string& name) {
 Status PluginsCommand(CliEnv& env, const std::vector<std::string>& args) {
   if (args.empty() || (args.size() == 1 && args[0] == "list")) return List(env);
   if (args.size() == 2 && args[0] == "show") return Show(env, args[1]);
+  if (!args.empty() && args[0] == "check")
+    return PluginsCheck(env, std::vector<std::string>(args.begin() + 1, args.end()));
   return InvalidArgumentError("unexpected arguments; see the usage (flag)");
 }
 
@@ -91,9 +96,12 @@ Status VersionCommand(CliEnv& env, const std::vector<std::string>& args) {
 }  // namespace
 
 CliCommand PluginsCliCommand() {
-  return {"plugins",
-          "list the plugins found, their components and option schemas, and rejected files",
-          "reel plugins [list | show NAME]", PluginsCommand};
+  return {
+      "plugins",
+      "list the plugins found, their components and option schemas, and rejected files; check one",
+      "reel plugins [list | show NAME | check FILE.so|--builtins [--option COMPONENT.KEY=VALUE]... "
+      "[--root URI] [--feature NAME=WIDTH[xFRAMES]]... [--classes N] [--world]]",
+      PluginsCommand};
 }
 
 CliCommand VersionCliCommand() {

@@ -52,6 +52,8 @@ Result<std::unique_ptr<Host>> Host::Create(HostOptions options) {
   std::unique_ptr<Host> host(new Host(std::move(options)));
   REEL_RETURN_IF_ERROR(
       host->registry_.RegisterBuiltins().WithContext("registering built-in components"));
+  for (const std::string& file : host->options_.plugin_files)
+    REEL_RETURN_IF_ERROR(host->loader_.LoadFile(file));
   if (host->options_.load_plugins) host->loader_.LoadSearchPath(host->options_.plugin_dirs);
   for (const auto& [scheme, unused] : host->options_.storage_options)
     REEL_RETURN_IF_ERROR(host->CheckStorageOptions(scheme).WithContext(

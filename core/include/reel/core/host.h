@@ -32,6 +32,9 @@ namespace reel::core {
 using StorageOptions = std::map<std::string, std::map<std::string, std::string>>;
 
 struct HostOptions {
+  // Plugin files loaded first, before any directory; one that is rejected fails Create() with
+  // its reason (the caller named it). `reel plugins check FILE` loads the file under test so.
+  std::vector<std::string> plugin_files;
   std::vector<std::string> plugin_dirs;  // searched before REEL_PLUGIN_PATH and the install's
   bool load_plugins = true;
   // Checked against each storage's schema by Create(); a scheme no storage serves is an error.

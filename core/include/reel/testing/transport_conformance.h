@@ -123,6 +123,19 @@ std::string CollectiveCaseName(const ::testing::TestParamInfo<CollectiveCase>& i
 // leaves the world in step once every test has run.
 int LinkSuite(const TransportUnderTest& transport);
 
+// Runs the whole suite over `transport` in this process, for a host that checks a transport it
+// loaded (`reel plugins check`; library reel::transport_check): one outcome per test, the reason
+// being its first failure or its skip message. Returns the number of failed tests. Call it once
+// per process, where nothing else uses GoogleTest.
+struct SuiteOutcome {
+  std::string name;  // e.g. "CollectiveConformance.AllReduceSums/tcp_3ranks_large"
+  bool passed = false;
+  bool skipped = false;
+  std::string reason;
+};
+int RunTransportSuite(const TransportUnderTest& transport,
+                      const std::function<void(const SuiteOutcome&)>& report);
+
 }  // namespace reel::conformance
 
 // Use at namespace scope (not inside a function), at most once per prefix. GoogleTest pastes
