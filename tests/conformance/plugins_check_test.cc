@@ -2,30 +2,17 @@
 // break a contract fail the check that covers it, naming what was seen; bad arguments are one
 // clear line. Bundled plugins not built here (REEL_PLUGINS) are skipped.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "../common/reel_cli.h"
+
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Reel(const std::string& args) {
-  std::string cmd = "env -u REEL_PLUGIN_PATH " REEL_BINARY_DIR "/bin/reel " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using reel::cli_testing::CliRun;
+using reel::cli_testing::Reel;
 
 std::string Bundled(const std::string& name) {
   return REEL_BINARY_DIR "/lib/reel/plugins/libreel_" + name + ".so";

@@ -1,33 +1,19 @@
 // The reel command as a user runs it: `reel plugins` lists what was found and why files were
 // rejected, plugin commands dispatch, and mistakes get one clear line and a non-zero exit.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../common/reel_cli.h"
 #include "reel/plugin.h"
 
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Reel(const std::string& args) {
-  std::string cmd = "env -u REEL_PLUGIN_PATH " REEL_BINARY_DIR "/bin/reel " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using reel::cli_testing::CliRun;
+using reel::cli_testing::Reel;
 
 const std::string kDir = REEL_TEST_PLUGIN_DIR;
 
