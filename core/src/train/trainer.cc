@@ -66,7 +66,8 @@ class Loop {
   TrainResult result_;
 
   int64_t step_ = 0, epoch_ = 0, examples_ = 0;
-  int64_t steps_per_epoch_ = 0;  // known after the first full epoch
+  int64_t steps_per_epoch_ = 0;         // known after the first full epoch
+  bool ended_on_epoch_budget_ = false;  // the last epoch's end was counted, the next not started
   int64_t eval_round_ = 0;
   double prior_seconds_ = 0.0;  // training time of earlier sessions (resume)
   SteadyClock::time_point start_ = SteadyClock::now();
@@ -294,7 +295,10 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   s.CaptureParams(*r_.arena);
   REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->SaveState());
   s.step = step_;
-  s.epoch = epoch_;
+  // The checkpoint's epoch is the one its data positions are in. A run that met its epoch budget
+  // counted the epoch's end without starting the next; a resume with a larger budget sees that
+  // end again and counts it then (counting it twice would skip a whole epoch).
+  s.epoch = epoch_ - (ended_on_epoch_budget_ ? 1 : 0);
   s.schedule_step = step_;
   s.data_positions = std::move(positions);
   s.config_text = o_.config_text;
@@ -338,7 +342,10 @@ Result<TrainResult> Loop::Run() {
       whole_epoch = true;
       batches_this_epoch = 0;
       ++epoch_;
-      if (o_.steps == 0 && epoch_ >= o_.epochs) break;
+      if (o_.steps == 0 && epoch_ >= o_.epochs) {
+        ended_on_epoch_budget_ = true;
+        break;
+      }
       REEL_RETURN_IF_ERROR(r_.train->StartEpoch(epoch_));
       continue;
     }

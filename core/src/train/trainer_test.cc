@@ -168,6 +168,50 @@ TEST(TrainerTest, ResumeAtAnEpochBoundaryContinuesWithTheNextEpoch) {
   }
 }
 
+// A finished run on an epoch budget, resumed with a larger budget (what ASHA does when it promotes
+// a trial): it trains exactly the epochs it lacks and ends where a straight run ends.
+TEST(TrainerTest, FinishedEpochRunResumedWithMoreEpochsEqualsAStraightRun) {
+  constexpr int kStepsPerEpoch = kVideos / kBatch;
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 3;
+  o.learning_rate = {.base = 0.1};
+  std::vector<float> want;
+  {
+    MemStorage storage;
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    ASSERT_TRUE(RunTrainer(o, r.components(comm.get(), false), storage).ok());
+    want = r.params();
+  }
+  MemStorage storage;
+  o.checkpoint_dir = "mem://run/ckpt";
+  for (int epochs : {1, 2, 3}) {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    TrainerOptions part = o;
+    part.epochs = epochs;
+    part.resume = epochs > 1;
+    auto result = RunTrainer(part, r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << epochs << " epochs: " << result.status();
+    EXPECT_EQ(result->steps, epochs * kStepsPerEpoch) << epochs << " epochs";
+    EXPECT_EQ(result->epoch, epochs);
+    if (epochs == 3) {
+      EXPECT_EQ(r.params(), want);
+    }
+  }
+  {  // resumed again with the budget it has already met: nothing more to train
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    TrainerOptions again = o;
+    again.resume = true;
+    auto result = RunTrainer(again, r.components(comm.get(), false), storage);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->steps, 3 * kStepsPerEpoch);
+    EXPECT_EQ(r.params(), want);
+  }
+}
+
 TEST(TrainerTest, CorruptCheckpointStopsResumeAndChangesNothing) {
   MemStorage storage;
   TrainerOptions o = BaseOptions();
