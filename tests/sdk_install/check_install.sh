@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# usage: check_install.sh BUILD_DIR TEMPLATE_DIR
-# Installs reel to a temporary prefix and builds against it as a plugin author would: the template
-# plugin, and a plugin using reel::recordio (find_package) and a program using it (pkg-config).
+# usage: check_install.sh BUILD_DIR
+# Installs reel to a temporary prefix and builds against it as a plugin author would: the version
+# rule of find_package, the model template as installed, and a plugin using reel::recordio
+# (find_package) and a program using it (pkg-config). Every template with its own tests:
+# check_template.sh.
 set -euo pipefail
-build=$1 template=$2
+build=$1
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -47,11 +49,12 @@ refused "$version" -DREEL_REQUIRED_PLUGIN_ABI=$((abi + 1))  # another plugin ABI
 grep -q "plugin ABI $abi, not $((abi + 1))" "$work/find/log"
 test "$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --variable=plugin_abi reel)" = "$abi"
 echo "find_package(reel) applies the compatibility rule (SDK $version, plugin ABI $abi)"
+template=$work/prefix/share/reel/templates/model
 cmake -S "$template" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
-out=$("$work/prefix/bin/reel" --plugin-dir "$work/build" plugins show template)
+out=$("$work/prefix/bin/reel" --plugin-dir "$work/build" plugins show template_model)
 echo "$out"
-grep -q "model template_model" <<<"$out"
+grep -q "model template_linear" <<<"$out"
 # The installed reel also finds the installed plugins beside it, without any flag.
 "$work/prefix/bin/reel" plugins | grep -q "search path:"
 echo "installed SDK builds and loads the template plugin"
