@@ -32,3 +32,18 @@ function(reel_add_tests target)
     REEL_DATA_DIR="${CMAKE_SOURCE_DIR}/data")  # data/yt8m: the real sample shards
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
+
+# reel_add_plugin_check(NAME [ARGS ...]): a CTest, NAME_conformance, running `reel plugins check`
+# on plugin NAME's module (with ARGS, e.g. --option COMPONENT.KEY=VALUE or --root URI): the
+# descriptor and the conformance checks of every component it registers. The reel built here, or
+# out of tree the installed one (REEL_EXECUTABLE, from find_package(reel)).
+function(reel_add_plugin_check name)
+  cmake_parse_arguments(ARG "" "" "ARGS" ${ARGN})
+  if(TARGET reel)
+    set(reel_exe $<TARGET_FILE:reel>)
+  else()
+    set(reel_exe ${REEL_EXECUTABLE})
+  endif()
+  add_test(NAME ${name}_conformance
+           COMMAND ${reel_exe} plugins check $<TARGET_FILE:reel_plugin_${name}> ${ARG_ARGS})
+endfunction()
