@@ -2,47 +2,16 @@
 // conformance checks of every component it registers (reel/core/conformance.h; transports: the
 // transport conformance suite), printing pass, FAIL or skip per check with the reason.
 // `--builtins` checks the core's own components instead of a file.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <iomanip>
 
 #include "args.h"
 #include "cli.h"
+#include "component_flags.h"
 #include "reel/core/conformance.h"
 #include "reel/testing/transport_conformance.h"
 
 namespace reel::cli {
 namespace {
-
-// A port on 127.0.0.1 that was free a moment ago, for a transport's coordinator.
-int FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
-// A registry transport as the suite's std::unique_ptr<Transport> (Owned keeps its library).
-class RegistryTransport final : public Transport {
- public:
-  explicit RegistryTransport(core::Owned<Transport> t) : t_(std::move(t)) {}
-  Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx, Deadline d) override {
-    return t_->Connect(ctx, d);
-  }
-
- private:
-  core::Owned<Transport> t_;
-};
 
 struct Tally {
   int passed = 0, failed = 0, skipped = 0;
@@ -57,29 +26,6 @@ struct Tally {
 
 std::string Reason(const core::CheckOutcome& o) {
   return o.skipped ? o.status.message() : o.status.ToString();
-}
-
-// "NAME=WIDTH" or "NAME=WIDTHxFRAMES" (frame level).
-Status ParseFeature(const std::string& flag, core::ConformanceOptions& options) {
-  const size_t eq = flag.find('=');
-  long long width = 0, frames = 1;
-  char tail = 0;
-  const std::string spec = eq == std::string::npos ? "" : flag.substr(eq + 1);
-  const int n = std::sscanf(spec.c_str(), "%lldx%lld%c", &width, &frames, &tail);
-  if (eq == 0 || eq == std::string::npos || n < 1 || n > 2 || width < 1 || frames < 1)
-    return InvalidArgumentError("--feature " + flag + ": expected NAME=WIDTH or NAME=WIDTHxFRAMES");
-  options.features[flag.substr(0, eq)] = {width, frames};
-  return Status::Ok();
-}
-
-// "COMPONENT.KEY=VALUE": an option of one component.
-Status ParseOption(const std::string& flag,
-                   std::map<std::string, std::map<std::string, std::string>>& options) {
-  const size_t dot = flag.find('.'), eq = flag.find('=');
-  if (dot == 0 || dot == std::string::npos || eq == std::string::npos || eq < dot + 2)
-    return InvalidArgumentError("--option " + flag + ": expected COMPONENT.KEY=VALUE");
-  options[flag.substr(0, dot)][flag.substr(dot + 1, eq - dot - 1)] = flag.substr(eq + 1);
-  return Status::Ok();
 }
 
 }  // namespace
@@ -101,10 +47,11 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
   base.storage_root = args.Get("root");
   REEL_ASSIGN_OR_RETURN(base.num_classes, args.GetInt("classes", base.num_classes));
   if (base.num_classes < 1) return InvalidArgumentError("--classes must be at least 1");
-  for (const std::string& f : args.GetAll("feature")) REEL_RETURN_IF_ERROR(ParseFeature(f, base));
+  for (const std::string& f : args.GetAll("feature"))
+    REEL_RETURN_IF_ERROR(ParseFeatureFlag(f, base));
   std::map<std::string, std::map<std::string, std::string>> component_options;
   for (const std::string& o : args.GetAll("option"))
-    REEL_RETURN_IF_ERROR(ParseOption(o, component_options));
+    REEL_RETURN_IF_ERROR(ParseComponentOptionFlag(o, component_options));
 
   // The file on its own first, so its components are the ones checked; then the search path, for
   // what its components may need (another storage), whose clashes with it are only rejections.
@@ -147,20 +94,11 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
     std::string name = e->info.name;
     for (char& c : name)
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    // Every group the suite forms needs its own rendezvous: a fresh loopback port as the
-    // coordinator, and for a transport that forms groups by name (an option `world`, as inproc
-    // does) a fresh name, unless given.
-    bool named_groups = false;
-    for (const OptionSpec& o : e->info.options) named_groups |= o.name == "world";
-    named_groups &= !options.options.count("world");
-    auto group = [&host, e, options, named_groups,
-                  groups = std::make_shared<int>(0)]() -> Result<conformance::Group> {
-      std::map<std::string, std::string> opts = options.options;
-      if (named_groups) opts["world"] = "reel-check-" + std::to_string((*groups)++);
-      REEL_ASSIGN_OR_RETURN(core::Owned<Transport> t,
-                            host.registry().CreateTransport(e->info.name, opts));
-      return conformance::Group{std::make_unique<RegistryTransport>(std::move(t)),
-                                "127.0.0.1:" + std::to_string(FreeLoopbackPort())};
+    // Every group the suite forms gets a rendezvous of its own.
+    auto maker = std::make_shared<TransportMaker>(host.registry(), *e, options.options);
+    auto group = [maker]() -> Result<conformance::Group> {
+      REEL_ASSIGN_OR_RETURN(TransportMaker::Made made, maker->Make());
+      return conformance::Group{std::move(made.transport), made.coordinator};
     };
     conformance::RunTransportSuite(args.Has("world") ? conformance::RankPerProcess(name, group)
                                                      : conformance::RanksAsThreads(name, group),

@@ -12,17 +12,13 @@ CliCommand PredictCliCommand();
 CliCommand DemoCliCommand();
 CliCommand LaunchCliCommand();
 CliCommand TuneCliCommand();
+CliCommand BenchCliCommand();
 
 std::vector<CliCommand> CoreCommands() {
   return {
-      DemoCliCommand(),
-      TrainCliCommand(),
-      EvalCliCommand(),
-      PredictCliCommand(),
-      LaunchCliCommand(),
-      TuneCliCommand(),
-      PluginsCliCommand(),
-      VersionCliCommand(),
+      DemoCliCommand(),    TrainCliCommand(),   EvalCliCommand(),
+      PredictCliCommand(), LaunchCliCommand(),  TuneCliCommand(),
+      BenchCliCommand(),   PluginsCliCommand(), VersionCliCommand(),
   };
 }
 

@@ -32,40 +32,6 @@ Result<Instance> Make(const Registry& registry, const ComponentEntry& entry,
   return m;
 }
 
-Result<Batch> SyntheticBatch(const Model& model, const ConformanceOptions& options) {
-  std::mt19937 rng(17);
-  std::normal_distribution<float> value(0.0f, 1.0f);
-  Batch batch;
-  for (int64_t b = 0; b < kBatch; ++b) {
-    batch.ids.push_back("video" + std::to_string(b));
-    batch.label_ids.push_back(static_cast<int32_t>(rng() % options.num_classes));
-    batch.label_offsets.push_back(static_cast<int64_t>(batch.label_ids.size()));
-  }
-  for (const std::string& name : model.InputFeatures()) {
-    std::pair<int64_t, int64_t> shape;
-    if (auto it = options.features.find(name); it != options.features.end()) {
-      shape = it->second;
-    } else if (name == "rgb" || name == "audio" || name == "mean_rgb" || name == "mean_audio") {
-      shape = {name.find("rgb") != std::string::npos ? 1024 : 128,
-               name.rfind("mean_", 0) == 0 ? 1 : kFrames};
-    } else {
-      return InvalidArgumentError("the model reads feature '" + name +
-                                  "' of unknown width; give it with --feature " + name +
-                                  "=WIDTH (frame level: WIDTHxFRAMES)");
-    }
-    Feature f{Tensor({kBatch, shape.second, shape.first}), {}};
-    for (int64_t b = 0; b < kBatch; ++b) {
-      const int32_t length = static_cast<int32_t>(std::max<int64_t>(1, shape.second - b));
-      f.lengths.push_back(length);
-      for (int64_t t = 0; t < length; ++t)
-        for (int64_t d = 0; d < shape.first; ++d)
-          f.values.data()[(b * shape.second + t) * shape.first + d] = value(rng);
-    }
-    batch.features.emplace(name, std::move(f));
-  }
-  return batch;
-}
-
 Result<std::vector<float>> Logits(Model& model, const Batch& batch, Mode mode) {
   REEL_ASSIGN_OR_RETURN(Tensor t, model.Forward(batch, mode));
   return std::vector<float>(t.data(), t.data() + t.size());
@@ -179,7 +145,7 @@ void CheckModel(const Registry& registry, const ComponentEntry& entry,
   Instance& m = *made;
   Report(sink, "declares at least one parameter",
          m.arena->blocks().empty() ? InvalidArgumentError("the arena is empty") : Status::Ok());
-  Result<Batch> batch = SyntheticBatch(*m.model, options);
+  Result<Batch> batch = SyntheticBatch(*m.model, options, kBatch, kFrames);
   if (!Report(sink, "its input features are known", batch.status())) return;
   if (!Report(sink, "logits are [B, num_classes] and finite",
               Shape(m, *batch, options.num_classes)))
@@ -196,3 +162,43 @@ void CheckModel(const Registry& registry, const ComponentEntry& entry,
 }
 
 }  // namespace reel::core::conformance_internal
+
+namespace reel::core {
+
+Result<Batch> SyntheticBatch(const Model& model, const ConformanceOptions& options, int64_t videos,
+                             int64_t frames) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  Batch batch;
+  for (int64_t b = 0; b < videos; ++b) {
+    batch.ids.push_back("video" + std::to_string(b));
+    batch.label_ids.push_back(static_cast<int32_t>(rng() % options.num_classes));
+    batch.label_offsets.push_back(static_cast<int64_t>(batch.label_ids.size()));
+  }
+  for (const std::string& name : model.InputFeatures()) {
+    std::pair<int64_t, int64_t> shape;
+    if (auto it = options.features.find(name); it != options.features.end()) {
+      shape = it->second;
+    } else if (name == "rgb" || name == "audio" || name == "mean_rgb" || name == "mean_audio") {
+      shape = {name.find("rgb") != std::string::npos ? 1024 : 128,
+               name.rfind("mean_", 0) == 0 ? 1 : frames};
+    } else {
+      return InvalidArgumentError("the model reads feature '" + name +
+                                  "' of unknown width; give it with --feature " + name +
+                                  "=WIDTH (frame level: WIDTHxFRAMES)");
+    }
+    Feature f{Tensor({videos, shape.second, shape.first}), {}};
+    for (int64_t b = 0; b < videos; ++b) {
+      // Lengths differ between videos (the padded path must be right too).
+      const int32_t length = static_cast<int32_t>(std::max<int64_t>(1, shape.second - b % 3));
+      f.lengths.push_back(length);
+      for (int64_t t = 0; t < length; ++t)
+        for (int64_t d = 0; d < shape.first; ++d)
+          f.values.data()[(b * shape.second + t) * shape.first + d] = value(rng);
+    }
+    batch.features.emplace(name, std::move(f));
+  }
+  return batch;
+}
+
+}  // namespace reel::core

@@ -59,6 +59,13 @@ void CheckComponent(const Registry& registry, const ComponentEntry& entry,
                     const ConformanceOptions& options, StorageResolver& storage,
                     const CheckSink& sink);
 
+// A batch of `videos` synthetic videos for `model`: each feature it names, at the width given in
+// options.features (else YouTube-8M's, see above), `frames` frames long for frame-level ones
+// (lengths vary a little between videos) with normal random values, and one random label each in
+// [0, options.num_classes). InvalidArgument naming a feature of unknown width.
+Result<Batch> SyntheticBatch(const Model& model, const ConformanceOptions& options, int64_t videos,
+                             int64_t frames);
+
 }  // namespace reel::core
 
 #endif  // REEL_CORE_CONFORMANCE_H_
