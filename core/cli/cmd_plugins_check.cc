@@ -96,9 +96,12 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     // Every group the suite forms gets a rendezvous of its own.
     auto maker = std::make_shared<TransportMaker>(host.registry(), *e, options.options);
-    auto group = [maker]() -> Result<conformance::Group> {
+    // Ranks as processes meet where their launcher says (REEL_COORDINATOR), not at a port of
+    // each one's own choosing.
+    const bool world = args.Has("world");
+    auto group = [maker, world]() -> Result<conformance::Group> {
       REEL_ASSIGN_OR_RETURN(TransportMaker::Made made, maker->Make());
-      return conformance::Group{std::move(made.transport), made.coordinator};
+      return conformance::Group{std::move(made.transport), world ? "" : made.coordinator};
     };
     conformance::RunTransportSuite(args.Has("world") ? conformance::RankPerProcess(name, group)
                                                      : conformance::RanksAsThreads(name, group),

@@ -89,6 +89,26 @@ TEST(PluginsCheckTest, TcpPassesTheTransportSuite) {
       << r.output;
 }
 
+// One rank per process: the same suite over tcp in a world of two processes that `reel launch`
+// starts, each running the checks on its own rank (those that need ranks as threads skip).
+TEST(PluginsCheckTest, TcpPassesAsAWorldOfProcesses) {
+  SKIP_UNLESS_BUILT("tcp");
+  CliRun r = Reel("launch -n 2 -- " REEL_BINARY_DIR "/bin/reel plugins check " + Bundled("tcp") +
+                  " --world --option tcp.secret=check");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
+    EXPECT_TRUE(
+        Has(r, std::string(rank) +
+                   "  pass CollectiveConformance.MatchSequentialComputation/tcp_world_large"))
+        << r.output;
+    EXPECT_TRUE(
+        Has(r, std::string(rank) + "  skip TransportConformance.LeavingWakesAWaitingReceiver/tcp: "
+                                   "only with ranks as threads"))
+        << r.output;
+  }
+  EXPECT_FALSE(Has(r, "FAIL")) << r.output;
+}
+
 TEST(PluginsCheckTest, RemoteStorageWithoutARootIsSkipped) {
   SKIP_UNLESS_BUILT("s3");
   CliRun r = Reel("plugins check " + Bundled("s3"));
