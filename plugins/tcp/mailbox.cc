@@ -114,17 +114,21 @@ void Mailbox::WakeWaiters() { cv_.notify_all(); }
 Status Mailbox::PeerStatus(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto r = static_cast<size_t>(rank);
+  std::string own;  // what became of `rank` itself
   if (!failed_[r].empty())
-    return UnavailableError(where_ + ": rank " + std::to_string(rank) +
-                            " is unavailable: " + failed_[r]);
-  if (!left_[r]) return Status::Ok();
-  // A rank that leaves a broken group usually leaves because of the failure (its own call
-  // failed): name the rank that failed first, as receives do, not the one that left.
-  if (first_failed_ >= 0 && !isolate_failures_)
+    own = "rank " + std::to_string(rank) + " is unavailable: " + failed_[r];
+  else if (left_[r])
+    own = "rank " + std::to_string(rank) + " has left the group";
+  else
+    return Status::Ok();
+  // In a broken group the ranks that end after the first failure usually end because of it
+  // (their own calls failed, they gave up and exited): name the rank that failed first, as
+  // receives do, and this one after it.
+  if (first_failed_ >= 0 && first_failed_ != rank && !isolate_failures_)
     return UnavailableError(where_ + ": rank " + std::to_string(first_failed_) +
                             " is unavailable: " + failed_[static_cast<size_t>(first_failed_)] +
-                            " (rank " + std::to_string(rank) + " has left the group since)");
-  return UnavailableError(where_ + ": rank " + std::to_string(rank) + " has left the group");
+                            " (since then " + own + ")");
+  return UnavailableError(where_ + ": " + own);
 }
 
 Status Mailbox::AwaitPeerEnd(int rank, Deadline deadline) {

@@ -51,8 +51,8 @@ class Mailbox {
   // waiting receivers are not woken until WakeWaiters().
   bool PeerFailed(int rank, const std::string& why, bool wake = true);
   void WakeWaiters();
-  // OK, or Unavailable naming `rank` if it left or failed (a send to it cannot succeed); if it
-  // left a group broken by another rank's failure (not isolated), naming that rank first.
+  // OK, or Unavailable naming `rank` if it left or failed (a send to it cannot succeed); in a
+  // group broken by another rank's failure (not isolated), naming that rank first.
   Status PeerStatus(int rank) const;
   // Waits until `rank` has left or failed, or the deadline; then PeerStatus(rank).
   Status AwaitPeerEnd(int rank, Deadline deadline);

@@ -21,8 +21,22 @@ TEST(Mailbox, APeerLeavingABrokenGroupNamesTheRankThatFailed) {
   const Status s = box.PeerStatus(1);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("rank 2 is unavailable: its connection was reset"),
-                                 HasSubstr("rank 1 has left the group since")));
-  EXPECT_THAT(box.PeerStatus(2).message(), HasSubstr("rank 2 is unavailable"));
+                                 HasSubstr("since then rank 1 has left the group")));
+  EXPECT_EQ(box.PeerStatus(2).message(),
+            "tcp rank 0: rank 2 is unavailable: its connection was reset");
+}
+
+// The same when the rank that gave up exits without a goodbye (a process that ends after its
+// call failed): it counts as failed too, but the first failure is the one named.
+TEST(Mailbox, ARankFailingAfterAnotherNamesTheFirstFailure) {
+  Mailbox box("tcp rank 2", 2, 3);
+  ASSERT_TRUE(box.PeerFailed(1, "reported by rank 0: its connection was reset"));
+  ASSERT_TRUE(box.PeerFailed(0, "it closed its connection without saying goodbye"));
+  const Status s = box.PeerStatus(0);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("rank 1 is unavailable: reported by rank 0"),
+                    HasSubstr("since then rank 0 is unavailable: it closed its connection")));
 }
 
 // With isolated failures (reel tune's workers) a departure is only a departure.
