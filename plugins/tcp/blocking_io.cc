@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "waiting.h"
@@ -27,20 +28,26 @@ void CancelOnIoThread(asio::io_context& io, tcp::socket& socket) {
   done.get_future().wait();
 }
 
-// Waits for an operation started with asio::use_future; its error code, or timed_out.
-template <typename T>
-error_code Finish(asio::io_context& io, tcp::socket& socket, std::future<T>& f, Deadline deadline) {
-  if (!WaitUntil(f, deadline)) {
+// An asynchronous operation's outcome as a future error code. Not asio::use_future, which hands
+// errors over as exceptions: the exception's reference count lives in the uninstrumented
+// libstdc++, so ThreadSanitizer took its release on the io thread for a race with the caller.
+struct Outcome {
+  std::shared_ptr<std::promise<error_code>> promise = std::make_shared<std::promise<error_code>>();
+  std::future<error_code> future = promise->get_future();
+  // The completion handler: (error_code) for a connect, (error_code, bytes) for a read or write.
+  auto Handler() {
+    return [p = promise](const error_code& ec, auto&&...) { p->set_value(ec); };
+  }
+};
+
+// Waits for an operation's outcome; its error code, or timed_out.
+error_code Finish(asio::io_context& io, tcp::socket& socket, Outcome& outcome, Deadline deadline) {
+  if (!WaitUntil(outcome.future, deadline)) {
     CancelOnIoThread(io, socket);
-    f.wait();
+    outcome.future.wait();
     return asio::error::timed_out;
   }
-  try {
-    f.get();
-  } catch (const boost::system::system_error& e) {
-    return e.code();
-  }
-  return {};
+  return outcome.future.get();
 }
 
 Status IoError(const std::string& what, const char* op, const error_code& ec) {
@@ -109,8 +116,9 @@ Status ConnectWithRetry(asio::io_context& io, tcp::socket& socket, const Endpoin
   while (true) {
     error_code ignored;
     if (socket.is_open()) socket.close(ignored);
-    std::future<void> f = socket.async_connect(endpoint, asio::use_future);
-    last = Finish(io, socket, f, deadline);
+    Outcome connected;
+    socket.async_connect(endpoint, connected.Handler());
+    last = Finish(io, socket, connected, deadline);
     if (!last) {
       socket.set_option(tcp::no_delay(true), ignored);
       return Status::Ok();
@@ -131,17 +139,17 @@ Status ConnectWithRetry(asio::io_context& io, tcp::socket& socket, const Endpoin
 
 Status ReadExact(asio::io_context& io, tcp::socket& socket, std::span<std::byte> out,
                  const std::string& what, Deadline deadline) {
-  std::future<size_t> f =
-      asio::async_read(socket, asio::buffer(out.data(), out.size()), asio::use_future);
-  error_code ec = Finish(io, socket, f, deadline);
+  Outcome read;
+  asio::async_read(socket, asio::buffer(out.data(), out.size()), read.Handler());
+  error_code ec = Finish(io, socket, read, deadline);
   return ec ? IoError(what, "read", ec) : Status::Ok();
 }
 
 Status WriteAll(asio::io_context& io, tcp::socket& socket, std::span<const std::byte> bytes,
                 const std::string& what, Deadline deadline) {
-  std::future<size_t> f =
-      asio::async_write(socket, asio::buffer(bytes.data(), bytes.size()), asio::use_future);
-  error_code ec = Finish(io, socket, f, deadline);
+  Outcome written;
+  asio::async_write(socket, asio::buffer(bytes.data(), bytes.size()), written.Handler());
+  error_code ec = Finish(io, socket, written, deadline);
   return ec ? IoError(what, "write", ec) : Status::Ok();
 }
 

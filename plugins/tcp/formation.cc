@@ -200,7 +200,7 @@ Status TcpCommunicator::ConnectMesh(Deadline deadline) {
     if (r == rank_) continue;
     Peer& p = *peers_[static_cast<size_t>(r)];
     const std::string what = Where() + ": rank " + std::to_string(r);
-    std::lock_guard<std::timed_mutex> lock(p.write_mu);
+    std::lock_guard<DeadlineMutex> lock(p.write_mu);
     REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, p.out, p.endpoint, what, deadline));
     REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
     REEL_RETURN_IF_ERROR(ClientHandshake(

@@ -59,7 +59,7 @@ TcpCommunicator::~TcpCommunicator() {
   const auto goodbye = EncodeFrameHeader({FrameType::kGoodbye, static_cast<uint32_t>(rank_), 0, 0});
   for (auto& peer : peers_) {
     if (peer->rank == rank_) continue;
-    std::lock_guard<std::timed_mutex> lock(peer->write_mu);
+    std::lock_guard<DeadlineMutex> lock(peer->write_mu);
     if (!peer->out_ready) continue;
     Status s = WriteFrame(*peer, goodbye, {}, DeadlineIn(std::chrono::seconds(1)),
                           Where() + ": goodbye to rank " + std::to_string(peer->rank));
@@ -95,7 +95,7 @@ Status TcpCommunicator::Send(int dest, int tag, std::span<const std::byte> data,
   }
   Peer& peer = *peers_[static_cast<size_t>(dest)];
   if (Status s = mailbox_.PeerStatus(dest); !s.ok()) return s.WithContext(what);
-  std::unique_lock<std::timed_mutex> lock(peer.write_mu, std::defer_lock);
+  std::unique_lock<DeadlineMutex> lock(peer.write_mu, std::defer_lock);
   if (deadline == Deadline::max())
     lock.lock();
   else if (!lock.try_lock_until(deadline))
@@ -282,7 +282,7 @@ void TcpCommunicator::HeartbeatLoop() {
       const int64_t now = NowNs();
       // A sender holding the lock is keeping the connection busy already.
       if (now - peer->last_write_ns.load() >= interval_ns) {
-        std::unique_lock<std::timed_mutex> write(peer->write_mu, std::try_to_lock);
+        std::unique_lock<DeadlineMutex> write(peer->write_mu, std::try_to_lock);
         if (write.owns_lock() && peer->out_ready && peer->out_broken.empty())
           (void)WriteFrame(*peer, heartbeat, {}, Clock::now() + options_.heartbeat,
                            Where() + ": heartbeat to rank " + std::to_string(peer->rank));
@@ -324,7 +324,7 @@ void TcpCommunicator::SendNotice(int failed, const std::string& why) {
     if (peer->rank == rank_ || peer->rank == failed || !mailbox_.PeerStatus(peer->rank).ok())
       continue;
     const Deadline by = Clock::now() + std::chrono::milliseconds(100);
-    std::unique_lock<std::timed_mutex> write(peer->write_mu, std::defer_lock);
+    std::unique_lock<DeadlineMutex> write(peer->write_mu, std::defer_lock);
     if (!write.try_lock_until(by)) continue;
     (void)WriteFrame(*peer, header, std::as_bytes(std::span(text)), by,
                      Where() + ": failure notice to rank " + std::to_string(peer->rank));

@@ -24,6 +24,7 @@
 #include "blocking_io.h"
 #include "mailbox.h"
 #include "tcp_transport.h"
+#include "waiting.h"
 
 namespace reel::tcp {
 
@@ -48,7 +49,7 @@ class TcpCommunicator final : public Communicator {
     int rank = 0;
     Endpoint endpoint;  // where it accepts connections
     // Outgoing (this rank writes). `out` is written by whoever holds write_mu.
-    std::timed_mutex write_mu;
+    DeadlineMutex write_mu;
     tcp::socket out;
     bool out_ready = false;  // guarded by write_mu
     std::string out_broken;  // why writing failed; guarded by write_mu
