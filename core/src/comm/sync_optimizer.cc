@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "builtins.h"
+#include "reel/core/schedule.h"
 #include "reel/update_rule.h"
 
 namespace reel::core {
@@ -37,6 +38,14 @@ class SyncOptimizer final : public Optimizer {
   SyncOptimizer(UpdateRuleConfig config, std::unique_ptr<UpdateRule> rule, int64_t timeout_ms)
       : config_(std::move(config)), rule_(std::move(rule)), timeout_ms_(timeout_ms) {}
 
+  // Clipping the averaged gradient, not each rank's own, keeps N ranks x batch B equal to one
+  // rank x batch N*B: every rank holds the same average, so all clip alike.
+  bool AcceptGradientClipping(double max_norm) override {
+    clip_norm_ = max_norm;
+    return true;
+  }
+  double last_gradient_norm() const override { return last_norm_; }
+
   Status Setup(ParamArena& arena, Communicator& comm) override {
     if (!arena.finalized())
       return FailedPreconditionError("sync optimizer: the arena is not finalized");
@@ -61,6 +70,7 @@ class SyncOptimizer final : public Optimizer {
       const float inv = 1.0f / static_cast<float>(comm_->size());
       for (float& g : grads) g *= inv;
     }
+    last_norm_ = ClipByGlobalNorm(grads, clip_norm_);
     rule_->Apply(arena_->values(), grads, lr);
     return Status::Ok();
   }
@@ -142,6 +152,8 @@ class SyncOptimizer final : public Optimizer {
   UpdateRuleConfig config_;
   std::unique_ptr<UpdateRule> rule_;
   int64_t timeout_ms_;
+  double clip_norm_ = 0.0;  // <= 0: no clipping
+  double last_norm_ = 0.0;
   ParamArena* arena_ = nullptr;   // not owned; outlives this optimizer
   Communicator* comm_ = nullptr;  // not owned; outlives this optimizer
   std::vector<uint64_t> restored_counts_;

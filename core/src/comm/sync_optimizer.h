@@ -1,6 +1,7 @@
 // The "sync" optimizer: synchronous data parallelism. Every step allreduces (sums) the arena's
-// gradients as one fused message, divides them by the world size and applies the configured
-// update rule (reel/update_rule.h) to the values; every rank then holds the same parameters.
+// gradients as one fused message, divides them by the world size, clips the average by its
+// global norm when the trainer asked (AcceptGradientClipping) and applies the configured update
+// rule (reel/update_rule.h) to the values; every rank then holds the same parameters.
 // Setup() checks that all ranks declared the same number of parameters and broadcasts rank 0's
 // initial values, so all ranks start identical whatever their seeds.
 //

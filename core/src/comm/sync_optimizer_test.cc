@@ -11,6 +11,7 @@
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/core/registry.h"
+#include "reel/core/schedule.h"
 #include "reel/testing/transport_conformance.h"
 #include "reel/update_rule.h"
 
@@ -103,6 +104,54 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SyncOptimizerTest,
                            return std::to_string(std::get<0>(info.param)) + "ranks_" +
                                   std::get<1>(info.param);
                          });
+
+// The trainer hands clipping to "sync", which clips the averaged gradient: the same on every
+// rank, and the clipped gradient of the whole batch, which averaging ranks' clipped gradients is
+// not.
+TEST(SyncOptimizer, ClipsTheAveragedGradientNotEachRanksOwn) {
+  constexpr int n = 3;
+  constexpr double kClip = 0.5;
+  Communicators comms = Group(n);
+  std::vector<ParamArena> arenas(n);
+  for (auto& a : arenas) Declare(a);
+  const size_t total = static_cast<size_t>(arenas[0].total_size());
+  std::vector<double> norms(n);
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+    REEL_ASSIGN_OR_RETURN(auto opt, MakeSync({{"rule", "sgd"}}));
+    if (!opt->AcceptGradientClipping(kClip)) return InternalError("sync declined clipping");
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    for (size_t i = 0; i < total; ++i) arena.grads()[i] = RankGrad(c.rank(), 1, i);
+    REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+    norms[static_cast<size_t>(c.rank())] = opt->last_gradient_norm();
+    return opt->Finish();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+
+  std::vector<float> mean(total), mean_of_clipped(total, 0.0f);
+  for (size_t i = 0; i < total; ++i) {
+    double sum = 0;
+    for (int r = 0; r < n; ++r) sum += RankGrad(r, 1, i);
+    mean[i] = static_cast<float>(sum / n);
+  }
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> own(total);
+    for (size_t i = 0; i < total; ++i) own[i] = RankGrad(r, 1, i);
+    ASSERT_GT(ClipByGlobalNorm(own, kClip), kClip);  // every rank's own gradient is clipped too
+    for (size_t i = 0; i < total; ++i) mean_of_clipped[i] += own[i] / n;
+  }
+  const double mean_norm = ClipByGlobalNorm(mean, kClip);
+  ASSERT_GT(mean_norm, kClip);  // the clip binds on the average
+  double apart = 0;
+  for (size_t i = 0; i < total; ++i)
+    apart = std::max(apart, static_cast<double>(std::abs(mean[i] - mean_of_clipped[i])));
+  ASSERT_GT(apart, 1e-2);  // so this test tells the two orders apart
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NEAR(norms[r], mean_norm, 1e-5) << "rank " << r;
+    for (size_t i = 0; i < total; ++i)  // started at 0, one step with lr 1: values = -gradient
+      EXPECT_NEAR(arenas[r].values()[i], -mean[i], 1e-5) << "rank " << r << " index " << i;
+  }
+}
 
 TEST(SyncOptimizer, StateRoundTripContinuesIdentically) {
   Communicators comms = Group(1);

@@ -77,6 +77,9 @@ class Loop {
   double window_loss_sum_ = 0.0;  // sum of loss * batch size
   int64_t window_examples_ = 0;
   double last_lr_ = 0.0, last_grad_norm_ = 0.0;
+  // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
+  // rank's gradient before Step().
+  bool optimizer_clips_ = false;
   int64_t last_eval_step_ = -1, last_checkpoint_step_ = -1;
 };
 
@@ -162,6 +165,7 @@ Status Loop::Init() {
         std::make_unique<CheckpointManager>(storage_, o_.checkpoint_dir, o_.keep_checkpoints);
   if (o_.resume && !checkpoints_)
     return InvalidArgumentError("--resume needs trainer.checkpoint_dir");
+  optimizer_clips_ = r_.optimizer->AcceptGradientClipping(o_.clip_norm);
   bool resumed = false;
   if (o_.resume) {
     REEL_ASSIGN_OR_RETURN(resumed, ResumeFromCheckpoint());
@@ -178,9 +182,10 @@ Status Loop::TrainStep(const Batch& batch) {
   REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
   REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
   REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
-  last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
+  if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
   last_lr_ = schedule_->At(step_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
   window_examples_ += batch.size();
@@ -194,9 +199,9 @@ Status Loop::TrainStep(const Batch& batch) {
 Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
-  last_grad_norm_ = 0.0;
   last_lr_ = schedule_->At(step_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;
   return Status::Ok();
 }

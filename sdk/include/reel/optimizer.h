@@ -2,8 +2,9 @@
 // needs: "sync" averages gradients over all ranks with allreduce before an update rule;
 // "async_sgd" pushes to parameter servers and pulls weights back; others may do anything else.
 //
-// Life: Setup() binds the arena and communicator (both outlive the optimizer); every step the
-// trainer calls Step(lr) after the model's Backward() filled arena.grads(); Finish() ends the
+// Life: the trainer offers gradient clipping (AcceptGradientClipping), then Setup() binds the
+// arena and communicator (both outlive the optimizer); every step the trainer calls Step(lr)
+// after the model's Backward() filled arena.grads(); Finish() ends the
 // algorithm (flushes pending pushes, stops servers). SaveState()/RestoreState() carry the
 // optimizer's own state (moments, step counts) through checkpoints.
 //
@@ -35,6 +36,20 @@ class Optimizer {
   // Opaque, versioned by the implementation.
   virtual Result<std::string> SaveState() const = 0;
   virtual Status RestoreState(std::string_view state) = 0;
+
+  // Clipping by global L2 norm (trainer.clip_norm; `max_norm` <= 0: none), offered once before
+  // Setup(). An optimizer that returns true clips in Step() where its algorithm makes that right
+  // and then reports the norm through last_gradient_norm(): "sync" clips the gradient averaged
+  // over all ranks, after the allreduce (as PyTorch DDP users clip after the reduce), so N ranks
+  // with batch B step exactly as one rank with batch N*B. One that declines (the default) gets
+  // this rank's own gradient, clipped by the trainer before Step().
+  virtual bool AcceptGradientClipping(double max_norm) {
+    (void)max_norm;
+    return false;
+  }
+  // The global L2 norm, before clipping, of the gradient the last Step() applied (0 before the
+  // first). Read by the trainer for its logs only after AcceptGradientClipping() returned true.
+  virtual double last_gradient_norm() const { return 0.0; }
 
   // True if this rank only serves (e.g. a parameter-server rank) and should not train.
   virtual bool IsServerOnly() const { return false; }

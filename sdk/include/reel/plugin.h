@@ -117,7 +117,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 2: Tensor storage became a shared_ptr with a release function (TensorPool).
 // 3: ModelContext gained `threads` (a compute-thread budget per model); the transport tag space
 //    became [0, kMaxTag = 32767].
-inline constexpr uint32_t kPluginAbiVersion = 3;
+// 4: Optimizer gained AcceptGradientClipping() and last_gradient_norm() (clipping after the
+//    allreduce).
+inline constexpr uint32_t kPluginAbiVersion = 4;
 
 using RegisterFn = Status (*)(Registrar&) noexcept;
 
