@@ -106,15 +106,18 @@ TEST_P(TransportConformance, CollectiveArgumentErrorsAreReported) {
     Status gather = c.AllGather(small, out, Far());
     if (gather.code() != StatusCode::kInvalidArgument)
       return InternalError("AllGather into a wrong-sized output: " + gather.ToString());
-    // Ranks disagreeing about the size get an error, not a hang or a corrupt result. (The
-    // refused calls above sent nothing, so the ranks are still in step.) A native AllReduce (MPI)
-    // cannot promise that, so only the ring's is held to it.
+    // Ranks disagreeing about the size get an error, not a hang or a corrupt result. Every rank
+    // here has its own size (10, 12, 14, ...), so each one's ring neighbour disagrees with it: a
+    // rank whose neighbours agree with it learns of a disagreement further on only at its
+    // deadline. (The refused calls above sent nothing, so the ranks are still in step.) A native
+    // AllReduce (MPI) cannot promise even that, so only the ring's is held to it.
     if (c.capabilities().native_allreduce) return Status::Ok();
-    std::vector<float> data(c.rank() == 0 ? 10 : 12, 1.0f);
+    std::vector<float> data(10 + 2 * static_cast<size_t>(c.rank()), 1.0f);
     Status s = c.AllReduce(data, ReduceOp::kSum, Far());
     if (s.code() != StatusCode::kInvalidArgument ||
         s.message().find("same size") == std::string::npos)
-      return InternalError("AllReduce of 10 vs 12 floats: " + s.ToString());
+      return InternalError("AllReduce of " + std::to_string(data.size()) +
+                           " floats, each rank another size: " + s.ToString());
     return Status::Ok();
   });
 }

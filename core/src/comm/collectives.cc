@@ -15,16 +15,17 @@
 namespace reel::core {
 namespace {
 
-// Runs one send at a time on a helper thread, so a ring step can send to the right while the
-// caller receives from the left: a backend whose Send blocks until the peer reads (a socket with
-// a full buffer) would otherwise deadlock two neighbours sending to each other. The thread is
-// started on first use, so communicators that never run a collective cost nothing.
-class SendWorker {
+// Runs one job at a time on a thread of its own: the sends of a ring step run there while the
+// caller receives from the left, because a backend whose Send blocks until the peer reads (a
+// socket with a full buffer) would otherwise deadlock two neighbours sending to each other; a
+// pipelined allreduce also receives on one. The thread is started on first use, so
+// communicators that never run a collective cost nothing.
+class HelperThread {
  public:
-  SendWorker() = default;
-  SendWorker(const SendWorker&) = delete;
-  SendWorker& operator=(const SendWorker&) = delete;
-  ~SendWorker() {
+  HelperThread() = default;
+  HelperThread(const HelperThread&) = delete;
+  HelperThread& operator=(const HelperThread&) = delete;
+  ~HelperThread() {
     if (!thread_.joinable()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -100,6 +101,201 @@ struct Segments {
   size_t total, parts;
   size_t offset(size_t i) const { return i * (total / parts) + std::min(i, total % parts); }
   size_t length(size_t i) const { return total / parts + (i < total % parts ? 1 : 0); }
+};
+
+// One ring allreduce (reduce-scatter, then allgather) over size() segments, each segment cut into
+// chunks that travel as separate messages so that sending, receiving and reducing overlap: a rank
+// forwards chunk c of step s + 1 as soon as it has reduced chunk c of step s, while later chunks
+// are still arriving. The units (step, chunk) run in one order on every rank:
+//   unit u = step * chunks + chunk, steps 0 .. n-2 reduce-scatter, n-1 .. 2n-3 allgather.
+// Send unit u needs received unit u - chunks reduced (the same chunk one step earlier; for the
+// first allgather step, the last reduce-scatter step's complete chunk). Reduce-scatter chunks
+// arrive in a few scratch slots; allgather chunks straight into the caller's buffer (RecvInto),
+// each once the reduce-scatter send from the same place is done.
+//
+// Three parties: SendAll() and ReceiveAll() run on helper threads, ReduceAll() on the caller (it
+// receives too when there is one chunk per step). The first failure stops all three.
+class RingAllReducePipeline {
+ public:
+  // About this many bytes per message: large enough that a message's fixed costs vanish, small
+  // enough that a 1 MiB allreduce already pipelines.
+  static constexpr size_t kChunkBytes = size_t{256} << 10;
+  // Received reduce-scatter chunks that may wait for their reduction.
+  static constexpr int64_t kSlots = 4;
+  // The element count after the first chunk (a uint64 in two floats' room).
+  static constexpr size_t kCountFloats = sizeof(uint64_t) / sizeof(float);
+
+  RingAllReducePipeline(Communicator& backend, std::span<float> data, ReduceOp op, int tag,
+                        Deadline deadline, std::vector<float>& scratch, std::vector<float>& first)
+      : backend_(backend),
+        data_(data),
+        op_(op),
+        tag_(tag),
+        deadline_(deadline),
+        n_(static_cast<size_t>(backend.size())),
+        r_(static_cast<size_t>(backend.rank())),
+        seg_{data.size(), n_},
+        chunks_(
+            std::max<size_t>(1, (seg_.length(0) * sizeof(float) + kChunkBytes - 1) / kChunkBytes)),
+        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)),
+        slot_floats_((seg_.length(0) + chunks_ - 1) / chunks_),
+        scratch_(scratch),
+        first_(first) {
+    const size_t slots = chunks_ == 1 ? 1 : static_cast<size_t>(kSlots);
+    if (scratch_.size() < slots * SlotStride()) scratch_.resize(slots * SlotStride());
+  }
+
+  size_t units_per_step() const { return chunks_; }
+
+  Status SendAll() {
+    const int right = static_cast<int>((r_ + 1) % n_);
+    for (int64_t u = 0; u < units_; ++u) {
+      // After a failure here, what is ready still goes: a neighbour waiting for it then fails on
+      // its own (e.g. on sizes that disagree) instead of at its deadline.
+      if (!WaitFor([&] { return reduced_ >= u - static_cast<int64_t>(chunks_) + 1; },
+                   /*even_after_failure=*/true))
+        break;
+      std::span<const float> chunk = Chunk(u, /*sent=*/true);
+      if (u == 0) chunk = WithCount(chunk);
+      Status s = backend_.Send(right, tag_, std::as_bytes(chunk), deadline_);
+      if (!s.ok()) return Fail(std::move(s));
+      std::lock_guard<std::mutex> lock(mu_);
+      sent_ = u + 1;
+      cv_.notify_all();
+    }
+    return Status::Ok();
+  }
+
+  Status ReceiveAll() {
+    for (int64_t u = 0; u < units_; ++u) {
+      if (!WaitFor([&] { return !Reducing(u) || u - reduced_ < kSlots; })) break;
+      REEL_RETURN_IF_ERROR(ReceiveUnit(u));
+      std::lock_guard<std::mutex> lock(mu_);
+      received_ = u + 1;
+      cv_.notify_all();
+    }
+    return Status::Ok();
+  }
+
+  // Reduces every received reduce-scatter chunk into the caller's buffer, receiving each first
+  // if `receive_here`.
+  void ReduceAll(bool receive_here) {
+    for (int64_t u = 0; u < units_; ++u) {
+      if (receive_here ? !ReceiveUnit(u).ok() : !WaitFor([&] { return received_ > u; })) return;
+      if (Reducing(u)) {
+        std::span<float> into = Chunk(u, /*sent=*/false);
+        Reduce(into.data(), Slot(u).first(into.size()), op_);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      reduced_ = u + 1;
+      cv_.notify_all();
+    }
+  }
+
+  // The first failure, or OK.
+  Status status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
+
+ private:
+  bool Reducing(int64_t u) const { return static_cast<size_t>(u) < (n_ - 1) * chunks_; }
+
+  // The part of the caller's buffer that unit `u` sends (or, allgathering, receives into).
+  std::span<float> Chunk(int64_t u, bool sent) const {
+    const size_t step = static_cast<size_t>(u) / chunks_, chunk = static_cast<size_t>(u) % chunks_;
+    // Reduce-scatter step s sends segment r - s and receives r - s - 1; after n - 1 steps
+    // segment r + 1 is complete here. Allgather step s sends segment r + 1 - s, receives r - s.
+    size_t segment;
+    if (Reducing(u)) {
+      segment = (r_ + 2 * n_ - step - (sent ? 0 : 1)) % n_;
+    } else {
+      const size_t s = step - (n_ - 1);
+      segment = (r_ + 2 * n_ - s + (sent ? 1 : 0)) % n_;
+    }
+    const Segments pieces{seg_.length(segment), chunks_};
+    return data_.subspan(seg_.offset(segment) + pieces.offset(chunk), pieces.length(chunk));
+  }
+  // A received chunk, with room for the count after it.
+  size_t SlotStride() const { return slot_floats_ + kCountFloats; }
+  std::span<float> Slot(int64_t u) {
+    const size_t slot = chunks_ == 1 ? 0 : static_cast<size_t>(u % kSlots);
+    return std::span<float>(scratch_).subspan(slot * SlotStride(), SlotStride());
+  }
+
+  Status ReceiveUnit(int64_t u) {
+    const int left = static_cast<int>((r_ + n_ - 1) % n_);
+    std::span<float> into = Chunk(u, /*sent=*/false);
+    const size_t floats = into.size();
+    if (Reducing(u)) {
+      into = Slot(u).first(floats + (u == 0 ? kCountFloats : 0));
+    } else {
+      // An allgathered chunk overwrites what reduce-scatter sent from there (unit u - (n-1) *
+      // chunks). The peer cannot have the final value before that send is done, but wait for it
+      // here too, so no backend nor race detector has to rely on that.
+      const int64_t earlier = u - static_cast<int64_t>((n_ - 1) * chunks_);
+      if (!WaitFor([&] { return sent_ > earlier; })) return status();
+    }
+    Status s = backend_.RecvInto(left, tag_, std::as_writable_bytes(into), deadline_);
+    if (s.code() == StatusCode::kInvalidArgument)
+      s = s.WithContext("chunk of " + std::to_string(floats) +
+                        " floats (do all ranks pass the same size?)");
+    if (s.ok() && u == 0) {
+      uint64_t count;
+      std::memcpy(&count, into.data() + floats, sizeof count);
+      if (count != data_.size())
+        s = InvalidArgumentError("rank " + std::to_string(left) + " reduces " +
+                                 std::to_string(count) + " floats, this rank " +
+                                 std::to_string(data_.size()) +
+                                 " (do all ranks pass the same size?)");
+    }
+    return s.ok() ? s : Fail(std::move(s));
+  }
+
+  // The first message also carries the sender's element count, so ranks that disagree about the
+  // size fail at once, all of them: their chunks could otherwise have equal sizes (a corrupt
+  // result), or a rank whose left neighbour agrees with it would wait for messages the failed
+  // ones no longer send. Costs one copy of one chunk.
+  std::span<const float> WithCount(std::span<const float> chunk) {
+    first_.assign(chunk.begin(), chunk.end());
+    first_.resize(chunk.size() + kCountFloats);
+    const uint64_t count = data_.size();
+    std::memcpy(first_.data() + chunk.size(), &count, sizeof count);
+    return first_;
+  }
+
+  // Records the first failure and wakes the other parties; returns `s`.
+  Status Fail(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.ok()) failed_ = s;
+    cv_.notify_all();
+    return s;
+  }
+  // Waits until `ready` or a failure. True to go on: nothing failed, or (`even_after_failure`)
+  // `ready` holds all the same.
+  template <typename Ready>
+  bool WaitFor(Ready ready, bool even_after_failure = false) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ready() || !failed_.ok(); });
+    return failed_.ok() || (even_after_failure && ready());
+  }
+
+  Communicator& backend_;
+  const std::span<float> data_;
+  const ReduceOp op_;
+  const int tag_;
+  const Deadline deadline_;
+  const size_t n_, r_;
+  const Segments seg_;
+  const size_t chunks_;  // per segment, the same on every rank
+  const int64_t units_;
+  const size_t slot_floats_;
+  std::vector<float>& scratch_;
+  std::vector<float>& first_;  // the first chunk and the count, as sent
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t sent_ = 0, received_ = 0, reduced_ = 0;  // units done; guarded by mu_
+  Status failed_;                                  // guarded by mu_
 };
 
 class RingCommunicator final : public Communicator {
@@ -181,48 +377,29 @@ class RingCommunicator final : public Communicator {
   int Right(int k = 1) const { return (rank() + k) % size(); }
   int Left(int k = 1) const { return (rank() - k % size() + size()) % size(); }
 
-  // Posts a send of `data` to `dest` on the worker. `data` must stay untouched until Wait().
+  // Posts a send of `data` to `dest` on the sender. `data` must stay untouched until Wait().
   void PostSend(int dest, int tag, std::span<const std::byte> data, Deadline deadline) {
-    worker_.Post(
+    sender_.Post(
         [this, dest, tag, data, deadline] { return backend_->Send(dest, tag, data, deadline); });
   }
   // The first error of a step: the receive's, else the overlapped send's. Always collects the
   // send, so no job outlives the step that posted it.
   Status FinishStep(Status recv) {
-    Status send = worker_.Wait();
+    Status send = sender_.Wait();
     return recv.ok() ? send : recv;
   }
 
   Status RingAllReduce(std::span<float> data, ReduceOp op, int tag, Deadline deadline) {
-    const size_t n = static_cast<size_t>(size()), r = static_cast<size_t>(rank());
-    const Segments seg{data.size(), n};
-    if (scratch_.size() < seg.length(0)) scratch_.resize(seg.length(0));
-    auto bytes = [&](size_t i) {
-      return std::as_bytes(data.subspan(seg.offset(i), seg.length(i)));
-    };
-    // Reduce-scatter: after step s, this rank's segment (r - s - 1) holds s + 2 ranks' sum; after
-    // n - 1 steps segment (r + 1) is complete.
-    for (size_t s = 0; s + 1 < n; ++s) {
-      const size_t send_i = (r + n - s) % n, recv_i = (r + 2 * n - s - 1) % n;
-      PostSend(Right(), tag, bytes(send_i), deadline);
-      // Received into a scratch buffer that lives as long as the communicator, so that a
-      // backend may reuse its own buffers (RecvInto) and no step allocates.
-      std::span<float> in(scratch_.data(), seg.length(recv_i));
-      Status st = backend_->RecvInto(Left(), tag, std::as_writable_bytes(in), deadline);
-      if (st.code() == StatusCode::kInvalidArgument)
-        st = st.WithContext("segment of " + std::to_string(in.size()) +
-                            " floats (do all ranks pass the same size?)");
-      if (st.ok()) Reduce(data.data() + seg.offset(recv_i), in, op);
-      REEL_RETURN_IF_ERROR(FinishStep(st));
-    }
-    // Allgather: pass the complete segments around the ring.
-    for (size_t s = 0; s + 1 < n; ++s) {
-      const size_t send_i = (r + 1 + n - s) % n, recv_i = (r + n - s) % n;
-      PostSend(Right(), tag, bytes(send_i), deadline);
-      auto out = std::as_writable_bytes(data.subspan(seg.offset(recv_i), seg.length(recv_i)));
-      REEL_RETURN_IF_ERROR(FinishStep(backend_->RecvInto(Left(), tag, out, deadline)));
-    }
-    return Status::Ok();
+    RingAllReducePipeline pipeline(*backend_, data, op, tag, deadline, scratch_, first_chunk_);
+    // Messages of one chunk need no receiving thread: this one receives and reduces in turn.
+    const bool receive_here = pipeline.units_per_step() == 1;
+    sender_.Post([&pipeline] { return pipeline.SendAll(); });
+    if (!receive_here) receiver_.Post([&pipeline] { return pipeline.ReceiveAll(); });
+    pipeline.ReduceAll(receive_here);
+    // Both jobs end (each stops at the first failure anywhere), so none outlives `data`.
+    (void)sender_.Wait();  // their errors are in the pipeline's status
+    if (!receive_here) (void)receiver_.Wait();
+    return pipeline.status();
   }
 
   // A chain root -> root+1 -> ... in chunks: each rank forwards chunk k while receiving k + 1.
@@ -236,11 +413,11 @@ class RingCommunicator final : public Communicator {
         if (!st.ok()) return FinishStep(st);
       }
       if (forwards) {
-        REEL_RETURN_IF_ERROR(worker_.Wait());  // the previous chunk's send
+        REEL_RETURN_IF_ERROR(sender_.Wait());  // the previous chunk's send
         PostSend(Right(), tag, chunk, deadline);
       }
     }
-    return worker_.Wait();
+    return sender_.Wait();
   }
 
   Status RingAllGather(std::span<const std::byte> in, std::span<std::byte> out, int tag,
@@ -271,8 +448,12 @@ class RingCommunicator final : public Communicator {
   std::unique_ptr<Communicator> backend_;
   const CommunicatorCapabilities caps_;
   int64_t seq_ = 0;
-  std::vector<float> scratch_;  // one allreduce segment
-  SendWorker worker_;           // declared last: its thread stops before backend_ goes away
+  // The allreduce's received chunks and its first sent one, kept between calls so that no step
+  // allocates.
+  std::vector<float> scratch_, first_chunk_;
+  // Declared last: their threads stop before backend_ goes away.
+  HelperThread sender_;
+  HelperThread receiver_;  // the pipelined allreduce's receives
 };
 
 }  // namespace

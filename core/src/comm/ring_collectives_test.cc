@@ -3,13 +3,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
+#include "reel/testing/transport_conformance.h"
 
 namespace reel::core {
 namespace {
 
 using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+conformance::Communicators RingGroup(int n) {
+  auto raw = CreateInprocGroup(n);
+  EXPECT_TRUE(raw.ok());
+  conformance::Communicators out;
+  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
+  return out;
+}
 
 // A backend that claims a native AllReduce (and nothing else) and records its calls.
 class NativeAllReduceBackend final : public Communicator {
@@ -77,6 +89,37 @@ TEST(RingCollectives, TagErrorNamesTheReservedRange) {
   Status s = comm->Send(1, kCollectiveTagBase, {}, NoDeadline());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("reserved for collectives"));
+}
+
+// Large allreduces travel in chunks of 256 KiB (65536 floats). Here rank 0's segments are 8 such
+// chunks and rank 1's 9: every message has the same size, so only the sizes sent ahead of the
+// chunks tell the ranks apart. Both must refuse, naming the sizes, not return a corrupt sum.
+TEST(RingCollectives, PipelinedAllReduceRefusesRanksThatDisagreeOnTheSize) {
+  auto comms = RingGroup(2);
+  std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
+    std::vector<float> data(size_t{65536} * 2 * (c.rank() == 0 ? 8 : 9), 1.0f);
+    return c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << st[r];
+    EXPECT_THAT(st[r].message(), HasSubstr("same size")) << "rank " << r;
+  }
+  EXPECT_THAT(st[0].message(), HasSubstr("rank 1 reduces 1179648 floats, this rank 1048576"));
+}
+
+// A rank that never joins a pipelined allreduce: the others' sending, receiving and reducing
+// parties all stop at the deadline instead of waiting for ever.
+TEST(RingCollectives, PipelinedAllReduceEndsAtItsDeadlineWhenARankStaysAway) {
+  auto comms = RingGroup(3);
+  std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
+    if (c.rank() == 2) return Status::Ok();
+    std::vector<float> data(size_t{3} << 20, 1.0f);
+    return c.AllReduce(data, ReduceOp::kSum, DeadlineIn(300ms));
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(st[r].code(), StatusCode::kDeadlineExceeded) << "rank " << r << ": " << st[r];
+    EXPECT_THAT(st[r].message(), HasSubstr("AllReduce of 3145728 floats")) << "rank " << r;
+  }
 }
 
 }  // namespace

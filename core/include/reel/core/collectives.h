@@ -4,8 +4,10 @@
 // it into a Communicator whose AllReduce, Broadcast, AllGather and Barrier work. Calls the backend
 // implements natively (capabilities().native_*) are forwarded to it; the others run here:
 //   - AllReduce: ring reduce-scatter followed by ring allgather over size() segments, each rank
-//     sending 2(n-1)/n of the buffer; the send to the right neighbour runs on a helper thread
-//     while this thread receives from the left, so neither direction waits for the other;
+//     sending 2(n-1)/n of the buffer. Segments travel in chunks of about 256 KiB, pipelined: the
+//     sends to the right neighbour run on one helper thread, the receives from the left on
+//     another (into the caller's buffer, or a few scratch chunks while reduce-scattering), and
+//     this thread reduces, so sending, receiving and reducing overlap;
 //   - Broadcast: a pipelined chain along the ring starting at the root, in chunks;
 //   - AllGather: ring, n-1 steps;
 //   - Barrier: dissemination (ceil(log2 n) rounds of empty messages).
