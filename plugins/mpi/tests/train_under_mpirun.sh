@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# `reel train` as 2 processes under mpirun, against the same job as 2 ranks in one process
-# (inproc). The config names no transport: under mpirun the host picks `mpi` and says so, and MPI
-# gives each process its rank. Synchronous data parallelism must not depend on the transport, and
-# with 2 ranks every reduction is a single float addition, so the two runs print the same final
-# loss (to the digits printed) and rank 0 alone writes the checkpoint.
+# `reel train` as 2 processes under mpirun, against the same job in one process. The config names
+# no transport: under mpirun the host picks `mpi` and says so, and MPI gives each process its
+# rank. Synchronous data parallelism must not depend on the transport nor on how the batch is
+# split, with a gradient clip that binds on every step (it acts on the averaged gradient):
+#   * 2 ranks as threads (inproc), batch B: with 2 ranks every reduction is a single float
+#     addition, so the mpi run prints the same final loss to the digits printed;
+#   * 1 rank with batch 2B: the same parameters to float tolerance, compared through the
+#     probabilities `reel predict` gives every label of every video with each final checkpoint.
+# Rank 0 alone writes the checkpoint.
 #
 #   train_under_mpirun.sh REEL_EXE MPIRUN [mpirun flags...]
 set -euo pipefail
@@ -19,9 +23,12 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/reel-mpi-train.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-"$reel" synth --out "$work/data" --videos 192 --classes 8 --level video --shards 2 --seed 3 >/dev/null
+# One file: ranks split it by record index (k % 2 == rank), unshuffled, so the two ranks' k-th
+# batches together are the single rank's k-th batch.
+"$reel" synth --out "$work/data" --videos 192 --classes 8 --level video --shards 1 --seed 3 >/dev/null
 
-config() {  # config NAME TRANSPORT_SECTION LOCAL_RANKS
+clip=0.02  # below every step's gradient norm (checked below)
+config() {  # config NAME LOCAL_RANKS BATCH_SIZE
   cat > "$work/$1.pbtxt" <<CONFIG
 data {
   name: "tfrecord"
@@ -30,23 +37,27 @@ data {
 }
 model { name: "logistic" }
 optimizer { name: "sync" options { key: "rule" value: "adam" } }
-$2
 trainer {
   steps: 12
-  batch_size: 16
+  batch_size: $3
   seed: 5
   num_classes: 8
-  local_ranks: $3
+  local_ranks: $2
+  clip_norm: $clip
+  log_every_steps: 1
   learning_rate { base: 0.05 }
   checkpoint_dir: "$work/$1/checkpoints"
+  metrics_log: "$work/$1/metrics.jsonl"
 }
 CONFIG
 }
-config threads "" 2
-config mpi "" 0
+config threads 2 16
+config single 1 32
+config mpi 0 16
 
 "$reel" train --config "$work/threads.pbtxt" > "$work/threads.out"
-fail() { echo "FAIL: $*"; echo "-- inproc:"; cat "$work/threads.out"; echo "-- mpi:"; cat "$work/mpi.out"; exit 1; }
+"$reel" train --config "$work/single.pbtxt" > "$work/single.out"
+fail() { echo "FAIL: $*"; for f in threads single mpi; do echo "-- $f:"; cat "$work/$f.out"; done; exit 1; }
 "${mpirun[@]}" -n 2 "$reel" train --config "$work/mpi.pbtxt" 2>&1 |
   sed 's/^\[[0-9,]*\]<std[a-z]*>://' > "$work/mpi.out" ||  # without --tag-output's prefixes
   fail "mpirun -n 2 reel train failed"
@@ -56,4 +67,24 @@ want=$(grep -o 'trained 12 steps.*' "$work/threads.out") || fail "the inproc run
 grep -q "^$want\$" "$work/mpi.out" || fail "the mpi run differs from the inproc run: want '$want'"
 grep -q "using transport 'mpi'" "$work/mpi.out" || fail "the host did not say it picked mpi"
 ls "$work/mpi/checkpoints/"* >/dev/null 2>&1 || fail "rank 0 wrote no checkpoint"
-echo "PASS: $want (mpi = inproc)"
+
+# The clip binds: every step's gradient norm (before clipping) is above it.
+awk -v clip=$clip 'match($0, /"grad_norm": *[0-9.eE+-]+/) {
+    n++; v = substr($0, RSTART, RLENGTH); sub(/.*: */, "", v); if (v + 0 <= clip) low++ }
+  END { exit !(n == 12 && low == 0) }' "$work/single/metrics.jsonl" ||
+  fail "the clip $clip does not bind on every step: $(grep -o '"grad_norm": *[0-9.eE+-]*' "$work/single/metrics.jsonl" | tr '\n' ' ')"
+
+for run in single mpi; do
+  "$reel" predict --checkpoint "$work/$run/checkpoints" --data "$work/data/*.tfrecord" --top-k 8 \
+    --out "$work/$run.csv" > /dev/null
+done
+# Every (video, label) probability within 2e-5 (the CSV has 6 decimals).
+awk -F, 'FNR == 1 { next }
+  { n = split($2, f, " "); for (i = 1; i < n; i += 2) { k = $1 ":" f[i]
+      if (FILENAME == ARGV[1]) { want[k] = f[i + 1]; total++ }
+      else { seen++; d = f[i + 1] - want[k]; if (!(k in want) || d > 2e-5 || d < -2e-5) {
+        print "  " k ": single " want[k] ", mpi " f[i + 1]; bad++ } } } }
+  END { if (total == 0 || seen != total || bad) { print bad + 0 " of " total " differ"; exit 1 } }' \
+  "$work/single.csv" "$work/mpi.csv" > "$work/compare.out" ||
+  fail "2 mpi ranks with batch 16 do not predict as 1 rank with batch 32: $(cat "$work/compare.out")"
+echo "PASS: $want (mpi = inproc); mpi 2 x 16 = 1 x 32 on $(($(wc -l < "$work/single.csv") - 1)) videos x 8 labels, clip $clip binding"
