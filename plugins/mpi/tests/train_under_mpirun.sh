@@ -27,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 # batches together are the single rank's k-th batch.
 "$reel" synth --out "$work/data" --videos 192 --classes 8 --level video --shards 1 --seed 3 >/dev/null
 
-clip=0.02  # below every step's gradient norm (checked below)
+clip=0.2  # below every step's gradient norm (checked below)
 config() {  # config NAME LOCAL_RANKS BATCH_SIZE
   cat > "$work/$1.pbtxt" <<CONFIG
 data {
@@ -36,7 +36,7 @@ data {
   options { key: "level" value: "video" }
 }
 model { name: "logistic" }
-optimizer { name: "sync" options { key: "rule" value: "adam" } }
+optimizer { name: "sync" options { key: "rule" value: "sgd" } }
 trainer {
   steps: 12
   batch_size: $3
@@ -45,7 +45,7 @@ trainer {
   local_ranks: $2
   clip_norm: $clip
   log_every_steps: 1
-  learning_rate { base: 0.05 }
+  learning_rate { base: 1.0 }
   checkpoint_dir: "$work/$1/checkpoints"
   metrics_log: "$work/$1/metrics.jsonl"
 }
