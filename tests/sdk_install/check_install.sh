@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # usage: check_install.sh BUILD_DIR
 # Installs reel to a temporary prefix and builds against it as a plugin author would: the version
-# rule of find_package, the model template as installed, and a plugin using reel::recordio
-# (find_package) and a program using it (pkg-config). Every template with its own tests:
-# check_template.sh.
+# rule of find_package, the model template as installed, a plugin using reel::recordio
+# (find_package) and a program using it (pkg-config), and a transport's conformance tests linking
+# reel::transport_testing. Every template with its own tests: check_template.sh.
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -73,3 +73,17 @@ g++ "$here/recordio_plugin/masked_crc.cc" -o "$work/masked_crc" \
   $(pkg-config --cflags reel-recordio) $(pkg-config --libs reel-recordio)
 test "$("$work/masked_crc")" = "0xfebe8a61"
 echo "installed reel::recordio links into a plugin (CMake) and a program (pkg-config)"
+
+# The communicator conformance suite is installed too: a transport's tests outside the tree link
+# reel::transport_testing and run it (here over the installed core's inproc transport).
+test -f "$work/prefix/lib/libreel_transport_testing.a"
+test -f "$work/prefix/include/reel/testing/transport_conformance.h"
+cmake -S "$here/transport_suite" -B "$work/suite" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/suite" >/dev/null
+"$work/suite/transport_suite" --gtest_brief=1 > "$work/suite.out" 2>&1 || { cat "$work/suite.out"; exit 1; }
+tail -1 "$work/suite.out"
+grep -q "PASSED" "$work/suite.out"
+# Every case ran (a suite that linked but registered nothing would pass with zero tests).
+ran=$(sed -n 's/.*PASSED.*\] \([0-9]*\) tests\{0,1\}\./\1/p' "$work/suite.out")
+test "${ran:-0}" -ge 20 || { echo "only ${ran:-0} conformance tests ran"; exit 1; }
+echo "installed reel::transport_testing runs the conformance suite out of tree ($ran tests)"
