@@ -5,12 +5,18 @@
 # `bash scripts/test.sh` inside with chroot. Prints the time of each phase and the CTest summaries.
 # Takes about an hour on 2 cores: too slow for every CI run, run it by hand (as root).
 #
-# usage: scripts/fresh-machine-check.sh [--reuse] [--only demo|test] [--clean] [ROOT]
+# usage: scripts/fresh-machine-check.sh [--reuse] [--only demo|test|deb] [--deb] [--clean] [ROOT]
 #   ROOT      where the root is built; default /var/tmp/reel-fresh-root. Must not exist, or be a
 #             root made by this script (with --reuse).
 #   --reuse   use an existing ROOT (skip debootstrap; the tree is copied again over the old one,
 #             build directories stay): for rerunning a failed part without starting over.
-#   --only P  run only the demo or only the test phase.
+#   --only P  run only the demo, the test or the deb phase (deb needs the demo's build: --reuse).
+#   --deb     after the other phases, the Debian package: `cpack -G DEB` of the demo's build, then
+#             in a second fresh root (ROOT.deb, deleted at the end) `apt-get install` of the .deb
+#             alone (its Depends from the mirror) and `reel demo` from /usr.
+#   --install-deb FILE
+#             (what --deb runs) no tree: in a fresh ROOT, install FILE with apt-get and run
+#             `reel version`, `reel plugins` and `reel demo` from /usr.
 #   --clean   delete ROOT at the end (kept by default, for --reuse and for looking around).
 #
 # The root trusts what this host trusts: its CA certificates, the files named by its TLS
@@ -20,11 +26,13 @@
 # unmounts them on exit, also on failure.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-root=/var/tmp/reel-fresh-root reuse=0 only="" clean=0
+root=/var/tmp/reel-fresh-root reuse=0 only="" clean=0 deb=0 install_deb=""
 while (($#)); do
   case $1 in
     --reuse) reuse=1 ;;
-    --only) only=${2:?--only needs demo or test}; shift ;;
+    --only) only=${2:?--only needs demo, test or deb}; shift ;;
+    --deb) deb=1 ;;
+    --install-deb) install_deb=$(realpath "${2:?--install-deb needs a .deb file}"); shift ;;
     --clean) clean=1 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fresh-machine-check: unknown option $1" >&2; exit 2 ;;
@@ -32,7 +40,12 @@ while (($#)); do
   esac
   shift
 done
-case $only in "" | demo | test) ;; *) echo "fresh-machine-check: --only takes demo or test, not '$only'" >&2; exit 2 ;; esac
+case $only in "" | demo | test | deb) ;; *) echo "fresh-machine-check: --only takes demo, test or deb, not '$only'" >&2; exit 2 ;; esac
+[[ $only != deb ]] || deb=1
+if [[ -n $install_deb && ! -f $install_deb ]]; then
+  echo "fresh-machine-check: --install-deb $install_deb: no such file" >&2
+  exit 2
+fi
 if ((EUID != 0)); then
   echo "fresh-machine-check: run as root (debootstrap, mount and chroot need it)" >&2
   exit 2
@@ -196,6 +209,9 @@ fi
 # directories), indexed in a new git repository as a clone would be (check-paths reads the index).
 # At the top level (/reel): its parent is /, so naming it here trips no check-paths rule.
 mkdir -p "$root/reel"
+if [[ -n $install_deb ]]; then  # only the package goes in
+  mkdir -p "$root/reel-pkg" && cp "$install_deb" "$root/reel-pkg/"
+else
 files=$(mktemp)
 git -C "$repo" ls-files -z | (cd "$repo" && while IFS= read -r -d '' f; do
   [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done) >"$files"
@@ -204,6 +220,7 @@ rm -rf "$root/reel/.git"
 git -C "$root/reel" init -q
 git -C "$root/reel" add --pathspec-from-file="$files" --pathspec-file-nul
 rm -f "$files"
+fi
 # The root is a mount point of its own: `ip netns exec` remounts / as a slave in a new mount
 # namespace, which fails ("Invalid argument") when the chroot's / is a plain directory.
 mount_in "" --bind "$root"
@@ -230,13 +247,31 @@ run_in_root() {  # run_in_root NAME COMMAND: in /reel as a fresh root login woul
 }
 status=0
 declare -A result=()
-for p in demo test; do
+phases=(demo test)
+((deb)) && phases+=(deb)
+[[ -z $install_deb ]] || phases=(install) only=""
+pkg=/var/tmp/reel-deb  # where the deb phase leaves the package, inside the root
+for p in "${phases[@]}"; do
   [[ -z $only || $only == "$p" ]] || continue
-  phase "bash scripts/$p.sh (log: $log_dir/$p.log)"
+  phase "$p (log: $log_dir/$p.log)"
   rc=0
-  run_in_root "$p" "bash scripts/$p.sh" || rc=$?
+  case $p in
+    demo | test) run_in_root "$p" "bash scripts/$p.sh" || rc=$? ;;
+    deb)
+      run_in_root deb "cd build && rm -rf $pkg && cpack -G DEB -B $pkg >/dev/null && ls -l $pkg/*.deb" || rc=$?
+      if ((rc == 0)); then
+        debs=("$root$pkg"/reel_*.deb)
+        bash "$repo/scripts/fresh-machine-check.sh" --install-deb "${debs[0]}" --clean "$root.deb" 2>&1 |
+          sed 's/^/  [deb root] /' || rc=$?
+      fi
+      ;;
+    install)
+      run_in_root install "apt-get update -qq && apt-get install -y -qq /reel-pkg/$(basename "$install_deb") &&
+        cd /tmp && command -v reel && reel version && reel plugins && reel demo --workdir /tmp/reel-demo" || rc=$?
+      ;;
+  esac
   if ((rc == 0)); then result[$p]=ok; else result[$p]="FAILED (exit $rc)" status=1; fi
-  phase_done "$p.sh" "${result[$p]}"
+  phase_done "$p" "${result[$p]}"
 done
 
 summary

@@ -30,9 +30,9 @@ endforeach()
 message(STATUS "reel ${reel_VERSION} abi ${REEL_PLUGIN_ABI_VERSION} exe ${REEL_EXECUTABLE}")
 CMAKE
 find_reel() {  # find_reel VERSION [-DREEL_REQUIRED_PLUGIN_ABI=N]: 0 when find_package accepts it
-  rm -rf "$work/find/build"
-  cmake -S "$work/find" -B "$work/find/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DWANT="$1" "${@:2}" \
-    >"$work/find/log" 2>&1
+  # One build directory (the compiler is detected once); what the last run found is forgotten.
+  cmake -S "$work/find" -B "$work/find/build" -U 'reel_*' -U REEL_REQUIRED_PLUGIN_ABI \
+    -DCMAKE_PREFIX_PATH="$work/prefix" -DWANT="$1" "${@:2}" >"$work/find/log" 2>&1
 }
 version=$(sed -n 's/^Version: //p' "$work/prefix/lib/pkgconfig/reel.pc")
 IFS=. read -r major minor patch <<<"$version"
