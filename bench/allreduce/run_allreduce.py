@@ -4,6 +4,7 @@ TCP ring, alternated in one run, 2 and 3 ranks, 4 KiB .. 64 MiB float32.
 
   bench/allreduce/run_allreduce.py [--build build] [--ranks 2,3] [--reps 3]
       [--links loopback,netns] [--rate 1gbit] [--out bench/results]
+      [--programs reel_tcp,gloo,...] [--baseline DIR]
 
 Each repetition runs every program once per rank count, in turn, so drift on this shared machine
 hits all of them alike. Every program is timed alike (allreduce_sweep.h): seconds per call on
@@ -14,6 +15,11 @@ memory); `netns` runs each rank in its own network namespace, joined by veth lin
 --rate with tc tbf (tests/netns/netns.sh). mpirun cannot start ranks inside those namespaces (its
 out-of-band channel lives in this namespace, which they cannot reach), so there only reel tcp and
 Gloo run. Writes OUT/allreduce.json and OUT/allreduce.md.
+
+--baseline DIR adds the program `reel_tcp_base`: reel tcp from another build (DIR/bin and
+DIR/lib, e.g. a copy of main's before a change), alternated with the others, so a change to the
+ring or the transport is measured against its predecessor in the same run. Each program gets its
+own build's lib/ first in LD_LIBRARY_PATH.
 """
 import argparse
 import json
@@ -37,8 +43,10 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
     "mpi_tcp": (("loopback",), "Open MPI MPI_Allreduce, --mca btl tcp,self"),
     "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
+    "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
 }
-RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_mpi", "mpi")]
+RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_mpi", "mpi"),
+          ("reel_tcp", "reel_tcp_base")]
 
 
 def free_port():
@@ -77,9 +85,12 @@ def run_ranks(commands, envs, timeout):
 
 
 def run(program, n, link, args, netns_name):
-    b = os.path.join(args.build, "bin")
+    build = args.baseline if program == "reel_tcp_base" else args.build
+    b = os.path.join(build, "bin")
     sweep = ["--budget-bytes", str(args.budget)]
     env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
     if program in ("mpi", "mpi_tcp", "reel_mpi"):
         cmd = MPIRUN + (["--mca", "btl", "tcp,self"] if program == "mpi_tcp" else []) + ["-n", str(n)]
         cmd += ([os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"] if program == "reel_mpi"
@@ -96,7 +107,7 @@ def run(program, n, link, args, netns_name):
     secret = secrets.token_hex(16)
     for i in range(n):
         e = dict(env, REEL_RANK=str(i), REEL_WORLD_SIZE=str(n))
-        if program == "reel_tcp":
+        if program in ("reel_tcp", "reel_tcp_base"):
             e.update(REEL_COORDINATOR=f"{addr(0)}:{port}", REEL_SECRET=secret)
             c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
                  "--option", f"listen_address={addr(i)}"]
@@ -127,9 +138,14 @@ def main():
     ap.add_argument("--budget", type=int, default=256 << 20, help="bytes per size on loopback")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")
     args = ap.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
     programs = args.programs.split(",")
+    if args.baseline and "reel_tcp_base" not in programs:
+        programs.append("reel_tcp_base")
+    if "reel_tcp_base" in programs and not args.baseline:
+        ap.error("program reel_tcp_base needs --baseline DIR")
     command = "bench/allreduce/run_allreduce.py " + " ".join(sys.argv[1:])
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
