@@ -5,8 +5,11 @@
 #     tcp) under AddressSanitizer + UndefinedBehaviorSanitizer and runs their tests again
 #     (REEL_ASAN_PLUGINS="" REEL_ASAN_LABELS="" takes every plugin and test: the whole suite under
 #     the sanitizers, which has not yet been run through here and is kept out of CI until it has);
+#   * rebuilds the tests of the threaded parts (core, tcp, tfrecord) under ThreadSanitizer and
+#     runs them again (REEL_TSAN_LABELS, default core|tcp|tfrecord);
 #   * builds the libFuzzer targets (tests/fuzz/) and runs each briefly on its seed corpus, failing
-#     on any crash, leak or timeout (REEL_FUZZ_SECONDS each, default 30).
+#     on any crash, leak or timeout (REEL_FUZZ_SECONDS each, default 15: halved from 30 when the
+#     ThreadSanitizer phase came, to keep the whole run within 40 minutes on 2 cores).
 # Each phase prints its wall time. `.ci/run` runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,20 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 900 ${asan_labels:+-L "$asan_labels"}
 
-phase "fuzz targets, ${REEL_FUZZ_SECONDS:-30} s each"
-scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-30}"
+# ThreadSanitizer over the concurrent parts: the core (inproc transport, ring collectives, the
+# sync optimizer, ranks as threads, the trainer's and tuner's threads, checkpoints shared by
+# local ranks), the tcp transport (its io thread, mailbox, failure notices; the trainer over tcp
+# in job_test) and the tfrecord source's prefetch thread. Only those test binaries are built.
+# Any report fails its test: TSan makes the process exit 66.
+tsan_labels=${REEL_TSAN_LABELS-core|tcp|tfrecord}
+phase "build under ThreadSanitizer (core, tcp, tfrecord tests)"
+REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="reel_core_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp" \
+  scripts/build.sh -DREEL_TSAN=ON -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON \
+  "-DREEL_PLUGINS=tcp;tfrecord" -DREEL_BUILD_BENCH=OFF
+phase "tests under ThreadSanitizer (labels: $tsan_labels)"
+TSAN_OPTIONS="second_deadlock_stack=1 history_size=4" \
+  ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels"
+
+phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
+scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}"
 phase "done"
