@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "reel/recordio.h"
 #include "event.pb.h"
+#include "reel/recordio.h"
 
 namespace reel::core {
 namespace {

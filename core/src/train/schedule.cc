@@ -21,8 +21,9 @@ Result<LrSchedule> LrSchedule::Create(const LrScheduleConfig& c) {
     if (!(config.decay_rate > 0.0))
       return InvalidArgumentError("learning_rate.decay_rate must be > 0");
   } else if (config.schedule == "cosine") {
-    if (config.total_steps <= 0)
-      return InvalidArgumentError("the cosine schedule needs a step budget (trainer.steps)");
+    if (config.total_steps <= 0 && config.total_epochs <= 0)
+      return InvalidArgumentError(
+          "the cosine schedule needs a budget to anneal over: trainer.steps or trainer.epochs");
     if (config.min_lr < 0 || config.min_lr > config.base)
       return InvalidArgumentError("learning_rate.min_lr must be in [0, base]");
   } else if (config.schedule != "constant") {
@@ -32,15 +33,21 @@ Result<LrSchedule> LrSchedule::Create(const LrScheduleConfig& c) {
   return LrSchedule(std::move(config));
 }
 
-double LrSchedule::At(int64_t step) const {
+double LrSchedule::At(int64_t step, int64_t epoch) const {
   const LrScheduleConfig& c = config_;
   if (step < c.warmup_steps)
     return c.base * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
   if (c.schedule == "exponential")
     return c.base * std::pow(c.decay_rate, static_cast<double>(step / c.decay_steps));
   if (c.schedule == "cosine") {
-    const double span = static_cast<double>(std::max<int64_t>(1, c.total_steps - c.warmup_steps));
-    const double t = std::min(1.0, static_cast<double>(step - c.warmup_steps) / span);
+    double t;
+    if (c.total_steps > 0) {
+      const double span = static_cast<double>(std::max<int64_t>(1, c.total_steps - c.warmup_steps));
+      t = static_cast<double>(step - c.warmup_steps) / span;
+    } else {
+      t = static_cast<double>(epoch) / static_cast<double>(c.total_epochs);
+    }
+    t = std::min(1.0, t);
     return c.min_lr + (c.base - c.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
   }
   return c.base;

@@ -37,6 +37,19 @@ TEST(ScheduleTest, CosineWithWarmup) {
   EXPECT_NEAR(s->At(100), 0.0, 1e-12);  // clamps past the end
 }
 
+// Without a step budget cosine anneals once per epoch, as CosineAnnealingLR(T_max=3) stepped
+// after every epoch; warmup still counts steps.
+TEST(ScheduleTest, CosineOverAnEpochBudget) {
+  auto s = LrSchedule::Create(
+      {.base = 1.0, .schedule = "cosine", .min_lr = 0.2, .warmup_steps = 2, .total_epochs = 3});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_DOUBLE_EQ(s->At(0, 0), 0.5);  // warmup
+  EXPECT_DOUBLE_EQ(s->At(5, 0), 1.0);
+  EXPECT_NEAR(s->At(6, 1), 0.2 + 0.8 * 0.75, 1e-12);
+  EXPECT_NEAR(s->At(12, 2), 0.2 + 0.8 * 0.25, 1e-12);
+  EXPECT_NEAR(s->At(18, 3), 0.2, 1e-12);
+}
+
 TEST(ScheduleTest, BadConfigsNameTheField) {
   auto unknown = LrSchedule::Create({.base = 0.1, .schedule = "linear"});
   ASSERT_FALSE(unknown.ok());
@@ -45,7 +58,9 @@ TEST(ScheduleTest, BadConfigsNameTheField) {
   ASSERT_FALSE(no_decay.ok());
   EXPECT_NE(no_decay.status().message().find("decay_steps"), std::string::npos);
   EXPECT_FALSE(LrSchedule::Create({.base = 0.0}).ok());
-  EXPECT_FALSE(LrSchedule::Create({.base = 0.1, .schedule = "cosine"}).ok());
+  auto no_budget = LrSchedule::Create({.base = 0.1, .schedule = "cosine"});
+  ASSERT_FALSE(no_budget.ok());
+  EXPECT_NE(no_budget.status().message().find("trainer.epochs"), std::string::npos);
 }
 
 TEST(ClipTest, ScalesToMaxNorm) {

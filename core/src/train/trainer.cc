@@ -158,6 +158,7 @@ Status Loop::Init() {
                                 std::to_string(o_.eval_top_k));
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0) lr.total_steps = o_.steps;
+  if (lr.total_steps == 0) lr.total_epochs = o_.epochs;
   REEL_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr));
   schedule_ = std::move(schedule);
   if (!o_.checkpoint_dir.empty())
@@ -183,7 +184,7 @@ Status Loop::TrainStep(const Batch& batch) {
   REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
   REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
   if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
-  last_lr_ = schedule_->At(step_);
+  last_lr_ = schedule_->At(step_, epoch_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
@@ -199,7 +200,7 @@ Status Loop::TrainStep(const Batch& batch) {
 Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
-  last_lr_ = schedule_->At(step_);
+  last_lr_ = schedule_->At(step_, epoch_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;

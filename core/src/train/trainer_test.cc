@@ -212,6 +212,34 @@ TEST(TrainerTest, FinishedEpochRunResumedWithMoreEpochsEqualsAStraightRun) {
   }
 }
 
+// Cosine on an epoch budget (no trainer.steps): it runs, anneals (the result differs from a
+// constant rate) and a run resumed after its first epoch ends where the straight run ends.
+TEST(TrainerTest, CosineOnAnEpochBudgetAnnealsAndResumes) {
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 3;
+  o.learning_rate = {.base = 0.5, .schedule = "cosine", .min_lr = 0.01};
+  auto train = [](const TrainerOptions& options, MemStorage& storage) {
+    Rank r(0, 1, 5);
+    auto comm = Solo();
+    auto result = RunTrainer(options, r.components(comm.get(), false), storage);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return r.params();
+  };
+  MemStorage scratch;
+  const std::vector<float> cosine = train(o, scratch);
+  TrainerOptions constant = o;
+  constant.learning_rate = {.base = 0.5};
+  EXPECT_NE(train(constant, scratch), cosine);
+  MemStorage storage;
+  o.checkpoint_dir = "mem://run/ckpt";
+  TrainerOptions first = o;
+  first.epochs = 1;
+  train(first, storage);
+  o.resume = true;
+  EXPECT_EQ(train(o, storage), cosine);
+}
+
 TEST(TrainerTest, CorruptCheckpointStopsResumeAndChangesNothing) {
   MemStorage storage;
   TrainerOptions o = BaseOptions();
