@@ -42,7 +42,9 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
   job.should_stop = [](int64_t) { return InterruptScope::Requested(); };
   REEL_ASSIGN_OR_RETURN(core::TrainResult r, core::RunTrainJob(env.host, cfg, job));
   if (out) *out = r;
-  if (verbosity >= 1) {
+  if (verbosity >= 1 && r.served_only) {
+    env.out << "served parameters until every worker finished\n";
+  } else if (verbosity >= 1) {
     env.out << "trained " << r.steps << " steps (" << r.examples << " examples, epoch " << r.epoch
             << "), final loss " << Fixed(r.last_loss) << "\n";
     if (r.final_eval)

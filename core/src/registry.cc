@@ -179,10 +179,11 @@ Result<Owned<Model>> Registry::CreateModel(const std::string& name,
 }
 
 Result<Owned<Optimizer>> Registry::CreateOptimizer(
-    const std::string& name, const std::map<std::string, std::string>& options) const {
+    const std::string& name, const std::map<std::string, std::string>& options,
+    const OptimizerContext& ctx) const {
   REEL_ASSIGN_OR_RETURN(const ComponentEntry* e, Lookup(ComponentKind::kOptimizer, name));
   REEL_ASSIGN_OR_RETURN(Options o, ParseComponentOptions(ComponentKind::kOptimizer, name, options));
-  return Build<Optimizer, OptimizerFactory>(*e, o);
+  return Build<Optimizer, OptimizerFactory>(*e, o, ctx);
 }
 
 Result<Owned<Transport>> Registry::CreateTransport(

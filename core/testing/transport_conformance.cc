@@ -222,7 +222,7 @@ int LinkSuite(const TransportUnderTest& transport) {
   }();
   (void)registered;
   (void)transport;
-  return PointToPointTestsLinked() + CollectiveTestsLinked();
+  return PointToPointTestsLinked() + CollectiveTestsLinked() + SplitTestsLinked();
 }
 
 }  // namespace reel::conformance

@@ -298,10 +298,97 @@ class RingAllReducePipeline {
   Status failed_;                                  // guarded by mu_
 };
 
+// The tags a wrapper hands out: users get [0, user_end), its collectives cycle through
+// [collective_begin, collective_begin + collective_count).
+struct TagPlan {
+  int user_end;
+  int collective_begin;
+  int64_t collective_count;
+};
+// A top-level communicator: the reserved tags below kSubgroupTagBase (reel/transport.h).
+constexpr TagPlan kTopLevelTags{kCollectiveTagBase, kCollectiveTagBase,
+                                int64_t{kSubgroupTagBase} - kCollectiveTagBase};
+// A sub-group's own tag space, before SubGroupBackend moves it onto the parent's
+// [kSubgroupTagBase, kMaxTag].
+constexpr TagPlan kSubgroupTags{kSubgroupUserTags, kSubgroupUserTags,
+                                int64_t{kMaxTag} - kSubgroupTagBase + 1 - kSubgroupUserTags};
+
+// Point-to-point of a sub-group over its parent's backend: translates ranks (sub-group rank i is
+// parent rank members[i]) and moves tags onto the parent's [kSubgroupTagBase, kMaxTag]. Holds
+// `alive` so the parent knows a sub-group exists.
+class SubGroupBackend final : public Communicator {
+ public:
+  SubGroupBackend(Communicator* parent, std::vector<int> members, int rank,
+                  std::shared_ptr<void> alive)
+      : parent_(parent), members_(std::move(members)), rank_(rank), alive_(std::move(alive)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+
+  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override {
+    REEL_ASSIGN_OR_RETURN(int to, ParentRank("Send to", dest));
+    REEL_ASSIGN_OR_RETURN(int t, ParentTag("Send", tag));
+    return parent_->Send(to, t, data, deadline);
+  }
+  Result<Message> Recv(int source, int tag, Deadline deadline) override {
+    int from = kAnySource;
+    if (source != kAnySource) {
+      REEL_ASSIGN_OR_RETURN(from, ParentRank("Recv from", source));
+    }
+    REEL_ASSIGN_OR_RETURN(int t, ParentTag("Recv", tag));
+    if (from != kAnySource) {
+      REEL_ASSIGN_OR_RETURN(Message m, parent_->Recv(from, t, deadline));
+      m.source = source;
+      m.tag = tag;
+      return m;
+    }
+    // Any source of the sub-group: the parent's any-source receive on this sub-group's tag can
+    // only meet members, because only members send on it to this rank.
+    REEL_ASSIGN_OR_RETURN(Message m, parent_->Recv(kAnySource, t, deadline));
+    auto it = std::find(members_.begin(), members_.end(), m.source);
+    if (it == members_.end())
+      return InternalError("sub-group: message from parent rank " + std::to_string(m.source) +
+                           ", not a member, on tag " + std::to_string(t));
+    m.source = static_cast<int>(it - members_.begin());
+    m.tag = tag;
+    return m;
+  }
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override {
+    if (source == kAnySource) return Communicator::RecvInto(source, tag, out, deadline);
+    REEL_ASSIGN_OR_RETURN(int from, ParentRank("Recv from", source));
+    REEL_ASSIGN_OR_RETURN(int t, ParentTag("Recv", tag));
+    return parent_->RecvInto(from, t, out, deadline);
+  }
+
+ private:
+  Result<int> ParentRank(const char* what, int r) const {
+    if (r < 0 || r >= size())
+      return InvalidArgumentError("sub-group rank " + std::to_string(rank_) + ": " + what +
+                                  " rank " + std::to_string(r) + " outside [0, " +
+                                  std::to_string(size()) + ")");
+    return members_[static_cast<size_t>(r)];
+  }
+  Result<int> ParentTag(const char* what, int tag) const {
+    if (tag < 0 || tag > kMaxTag - kSubgroupTagBase)
+      return InvalidArgumentError("sub-group rank " + std::to_string(rank_) + ": " + what +
+                                  " with tag " + std::to_string(tag) + " outside [0, " +
+                                  std::to_string(kMaxTag - kSubgroupTagBase) + "]");
+    return kSubgroupTagBase + tag;
+  }
+
+  Communicator* parent_;  // not owned; outlives this sub-group
+  std::vector<int> members_;
+  int rank_;
+  std::shared_ptr<void> alive_;
+};
+
 class RingCommunicator final : public Communicator {
  public:
-  explicit RingCommunicator(std::unique_ptr<Communicator> backend)
-      : backend_(std::move(backend)), caps_(backend_->capabilities()) {}
+  RingCommunicator(std::unique_ptr<Communicator> backend, TagPlan tags, bool splittable)
+      : backend_(std::move(backend)),
+        caps_(backend_->capabilities()),
+        tags_(tags),
+        splittable_(splittable) {}
 
   int rank() const override { return backend_->rank(); }
   int size() const override { return backend_->size(); }
@@ -355,25 +442,60 @@ class RingCommunicator final : public Communicator {
     return Context(DisseminationBarrier(tag, deadline), "Barrier");
   }
 
+  Result<std::unique_ptr<Communicator>> Split(int color, int key, Deadline deadline) override {
+    if (color < 0)
+      return InvalidArgumentError(Where() + ": Split with color " + std::to_string(color) +
+                                  " (must be >= 0)");
+    Result<std::unique_ptr<Communicator>> native = backend_->Split(color, key, deadline);
+    if (native.ok()) return WithRingCollectives(std::move(*native));
+    if (native.status().code() != StatusCode::kUnimplemented) return native.status();
+    if (!splittable_)
+      return UnimplementedError(Where() +
+                                ": a sub-group built over point-to-point cannot be "
+                                "split again");
+    if (!sub_alive_.expired())
+      return FailedPreconditionError(Where() +
+                                     ": Split while an earlier sub-group of this "
+                                     "communicator is alive (one at a time shares its tags)");
+    const int32_t mine[2] = {color, key};
+    std::vector<int32_t> all(2 * static_cast<size_t>(size()));
+    REEL_RETURN_IF_ERROR(AllGather(std::as_bytes(std::span<const int32_t>(mine)),
+                                   std::as_writable_bytes(std::span<int32_t>(all)), deadline)
+                             .WithContext("Split"));
+    std::vector<int> members;
+    for (int r = 0; r < size(); ++r)
+      if (all[2 * static_cast<size_t>(r)] == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&all](int a, int b) {
+      return all[2 * static_cast<size_t>(a) + 1] < all[2 * static_cast<size_t>(b) + 1];
+    });
+    const int sub_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+    auto alive = std::make_shared<int>(0);
+    sub_alive_ = alive;
+    return std::unique_ptr<Communicator>(
+        new RingCommunicator(std::make_unique<SubGroupBackend>(backend_.get(), std::move(members),
+                                                               sub_rank, std::move(alive)),
+                             kSubgroupTags, /*splittable=*/false));
+  }
+
  private:
   // Largest piece a broadcast forwards at once: big enough to amortise a message, small enough
   // that the next rank starts forwarding early.
   static constexpr size_t kBroadcastChunk = size_t{1} << 20;
-  // Collective tags cycle through [kCollectiveTagBase, kMaxTag].
-  static constexpr int64_t kTagSpace = int64_t{kMaxTag} - kCollectiveTagBase + 1;
 
   std::string Where() const { return "rank " + std::to_string(rank()); }
   Status Context(Status s, const std::string& what) const {
     return s.ok() ? s : s.WithContext(Where() + ": " + what);
   }
   Status CheckUserTag(const char* call, int tag) const {
-    if (tag >= 0 && tag < kCollectiveTagBase) return Status::Ok();
+    if (tag >= 0 && tag < tags_.user_end) return Status::Ok();
     return InvalidArgumentError(Where() + ": " + call + " with tag " + std::to_string(tag) +
-                                ": user tags must lie in [0, " +
-                                std::to_string(kCollectiveTagBase) +
+                                ": user tags must lie in [0, " + std::to_string(tags_.user_end) +
                                 "); the rest is reserved for collectives");
   }
-  int NextTag() { return static_cast<int>(kCollectiveTagBase + (seq_++ % kTagSpace)); }
+  int NextTag() {
+    return static_cast<int>(tags_.collective_begin + (seq_++ % tags_.collective_count));
+  }
   int Right(int k = 1) const { return (rank() + k) % size(); }
   int Left(int k = 1) const { return (rank() - k % size() + size()) % size(); }
 
@@ -447,6 +569,9 @@ class RingCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> backend_;
   const CommunicatorCapabilities caps_;
+  const TagPlan tags_;
+  const bool splittable_;
+  std::weak_ptr<void> sub_alive_;  // the sub-group Split() built over point-to-point, if alive
   int64_t seq_ = 0;
   // The allreduce's received chunks and its first sent one, kept between calls so that no step
   // allocates.
@@ -459,7 +584,8 @@ class RingCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> WithRingCollectives(std::unique_ptr<Communicator> backend) {
-  return std::make_unique<RingCommunicator>(std::move(backend));
+  return std::make_unique<RingCommunicator>(std::move(backend), kTopLevelTags,
+                                            /*splittable=*/true);
 }
 
 }  // namespace reel::core

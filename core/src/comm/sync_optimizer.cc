@@ -185,7 +185,7 @@ Status RegisterSyncOptimizer(Registrar& registrar) {
   return registrar.Add<Optimizer>(
       {"sync", "synchronous data parallelism: ring-allreduced gradients, then an update rule",
        SyncOptimizerOptions()},
-      [](const Options& o) { return MakeSyncOptimizer(o); });
+      [](const Options& o, const OptimizerContext&) { return MakeSyncOptimizer(o); });
 }
 
 }  // namespace reel::core

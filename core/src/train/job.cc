@@ -18,17 +18,35 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
   const config::RunConfig& c = cfg.config;
   const Registry& reg = host.registry();
   const int rank = comm->rank(), world = comm->size();
-  DataSourceContext dctx{{rank, world}, c.trainer().seed(), &host};
-  REEL_ASSIGN_OR_RETURN(
-      auto train,
-      reg.CreateDataSource(c.data().name(),
-                           ComponentOptions(reg, ComponentKind::kDataSource, c.data(), c), dctx));
-  Owned<DataSource> eval;
-  if (c.has_eval_data()) {
+  // The optimizer first: it decides which ranks train, and so how the data is sharded.
+  config::Component opt = c.optimizer();
+  if (opt.name().empty()) opt.set_name(reg.DefaultName(ComponentKind::kOptimizer));
+  Result<Owned<Optimizer>> made =
+      reg.CreateOptimizer(opt.name(), ComponentOptions(reg, ComponentKind::kOptimizer, opt, c),
+                          OptimizerContext{rank, world});
+  if (!made.ok())
+    return made.status().WithContext("optimizer '" + opt.name() + "' on rank " +
+                                     std::to_string(rank));
+  Owned<Optimizer> optimizer = std::move(*made);
+  std::unique_ptr<Communicator> group;  // the training ranks, when some ranks only serve
+  if (optimizer->HasServerOnlyRanks()) {
     REEL_ASSIGN_OR_RETURN(
-        eval, reg.CreateDataSource(
-                  c.eval_data().name(),
-                  ComponentOptions(reg, ComponentKind::kDataSource, c.eval_data(), c), dctx));
+        group, comm->Split(optimizer->IsServerOnly() ? 1 : 0, rank, DeadlineIn(options.timeout)));
+  }
+  const Communicator& shards = group ? *group : *comm;
+  DataSourceContext dctx{{shards.rank(), shards.size()}, c.trainer().seed(), &host};
+  Owned<DataSource> train, eval;
+  if (!optimizer->IsServerOnly()) {
+    REEL_ASSIGN_OR_RETURN(
+        train,
+        reg.CreateDataSource(c.data().name(),
+                             ComponentOptions(reg, ComponentKind::kDataSource, c.data(), c), dctx));
+    if (c.has_eval_data()) {
+      REEL_ASSIGN_OR_RETURN(
+          eval, reg.CreateDataSource(
+                    c.eval_data().name(),
+                    ComponentOptions(reg, ComponentKind::kDataSource, c.eval_data(), c), dctx));
+    }
   }
   ParamArena arena;  // declared first: the model keeps a pointer to it and must not outlive it
   REEL_ASSIGN_OR_RETURN(
@@ -37,12 +55,8 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
                       ModelContext{options.num_classes, threads}));
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena).WithContext("model '" + c.model().name() + "'"));
   arena.Finalize();
-  config::Component opt = c.optimizer();
-  if (opt.name().empty()) opt.set_name(reg.DefaultName(ComponentKind::kOptimizer));
-  REEL_ASSIGN_OR_RETURN(
-      auto optimizer,
-      reg.CreateOptimizer(opt.name(), ComponentOptions(reg, ComponentKind::kOptimizer, opt, c)));
-  RankComponents rc{train.get(), eval.get(), model.get(), &arena, optimizer.get(), comm.get()};
+  RankComponents rc{train.get(),     eval.get(), model.get(), &arena,
+                    optimizer.get(), comm.get(), group.get()};
   return RunTrainer(options, rc, host);
 }
 
@@ -95,6 +109,11 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
         return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]),
                        job.threads);
       });
+  // The run's result is the first training rank's (server-only ranks did not train).
+  for (size_t i = 1; i < results.size(); ++i)
+    if (results.front().ok() && results.front()->served_only && results[i].ok() &&
+        !results[i]->served_only)
+      std::swap(results.front(), results[i]);
   return RootCause(std::move(results), ranks);
 }
 

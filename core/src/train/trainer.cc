@@ -33,15 +33,18 @@ class Loop {
   Loop(const TrainerOptions& o, const RankComponents& r, StorageResolver& s)
       : o_(o),
         r_(r),
+        group_(r.group != nullptr ? r.group : r.comm),
+        trains_(r.optimizer == nullptr || !r.optimizer->IsServerOnly()),
         storage_(s),
-        progress_(IsRank0(r) ? o.progress : nullptr, o.tty, o.verbosity) {}
+        progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
 
   Result<TrainResult> Run();
 
  private:
-  static bool IsRank0(const RankComponents& r) { return r.comm->rank() == 0; }
-  bool rank0() const { return IsRank0(r_); }
-  int world() const { return r_.comm->size(); }
+  // The lead: rank 0 of the training ranks; it logs, reports and writes checkpoints.
+  bool rank0() const { return trains_ && group_->rank() == 0; }
+  // The training ranks (all ranks unless the optimizer has server-only ranks).
+  int world() const { return group_->size(); }
 
   Status Init();
   Status OpenLogs();
@@ -55,8 +58,12 @@ class Loop {
   Status SumOverRanks(std::span<float> values);
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
 
+  Result<TrainResult> Serve();
+
   const TrainerOptions& o_;
   const RankComponents& r_;
+  Communicator* group_;  // the training ranks; not owned
+  const bool trains_;    // false on a server-only rank
   StorageResolver& storage_;
   Progress progress_;
   std::optional<LrSchedule> schedule_;
@@ -85,7 +92,7 @@ class Loop {
 
 Status Loop::SumOverRanks(std::span<float> values) {
   if (world() == 1) return Status::Ok();
-  return r_.comm->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
+  return group_->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
 }
 
 Status Loop::OpenLogs() {
@@ -104,8 +111,8 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   std::string uri;
   // Several ranks resume from what rank 0 reads, so ranks with their own disks cannot diverge.
   Result<CheckpointState> state =
-      world() == 1 ? checkpoints_->LoadNewest(&uri)
-                   : LoadNewestFromRank0(*checkpoints_, *r_.comm, o_.timeout, &uri);
+      r_.comm->size() == 1 ? checkpoints_->LoadNewest(&uri)
+                           : LoadNewestFromRank0(*checkpoints_, *r_.comm, o_.timeout, &uri);
   if (!state.ok()) {
     if (state.status().code() == StatusCode::kNotFound) {
       progress_.Note("resume: " + state.status().message() + "; starting from scratch");
@@ -122,9 +129,10 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   REEL_RETURN_IF_ERROR(RestoreParams(*state, o_.model_name, *r_.arena, uri));
   REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   REEL_RETURN_IF_ERROR(r_.optimizer->RestoreState(state->optimizer_state).WithContext(uri));
-  if (state->world_size == world()) {
-    REEL_RETURN_IF_ERROR(
-        r_.train->Restore(state->data_positions[r_.comm->rank()]).WithContext(uri));
+  if (!trains_) {
+    // A server-only rank reads no data.
+  } else if (state->world_size == world()) {
+    REEL_RETURN_IF_ERROR(r_.train->Restore(state->data_positions[group_->rank()]).WithContext(uri));
   } else {
     Status s = r_.train->RestoreResharded(state->data_positions);
     if (s.code() == StatusCode::kUnimplemented)
@@ -144,8 +152,11 @@ Result<bool> Loop::ResumeFromCheckpoint() {
 }
 
 Status Loop::Init() {
-  if (!r_.train || !r_.model || !r_.arena || !r_.optimizer || !r_.comm)
+  if ((trains_ && !r_.train) || !r_.model || !r_.arena || !r_.optimizer || !r_.comm)
     return InvalidArgumentError("trainer: a rank component is missing");
+  if (r_.optimizer->HasServerOnlyRanks() && r_.group == nullptr)
+    return InvalidArgumentError(
+        "trainer: the optimizer has server-only ranks but no training group was split off");
   if (!r_.arena->finalized()) return FailedPreconditionError("trainer: arena is not finalized");
   if (o_.steps < 0 || (o_.steps == 0 && o_.epochs <= 0))
     return InvalidArgumentError(
@@ -184,7 +195,7 @@ Status Loop::TrainStep(const Batch& batch) {
   REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
   REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
   if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
-  last_lr_ = schedule_->At(step_, epoch_);
+  last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
@@ -200,7 +211,7 @@ Status Loop::TrainStep(const Batch& batch) {
 Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
-  last_lr_ = schedule_->At(step_, epoch_);
+  last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;
@@ -260,10 +271,11 @@ Status Loop::LogWindow() {
 
 Status Loop::RunEval() {
   if (r_.eval == nullptr) return Status::Ok();
+  REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before evaluation"));
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
-  REEL_ASSIGN_OR_RETURN(EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k,
-                                                r_.comm, o_.timeout));
+  REEL_ASSIGN_OR_RETURN(
+      EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, group_, o_.timeout));
   result_.final_eval = m;
   last_eval_step_ = step_;
   if (!rank0()) return Status::Ok();
@@ -293,13 +305,14 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
+  REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
   REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions,
-                        GatherBytes(*r_.comm, my_position, o_.timeout));
+                        GatherBytes(*group_, my_position, o_.timeout));
   if (!rank0()) return Status::Ok();
   CheckpointState s;
   s.model_name = o_.model_name;
   s.CaptureParams(*r_.arena);
-  REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->SaveState());
+  REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->CollectState());
   s.step = step_;
   // The checkpoint's epoch is the one its data positions are in. A run that met its epoch budget
   // counted the epoch's end without starting the next; a resume with a larger budget sees that
@@ -318,8 +331,21 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   return Status::Ok();
 }
 
+// A server-only rank: set up like the others (so a resume restores its part of the state), then
+// serve until the training ranks are done.
+Result<TrainResult> Loop::Serve() {
+  REEL_RETURN_IF_ERROR(
+      r_.optimizer->Serve().WithContext("rank " + std::to_string(r_.comm->rank()) + " serving"));
+  REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+  result_.steps = step_;
+  result_.epoch = epoch_;
+  result_.served_only = true;
+  return result_;
+}
+
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
+  if (!trains_) return Serve();
   int64_t batches_this_epoch = 0;
   // False while in the epoch a checkpoint resumed in the middle of: its earlier batches are not
   // counted here, and what is left of it may be nothing at all.
@@ -345,6 +371,8 @@ Result<TrainResult> Loop::Run() {
         return FailedPreconditionError("training data yields no batch in epoch " +
                                        std::to_string(epoch_));
       if (whole_epoch && steps_per_epoch_ == 0) steps_per_epoch_ = batches_this_epoch;
+      REEL_RETURN_IF_ERROR(
+          r_.optimizer->EndEpoch(epoch_).WithContext("end of epoch " + std::to_string(epoch_)));
       whole_epoch = true;
       batches_this_epoch = 0;
       ++epoch_;

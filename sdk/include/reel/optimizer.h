@@ -2,11 +2,21 @@
 // needs: "sync" averages gradients over all ranks with allreduce before an update rule;
 // "async_sgd" pushes to parameter servers and pulls weights back; others may do anything else.
 //
-// Life: the trainer offers gradient clipping (AcceptGradientClipping), then Setup() binds the
-// arena and communicator (both outlive the optimizer); every step the trainer calls Step(lr)
-// after the model's Backward() filled arena.grads(); Finish() ends the
-// algorithm (flushes pending pushes, stops servers). SaveState()/RestoreState() carry the
-// optimizer's own state (moments, step counts) through checkpoints.
+// Life: the factory learns its rank in the world (OptimizerContext), so it can refuse a world it
+// cannot run on before any data is opened. The trainer offers gradient clipping
+// (AcceptGradientClipping), then Setup() binds the arena and the world's communicator (both
+// outlive the optimizer); every step the trainer calls Step(lr) after the model's Backward()
+// filled arena.grads(); Finish() ends the algorithm (flushes pending pushes, stops servers).
+// SaveState()/RestoreState() carry the optimizer's own state (moments, step counts) through
+// checkpoints.
+//
+// Roles: by default every rank trains. An optimizer with server-only ranks says so on every rank
+// (HasServerOnlyRanks); the host then splits the training ranks into their own group
+// (Communicator::Split) for data shards, the trainer's agreement, logs, evaluation and checkpoint
+// positions, and on server-only ranks calls Serve() instead of training. The lead (rank 0 of the
+// training group) writes checkpoints: it calls Refresh() and CollectState(), which may fetch
+// state from the ranks that hold it; on resume every rank gets RestoreState() with the whole
+// state and keeps its own part.
 //
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
@@ -22,6 +32,12 @@
 
 namespace reel {
 
+// What the factory learns about the rank the optimizer will run on.
+struct OptimizerContext {
+  int rank = 0;
+  int world_size = 1;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -32,6 +48,9 @@ class Optimizer {
   // parameters to use for the next step.
   virtual Status Step(float lr) = 0;
   virtual Status Finish() { return Status::Ok(); }
+  // Training ranks leave epoch `epoch` together (an optimizer that communicates once per epoch
+  // does it here).
+  virtual Status EndEpoch(int64_t /*epoch*/) { return Status::Ok(); }
 
   // Opaque, versioned by the implementation.
   virtual Result<std::string> SaveState() const = 0;
@@ -53,6 +72,20 @@ class Optimizer {
 
   // True if this rank only serves (e.g. a parameter-server rank) and should not train.
   virtual bool IsServerOnly() const { return false; }
+  // True on every rank if any rank of the world is server-only (the same answer everywhere).
+  virtual bool HasServerOnlyRanks() const { return false; }
+  // Server-only ranks: after Setup(), answers the training ranks until all of them finished.
+  virtual Status Serve() { return UnimplementedError("this optimizer has no serve loop"); }
+
+  // The step the learning-rate schedule is evaluated at, given the trainer's local step: an
+  // asynchronous optimizer returns the global progress instead (updates applied by all ranks).
+  virtual int64_t ScheduleStep(int64_t local_step) const { return local_step; }
+  // Brings arena.values() to the parameters a checkpoint or an evaluation should see (an
+  // asynchronous worker pulls the newest ones). Training ranks call it together.
+  virtual Status Refresh() { return Status::Ok(); }
+  // The state a checkpoint stores, called on the lead only. An optimizer whose state lives on
+  // other ranks gathers it here.
+  virtual Result<std::string> CollectState() { return SaveState(); }
 };
 
 }  // namespace reel

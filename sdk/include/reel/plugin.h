@@ -61,7 +61,8 @@ using StorageFactory = std::function<Result<std::unique_ptr<Storage>>(const Opti
 using DataSourceFactory =
     std::function<Result<std::unique_ptr<DataSource>>(const Options&, const DataSourceContext&)>;
 using ModelFactory = std::function<Result<std::unique_ptr<Model>>(const Options&, const ModelContext&)>;
-using OptimizerFactory = std::function<Result<std::unique_ptr<Optimizer>>(const Options&)>;
+using OptimizerFactory =
+    std::function<Result<std::unique_ptr<Optimizer>>(const Options&, const OptimizerContext&)>;
 using TransportFactory = std::function<Result<std::unique_ptr<Transport>>(const Options&)>;
 using CommandFactory = std::function<Result<std::unique_ptr<Command>>()>;
 // The variant's index order matches ComponentKind.
@@ -119,7 +120,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //    became [0, kMaxTag = 32767].
 // 4: Optimizer gained AcceptGradientClipping() and last_gradient_norm() (clipping after the
 //    allreduce).
-inline constexpr uint32_t kPluginAbiVersion = 4;
+// 5: Communicator::Split; Optimizer gained EndEpoch, Serve, HasServerOnlyRanks, ScheduleStep,
+//    Refresh and CollectState, and its factory an OptimizerContext (rank and world size).
+inline constexpr uint32_t kPluginAbiVersion = 5;
 
 using RegisterFn = Status (*)(Registrar&) noexcept;
 

@@ -45,10 +45,20 @@ constexpr int kAnySource = -1;
 // Tags: every backend carries tags in [0, kMaxTag]; 32767 is the largest tag MPI guarantees
 // (MPI_TAG_UB), so the same tag space fits every backend. Tags in [0, kCollectiveTagBase) belong to
 // users (optimizers, the trainer, plugins); [kCollectiveTagBase, kMaxTag] are reserved for the
-// core's collectives, which cycle through them. A backend refuses tags outside [0, kMaxTag] and
-// ranks outside [0, size()) with InvalidArgument, at once.
+// core's collectives. A backend refuses tags outside [0, kMaxTag] and ranks outside [0, size())
+// with InvalidArgument, at once.
+//
+// Sub-groups (Communicator::Split) that the core builds over a point-to-point backend share the
+// parent's backend, so their messages travel on the parent's reserved tags and can never match
+// the parent's: the parent's collectives cycle through [kCollectiveTagBase, kSubgroupTagBase), a
+// sub-group's messages use [kSubgroupTagBase, kMaxTag] — its users get tags
+// [0, kSubgroupUserTags) (sent as kSubgroupTagBase + tag), its collectives the rest. Hence one
+// such sub-group per communicator is alive at a time, and it cannot be split again. A backend
+// that splits natively (MPI_Comm_split) gives its sub-groups the full tag space.
 constexpr int kMaxTag = 32767;
 constexpr int kCollectiveTagBase = 16384;
+constexpr int kSubgroupTagBase = 24576;
+constexpr int kSubgroupUserTags = 1024;
 
 enum class ReduceOp { kSum, kMax, kMin };
 
@@ -105,6 +115,16 @@ class Communicator {
     return UnimplementedError("AllGather");
   }
   virtual Status Barrier(Deadline /*deadline*/) { return UnimplementedError("Barrier"); }
+
+  // Splits the group as MPI_Comm_split does: every rank calls it, in the same order as the
+  // collectives; ranks passing the same `color` (>= 0) form one sub-group, ranked by (`key`, rank
+  // here). Returns this rank's sub-group, with working collectives. The sub-group must not
+  // outlive this communicator. A backend without a native split returns Unimplemented and the
+  // host's wrapper builds one over point-to-point (see the tag rule above).
+  virtual Result<std::unique_ptr<Communicator>> Split(int /*color*/, int /*key*/,
+                                                      Deadline /*deadline*/) {
+    return UnimplementedError("Split");
+  }
 };
 
 // Where this process stands in the group. Hosts fill it from flags, the config or the environment

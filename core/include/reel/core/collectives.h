@@ -12,12 +12,17 @@
 //   - AllGather: ring, n-1 steps;
 //   - Barrier: dissemination (ceil(log2 n) rounds of empty messages).
 //
-// Tags: tags >= kCollectiveTagBase (reel/transport.h) are reserved for collectives. The wrapper's Send/Recv refuse
-// them (InvalidArgument), so a user's point-to-point message can never be taken for a
-// collective's, nor the reverse. Every collective call takes a fresh tag from a per-communicator
-// sequence (identical on all ranks because collectives are called in the same order), so the
-// leftovers of a collective that failed on one rank cannot be mistaken for the next one's data.
-// A call refused for its arguments before any message (bad root, wrong output size) takes no tag.
+// Tags: tags >= kCollectiveTagBase (reel/transport.h) are reserved for collectives. The wrapper's
+// Send/Recv refuse them (InvalidArgument), so a user's point-to-point message can never be taken
+// for a collective's, nor the reverse. Every collective call takes a fresh tag from a
+// per-communicator sequence (identical on all ranks because collectives are called in the same
+// order), so the leftovers of a collective that failed on one rank cannot be mistaken for the next
+// one's data. A call refused for its arguments before any message (bad root, wrong output size)
+// takes no tag.
+//
+// Split: forwarded to a backend that splits natively; otherwise the wrapper gathers every rank's
+// (color, key), and the sub-group is a wrapper of the same kind over a rank-translating view of
+// this backend, on the sub-group tags of reel/transport.h (one alive at a time, not split again).
 //
 // Ownership: the wrapper owns the backend. Thread-safety: as Communicator — Send and Recv from
 // any threads; collectives from one thread per rank, in the same order on every rank.

@@ -74,7 +74,8 @@ class Registry : public Registrar {
                                    const std::map<std::string, std::string>& options,
                                    const ModelContext& ctx) const;
   Result<Owned<Optimizer>> CreateOptimizer(const std::string& name,
-                                           const std::map<std::string, std::string>& options) const;
+                                           const std::map<std::string, std::string>& options,
+                                           const OptimizerContext& ctx = {}) const;
   Result<Owned<Transport>> CreateTransport(const std::string& name,
                                            const std::map<std::string, std::string>& options) const;
   Result<Owned<Command>> CreateCommand(const std::string& name) const;

@@ -76,6 +76,9 @@ struct RankComponents {
   ParamArena* arena = nullptr;
   Optimizer* optimizer = nullptr;
   Communicator* comm = nullptr;  // with working collectives; size 1 for a single process
+  // The training ranks' own group (Communicator::Split) when the optimizer has server-only ranks
+  // (Optimizer::HasServerOnlyRanks), null otherwise. On a server-only rank `train` may be null.
+  Communicator* group = nullptr;
 };
 
 struct TrainResult {
@@ -87,6 +90,7 @@ struct TrainResult {
   bool interrupted = false;
   bool resumed = false;
   std::string last_checkpoint;  // URI, empty if none was written
+  bool served_only = false;     // a server-only rank (Optimizer::IsServerOnly): it did not train
 };
 
 // Initializes the model from options.seed (or restores the newest checkpoint when resuming),
