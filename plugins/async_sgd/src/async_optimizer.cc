@@ -1,0 +1,199 @@
+// The async_sgd optimizer (see async_optimizer.h).
+#include "async_optimizer.h"
+
+#include <cstring>
+#include <thread>
+
+namespace reel::async_sgd {
+namespace {
+
+constexpr char kMagic[4] = {'R', 'A', 'S', 'G'};
+constexpr uint32_t kStateVersion = 1;
+
+}  // namespace
+
+Result<std::unique_ptr<AsyncOptimizer>> AsyncOptimizer::Create(const Options& options,
+                                                               const OptimizerContext& ctx) {
+  REEL_ASSIGN_OR_RETURN(AsyncConfig config, ParseAsyncConfig(options, ctx));
+  return std::unique_ptr<AsyncOptimizer>(new AsyncOptimizer(std::move(config), ctx));
+}
+
+AsyncOptimizer::~AsyncOptimizer() {
+  // A colocated server whose run failed elsewhere: its workers never said done. It ends when its
+  // receives fail (the communicator goes away first) or pass their deadline.
+  if (colocated_ && colocated_->joinable()) colocated_->detach();
+}
+
+bool AsyncOptimizer::IsServerOnly() const { return !roles_.trains(ctx_.rank); }
+
+Status AsyncOptimizer::Ready(const char* call) const {
+  if (comm_ == nullptr)
+    return FailedPreconditionError(std::string("async_sgd: ") + call + "() before Setup()");
+  return Status::Ok();
+}
+
+Status AsyncOptimizer::Setup(ParamArena& arena, Communicator& comm) {
+  if (!arena.finalized()) return FailedPreconditionError("async_sgd: the arena is not finalized");
+  if (comm.rank() != ctx_.rank || comm.size() != ctx_.world_size)
+    return InvalidArgumentError("async_sgd: set up for rank " + std::to_string(ctx_.rank) + " of " +
+                                std::to_string(ctx_.world_size) + ", given rank " +
+                                std::to_string(comm.rank()) + " of " + std::to_string(comm.size()));
+  if (arena.total_size() < roles_.servers)
+    return InvalidArgumentError("async_sgd: " + std::to_string(roles_.servers) +
+                                " shards for a model of " + std::to_string(arena.total_size()) +
+                                " parameter floats: every shard needs at least one");
+  comm_ = &comm;
+  // Every rank must hold the same layout, and all start from rank 0's values.
+  int64_t mine = arena.total_size();
+  std::vector<int64_t> all(static_cast<size_t>(comm.size()));
+  const Deadline d = config_.timeout_ms == 0
+                         ? NoDeadline()
+                         : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
+  REEL_RETURN_IF_ERROR(comm.AllGather(std::as_bytes(std::span<const int64_t>(&mine, 1)),
+                                      std::as_writable_bytes(std::span<int64_t>(all)), d)
+                           .WithContext("async_sgd: comparing parameter counts"));
+  for (int r = 0; r < comm.size(); ++r)
+    if (all[static_cast<size_t>(r)] != mine)
+      return InvalidArgumentError("async_sgd: rank " + std::to_string(comm.rank()) + " has " +
+                                  std::to_string(mine) + " parameter floats, rank " +
+                                  std::to_string(r) + " has " +
+                                  std::to_string(all[static_cast<size_t>(r)]));
+  REEL_RETURN_IF_ERROR(comm.Broadcast(std::as_writable_bytes(arena.values()), 0, d)
+                           .WithContext("async_sgd: broadcasting rank 0's initial parameters"));
+  if (roles_.serves(ctx_.rank)) {
+    const ShardRange r = ShardOf(arena.total_size(), roles_.servers, ctx_.rank);
+    REEL_ASSIGN_OR_RETURN(server_,
+                          ShardServer::Create(config_, roles_, comm, ctx_.rank,
+                                              arena.values().subspan(static_cast<size_t>(r.offset),
+                                                                     static_cast<size_t>(r.size))));
+  }
+  if (roles_.trains(ctx_.rank)) {
+    REEL_ASSIGN_OR_RETURN(worker_, Worker::Create(config_, roles_, comm, arena));
+  }
+  return Status::Ok();
+}
+
+void AsyncOptimizer::StartColocatedServer() {
+  if (!config_.colocated || colocated_ || server_ == nullptr) return;
+  colocated_ = std::make_unique<std::thread>([this] { colocated_status_ = server_->Run(); });
+}
+
+Status AsyncOptimizer::JoinColocatedServer() {
+  if (!colocated_) return Status::Ok();
+  colocated_->join();
+  colocated_.reset();
+  return colocated_status_;
+}
+
+Status AsyncOptimizer::Step(float lr) {
+  REEL_RETURN_IF_ERROR(Ready("Step"));
+  if (!worker_)
+    return FailedPreconditionError("async_sgd: Step() on server-only rank " +
+                                   std::to_string(ctx_.rank));
+  StartColocatedServer();
+  return worker_->Step(lr);
+}
+
+Status AsyncOptimizer::EndEpoch(int64_t) {
+  REEL_RETURN_IF_ERROR(Ready("EndEpoch"));
+  if (!worker_) return Status::Ok();
+  StartColocatedServer();
+  return worker_->EndEpoch();
+}
+
+Status AsyncOptimizer::Refresh() {
+  REEL_RETURN_IF_ERROR(Ready("Refresh"));
+  if (!worker_) return Status::Ok();
+  StartColocatedServer();
+  return worker_->Refresh();
+}
+
+Status AsyncOptimizer::Serve() {
+  REEL_RETURN_IF_ERROR(Ready("Serve"));
+  if (!server_ || worker_)
+    return FailedPreconditionError("async_sgd: Serve() on rank " + std::to_string(ctx_.rank) +
+                                   ", which is not a server-only rank");
+  return server_->Run();
+}
+
+Status AsyncOptimizer::Finish() {
+  REEL_RETURN_IF_ERROR(Ready("Finish"));
+  if (finished_) return Status::Ok();
+  finished_ = true;
+  if (worker_) {
+    StartColocatedServer();
+    REEL_RETURN_IF_ERROR(worker_->Finish());
+  }
+  return JoinColocatedServer();
+}
+
+int64_t AsyncOptimizer::ScheduleStep(int64_t local_step) const {
+  return worker_ ? worker_->ScheduleStep(local_step) : local_step;
+}
+
+std::string AsyncOptimizer::Encode(const std::vector<std::string>& shards) {
+  std::string out(kMagic, sizeof kMagic);
+  auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(kStateVersion);
+  put(static_cast<uint32_t>(shards.size()));
+  for (const std::string& s : shards) {
+    put(static_cast<uint64_t>(s.size()));
+    out += s;
+  }
+  return out;
+}
+
+Result<std::string> AsyncOptimizer::CollectState() {
+  REEL_RETURN_IF_ERROR(Ready("CollectState"));
+  if (!worker_) return FailedPreconditionError("async_sgd: CollectState() on a server-only rank");
+  StartColocatedServer();
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectShardStates());
+  return Encode(shards);
+}
+
+// Without the servers' help (a rank that is not the lead): only what this rank holds, which is
+// no checkpoint; the trainer calls CollectState() on the lead.
+Result<std::string> AsyncOptimizer::SaveState() const {
+  return FailedPreconditionError(
+      "async_sgd: the state lives on the servers; the lead collects it (CollectState)");
+}
+
+Status AsyncOptimizer::RestoreState(std::string_view state) {
+  auto take = [&state](void* dst, size_t n) {
+    if (state.size() < n) return false;
+    std::memcpy(dst, state.data(), n);
+    state.remove_prefix(n);
+    return true;
+  };
+  char magic[4];
+  uint32_t version = 0, shards = 0;
+  if (!take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+    return DataLossError(
+        "async_sgd state: missing the 'RASG' header (saved by another optimizer?)");
+  if (!take(&version, sizeof version) || !take(&shards, sizeof shards))
+    return DataLossError("async_sgd state is truncated");
+  if (version != kStateVersion)
+    return DataLossError("async_sgd state has version " + std::to_string(version) +
+                         ", this build reads version " + std::to_string(kStateVersion));
+  if (static_cast<int>(shards) != roles_.servers)
+    return FailedPreconditionError("async_sgd state holds " + std::to_string(shards) +
+                                   " shards, this run has " + std::to_string(roles_.servers) +
+                                   " servers; resume with the same number of servers");
+  std::vector<int64_t> versions;
+  for (uint32_t s = 0; s < shards; ++s) {
+    uint64_t n = 0;
+    if (!take(&n, sizeof n) || n > state.size() || n < sizeof(int64_t))
+      return DataLossError("async_sgd state: shard " + std::to_string(s) + " is truncated");
+    std::string_view part = state.substr(0, n);
+    state.remove_prefix(n);
+    int64_t v;
+    std::memcpy(&v, part.data(), sizeof v);
+    versions.push_back(v);
+    if (server_ && static_cast<int>(s) == ctx_.rank) REEL_RETURN_IF_ERROR(server_->Restore(part));
+  }
+  if (!state.empty()) return DataLossError("async_sgd state has trailing bytes");
+  if (worker_) worker_->SetVersions(std::move(versions));
+  return Status::Ok();
+}
+
+}  // namespace reel::async_sgd

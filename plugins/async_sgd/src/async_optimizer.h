@@ -1,0 +1,76 @@
+// The "async_sgd" optimizer: asynchronous SGD with parameter servers over any Communicator.
+//
+// Roles (async_config.h): the first `servers` ranks serve a contiguous, balanced shard of the
+// ParamArena each and do not train; the rest are workers (worker.h). With `colocated: true` every
+// rank trains and also serves one shard from a thread of its own. Servers (shard_server.h) apply
+// each push with the configured update rule as it arrives.
+//
+// Life: Setup() broadcasts rank 0's initial parameters to every rank, so servers and workers
+// start from the same values. A server-only rank then runs Serve() until every worker has called
+// Finish(); a colocated rank serves from the first call after Setup() (its peers may push before
+// it trains) until Finish(). The lead worker's CollectState() fetches every shard's state from
+// its server; RestoreState() hands each server its shard and each worker the versions.
+//
+// State format: "RASG" | uint32 version (1) | uint32 shards | per shard: uint64 length + the
+// shard's state (int64 version, then the update rule's state, reel/update_rule.h).
+#ifndef REEL_PLUGINS_ASYNC_SGD_SRC_ASYNC_OPTIMIZER_H_
+#define REEL_PLUGINS_ASYNC_SGD_SRC_ASYNC_OPTIMIZER_H_
+
+#include <memory>
+#include <thread>
+
+#include "async_config.h"
+#include "reel/optimizer.h"
+#include "shard_server.h"
+#include "worker.h"
+
+namespace reel::async_sgd {
+
+class AsyncOptimizer final : public Optimizer {
+ public:
+  // Errors: InvalidArgument for bad options or a world without workers (ParseAsyncConfig).
+  static Result<std::unique_ptr<AsyncOptimizer>> Create(const Options& options,
+                                                        const OptimizerContext& ctx);
+  ~AsyncOptimizer() override;
+
+  Status Setup(ParamArena& arena, Communicator& comm) override;
+  Status Step(float lr) override;
+  Status EndEpoch(int64_t epoch) override;
+  Status Finish() override;
+  Result<std::string> SaveState() const override;
+  Status RestoreState(std::string_view state) override;
+  bool IsServerOnly() const override;
+  bool HasServerOnlyRanks() const override { return !config_.colocated; }
+  Status Serve() override;
+  int64_t ScheduleStep(int64_t local_step) const override;
+  Status Refresh() override;
+  Result<std::string> CollectState() override;
+
+  // For tests: this rank's server (null on a worker-only rank) and worker (null on a server).
+  const ShardServer* server() const { return server_.get(); }
+  const Worker* worker() const { return worker_.get(); }
+  int shards() const { return roles_.servers; }
+
+ private:
+  AsyncOptimizer(AsyncConfig config, OptimizerContext ctx)
+      : config_(std::move(config)), ctx_(ctx), roles_(RolesFor(config_, ctx.world_size)) {}
+  Status Ready(const char* call) const;
+  // Colocated: starts this rank's server thread on first use.
+  void StartColocatedServer();
+  Status JoinColocatedServer();
+  static std::string Encode(const std::vector<std::string>& shards);
+
+  const AsyncConfig config_;
+  const OptimizerContext ctx_;
+  const Roles roles_;
+  Communicator* comm_ = nullptr;  // not owned
+  std::unique_ptr<ShardServer> server_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<std::thread> colocated_;
+  Status colocated_status_;
+  bool finished_ = false;
+};
+
+}  // namespace reel::async_sgd
+
+#endif  // REEL_PLUGINS_ASYNC_SGD_SRC_ASYNC_OPTIMIZER_H_

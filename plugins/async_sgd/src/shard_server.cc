@@ -1,0 +1,256 @@
+// A parameter server's shard (see shard_server.h).
+#include "shard_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace reel::async_sgd {
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kPush:
+      return "push";
+    case Kind::kPushDelta:
+      return "push-delta";
+    case Kind::kPull:
+      return "pull";
+    case Kind::kState:
+      return "state";
+    case Kind::kDone:
+      return "done";
+    case Kind::kAck:
+      return "ack";
+    case Kind::kPulled:
+      return "pulled";
+    case Kind::kStateBytes:
+      return "state-bytes";
+  }
+  return "unknown";
+}
+
+Result<std::unique_ptr<ShardServer>> ShardServer::Create(const AsyncConfig& config,
+                                                         const Roles& roles, Communicator& comm,
+                                                         int shard,
+                                                         std::span<const float> initial) {
+  REEL_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, MakeUpdateRule(config.rule));
+  return std::unique_ptr<ShardServer>(
+      new ShardServer(config, roles, comm, shard, initial, std::move(rule)));
+}
+
+ShardServer::ShardServer(const AsyncConfig& config, const Roles& roles, Communicator& comm,
+                         int shard, std::span<const float> initial,
+                         std::unique_ptr<UpdateRule> rule)
+    : config_(config),
+      roles_(roles),
+      comm_(comm),
+      shard_(shard),
+      values_(initial.begin(), initial.end()),
+      rule_(std::move(rule)) {
+  for (int w = roles.first_worker; w < roles.world; ++w) {
+    Tally t;
+    t.worker = w;
+    tallies_.push_back(t);
+  }
+}
+
+Deadline ShardServer::NextDeadline() const {
+  return config_.timeout_ms == 0 ? NoDeadline()
+                                 : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
+}
+
+std::string ShardServer::Where() const {
+  return "async_sgd server rank " + std::to_string(comm_.rank()) + " (shard " +
+         std::to_string(shard_) + ")";
+}
+
+Status ShardServer::Run() {
+  const int n = roles_.workers();
+  std::vector<Status> results(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([this, i, &results] {
+      results[static_cast<size_t>(i)] = ServeWorker(roles_.first_worker + i);
+    });
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) REEL_RETURN_IF_ERROR(s);
+  // Workers that were dropped: the run trained without the rest of their share.
+  std::string lost;
+  for (const Tally& t : tallies())
+    if (!t.lost.empty())
+      lost += (lost.empty() ? "" : "; ") + std::string("worker rank ") + std::to_string(t.worker) +
+              " was lost after its local step " + std::to_string(t.last_step) + " (" +
+              std::to_string(t.applied) + " pushes applied): " + t.lost;
+  if (!lost.empty()) return UnavailableError(Where() + ": " + lost);
+  return Status::Ok();
+}
+
+Status ShardServer::ServeWorker(int worker) {
+  Tally& tally = tallies_[static_cast<size_t>(worker - roles_.first_worker)];
+  auto lose = [&](const Status& why) {
+    std::lock_guard<std::mutex> lock(tally_mu_);
+    tally.lost = why.ToString();
+    return Status::Ok();
+  };
+  const int64_t floats = static_cast<int64_t>(values_.size());
+  std::vector<float> payload(values_.size());  // this worker's pushes land here, in place
+  while (true) {
+    Result<Header> h = RecvHeader(comm_, worker, kRequestTag, NextDeadline());
+    if (!h.ok()) {
+      const StatusCode code = h.status().code();
+      if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded)
+        return lose(h.status());
+      return h.status().WithContext(Where() + ": request from rank " + std::to_string(worker));
+    }
+    {
+      std::lock_guard<std::mutex> lock(tally_mu_);
+      tally.last_step = h->step;
+    }
+    if (h->shard != static_cast<uint32_t>(shard_))
+      return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " sent a " +
+                                  KindName(h->kind) + " for shard " + std::to_string(h->shard));
+    switch (h->kind) {
+      case Kind::kPush:
+      case Kind::kPushDelta: {
+        if (h->count != floats)
+          return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " pushed " +
+                                      std::to_string(h->count) + " floats, the shard has " +
+                                      std::to_string(floats));
+        Status s = comm_.RecvInto(worker, kPayloadTag, std::as_writable_bytes(std::span(payload)),
+                                  NextDeadline());
+        if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
+          return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        REEL_RETURN_IF_ERROR(Apply(*h, payload));
+        {
+          std::lock_guard<std::mutex> lock(tally_mu_);
+          ++tally.applied;
+        }
+        const Header ack = MakeHeader(Kind::kAck, shard_, 0, version_.load());
+        Status a = SendHeader(comm_, worker, kReplyTag, ack, NextDeadline());
+        if (a.code() == StatusCode::kUnavailable) return lose(a);
+        REEL_RETURN_IF_ERROR(a);
+        break;
+      }
+      case Kind::kPull: {
+        Status s = ReplyPull(worker, payload);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
+      case Kind::kState: {
+        Status s = ReplyState(worker);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
+      case Kind::kDone: {
+        std::lock_guard<std::mutex> lock(tally_mu_);
+        tally.done = true;
+        if (h->step != tally.applied)
+          return DataLossError(Where() + ": rank " + std::to_string(worker) + " sent " +
+                               std::to_string(h->step) + " pushes, " +
+                               std::to_string(tally.applied) + " were applied");
+        return Status::Ok();
+      }
+      default:
+        return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) +
+                                    " sent a request of kind " +
+                                    std::to_string(static_cast<uint32_t>(h->kind)));
+    }
+  }
+}
+
+// Staleness: how many updates reached the shard since the worker's copy was pulled. A push based
+// on the newest version (staleness 0) or one behind gets the full rate.
+Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (config_.locking) lock.lock();
+  const int64_t staleness = std::max<int64_t>(0, version_.load() - h.version);
+  const float scale =
+      config_.staleness_aware ? 1.0f / static_cast<float>(std::max<int64_t>(1, staleness)) : 1.0f;
+  if (h.kind == Kind::kPushDelta) {
+    if (config_.locking) {
+      for (size_t i = 0; i < values_.size(); ++i) values_[i] += scale * payload[i];
+    } else {
+      for (size_t i = 0; i < values_.size(); ++i) {
+        std::atomic_ref<float> v(values_[i]);
+        v.store(v.load(std::memory_order_relaxed) + scale * payload[i], std::memory_order_relaxed);
+      }
+    }
+  } else if (config_.locking) {
+    rule_->Apply(values_, payload, h.lr * scale);
+  } else {
+    // Hogwild sgd (ParseAsyncConfig allows no other rule without locking).
+    const float lr = h.lr * scale, wd = static_cast<float>(config_.rule.weight_decay);
+    for (size_t i = 0; i < values_.size(); ++i) {
+      std::atomic_ref<float> v(values_[i]);
+      const float p = v.load(std::memory_order_relaxed);
+      v.store(p - lr * (payload[i] + wd * p), std::memory_order_relaxed);
+    }
+  }
+  version_.fetch_add(1);
+  return Status::Ok();
+}
+
+Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
+  Header reply = MakeHeader(Kind::kPulled, shard_, 0, 0, static_cast<int64_t>(values_.size()));
+  if (config_.locking) {
+    // Sent from the shard itself, under the lock: a consistent version, no copy.
+    std::lock_guard<std::mutex> lock(mu_);
+    reply.version = version_.load();
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
+    return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(values_)), NextDeadline());
+  }
+  reply.version = version_.load();
+  for (size_t i = 0; i < values_.size(); ++i)
+    scratch[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
+  REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
+  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(scratch)), NextDeadline());
+}
+
+std::string ShardServer::Save() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t version = version_.load();
+  std::string out(reinterpret_cast<const char*>(&version), sizeof version);
+  out += rule_->SaveState();
+  return out;
+}
+
+Status ShardServer::Restore(std::string_view state) {
+  int64_t version;
+  if (state.size() < sizeof version) return DataLossError(Where() + ": shard state is truncated");
+  std::memcpy(&version, state.data(), sizeof version);
+  state.remove_prefix(sizeof version);
+  REEL_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, MakeUpdateRule(config_.rule));
+  REEL_RETURN_IF_ERROR(rule->RestoreState(state).WithContext(Where()));
+  std::lock_guard<std::mutex> lock(mu_);
+  rule_ = std::move(rule);
+  version_.store(version);
+  return Status::Ok();
+}
+
+Status ShardServer::ReplyState(int worker) {
+  const std::string state = Save();
+  const Header reply =
+      MakeHeader(Kind::kStateBytes, shard_, 0, version_.load(), static_cast<int64_t>(state.size()));
+  REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
+  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(state)), NextDeadline());
+}
+
+std::vector<float> ShardServer::values() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<float> out(values_.size());
+  // Hogwild writers do not take the lock: read each float atomically (atomic_ref needs non-const).
+  for (size_t i = 0; i < values_.size(); ++i)
+    out[i] = std::atomic_ref<float>(const_cast<float&>(values_[i])).load(std::memory_order_relaxed);
+  return out;
+}
+
+std::vector<ShardServer::Tally> ShardServer::tallies() const {
+  std::lock_guard<std::mutex> lock(tally_mu_);
+  return tallies_;
+}
+
+}  // namespace reel::async_sgd

@@ -1,0 +1,82 @@
+// One parameter server: holds a contiguous shard of the parameters and applies the workers'
+// pushes to it with an update rule (reel/update_rule.h) as they arrive. One thread per worker
+// receives that worker's requests, so a slow worker never holds up the others; `locking`
+// serialises the updates of the shard, without it they are applied Hogwild-style (sgd only; each
+// float is read and written atomically, concurrent updates of one float may be lost by design).
+//
+// A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
+// thread ends, the others carry on, and at the end Run() returns Unavailable naming every dropped
+// worker with its last local step and the pushes applied (tallies() has the same).
+//
+// Thread-safety: Run() on one thread; Save()/Restore() before Run() or from a worker's request.
+#ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
+#define REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "async_config.h"
+#include "reel/update_rule.h"
+#include "wire.h"
+
+namespace reel::async_sgd {
+
+class ShardServer {
+ public:
+  // `initial` are the shard's starting values (copied).
+  static Result<std::unique_ptr<ShardServer>> Create(const AsyncConfig& config, const Roles& roles,
+                                                     Communicator& comm, int shard,
+                                                     std::span<const float> initial);
+
+  // Serves every worker until each has sent kDone or was dropped. Errors: a malformed request,
+  // or pushes applied from a worker that differ from the count it reported (DataLoss).
+  Status Run();
+
+  // The shard's state: int64 version, then the rule's state.
+  std::string Save();
+  Status Restore(std::string_view state);
+
+  struct Tally {
+    int worker = 0;         // rank
+    int64_t applied = 0;    // pushes applied
+    int64_t last_step = 0;  // the worker's local step of its last request
+    bool done = false;      // reported done
+    std::string lost;       // why it was dropped, empty if it was not
+  };
+  std::vector<Tally> tallies() const;
+  int64_t version() const { return version_.load(); }
+  // A copy of the shard's values.
+  std::vector<float> values() const;
+
+ private:
+  ShardServer(const AsyncConfig& config, const Roles& roles, Communicator& comm, int shard,
+              std::span<const float> initial, std::unique_ptr<UpdateRule> rule);
+
+  Status ServeWorker(int worker);
+  Status Apply(const Header& h, std::span<const float> payload);
+  Status ReplyPull(int worker, std::vector<float>& scratch);
+  Status ReplyState(int worker);
+  Deadline NextDeadline() const;
+  std::string Where() const;
+
+  const AsyncConfig config_;
+  const Roles roles_;
+  Communicator& comm_;
+  const int shard_;
+  mutable std::mutex mu_;  // with locking: the values, the rule and the tallies' counts
+  std::vector<float> values_;
+  std::unique_ptr<UpdateRule> rule_;
+  std::atomic<int64_t> version_{0};
+  mutable std::mutex tally_mu_;
+  std::vector<Tally> tallies_;  // by worker index; guarded by tally_mu_
+};
+
+}  // namespace reel::async_sgd
+
+#endif  // REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_

@@ -1,0 +1,83 @@
+// Messages between async_sgd workers and parameter servers: a fixed header, then (for pushes,
+// pulls' replies and state replies) the raw payload as a second message on its own tag, so the
+// receiver can take it straight into place with RecvInto (a worker into its arena, a server into
+// its push buffer).
+//
+//   worker -> server, tag kRequestTag: Header{kind, shard, step, version, count, lr}
+//     kPush       + count floats (gradient of the shard) on kPayloadTag
+//     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
+//     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
+//     kState      server replies Header{kStateBytes, count = bytes} + bytes on kReplyPayloadTag
+//     kDone       `step` carries how many pushes the worker sent this server; no reply
+//   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes.
+#ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
+#define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "reel/transport.h"
+
+namespace reel::async_sgd {
+
+// User tags (reel/transport.h), away from the bottom of the range other components use first.
+constexpr int kRequestTag = 7100;
+constexpr int kPayloadTag = 7101;
+constexpr int kReplyTag = 7102;
+constexpr int kReplyPayloadTag = 7103;
+
+enum class Kind : uint32_t {
+  kPush = 1,
+  kPushDelta = 2,
+  kPull = 3,
+  kState = 4,
+  kDone = 5,
+  kAck = 6,
+  kPulled = 7,
+  kStateBytes = 8,
+};
+
+struct Header {
+  Kind kind = Kind::kPull;
+  uint32_t shard = 0;
+  int64_t step = 0;     // the worker's local step (kDone: pushes sent to this server)
+  int64_t version = 0;  // request: the shard version the worker's copy is based on; reply: now
+  int64_t count = 0;    // floats (bytes for kStateBytes) in the payload that follows
+  float lr = 0.0f;
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(Header) == 40);
+
+inline Header MakeHeader(Kind kind, int shard, int64_t step = 0, int64_t version = 0,
+                         int64_t count = 0, float lr = 0.0f) {
+  Header h;
+  h.kind = kind;
+  h.shard = static_cast<uint32_t>(shard);
+  h.step = step;
+  h.version = version;
+  h.count = count;
+  h.lr = lr;
+  return h;
+}
+
+inline std::span<const std::byte> Bytes(const Header& h) {
+  return std::as_bytes(std::span<const Header>(&h, 1));
+}
+
+inline Status SendHeader(Communicator& comm, int dest, int tag, const Header& h, Deadline d) {
+  return comm.Send(dest, tag, Bytes(h), d);
+}
+
+inline Result<Header> RecvHeader(Communicator& comm, int source, int tag, Deadline d) {
+  Header h;
+  REEL_RETURN_IF_ERROR(
+      comm.RecvInto(source, tag, std::as_writable_bytes(std::span<Header>(&h, 1)), d));
+  return h;
+}
+
+const char* KindName(Kind k);
+
+}  // namespace reel::async_sgd
+
+#endif  // REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_

@@ -1,0 +1,195 @@
+// The async_sgd worker (see worker.h).
+#include "worker.h"
+
+#include <algorithm>
+
+namespace reel::async_sgd {
+
+Result<std::unique_ptr<Worker>> Worker::Create(const AsyncConfig& config, const Roles& roles,
+                                               Communicator& comm, ParamArena& arena) {
+  std::unique_ptr<UpdateRule> local_rule;
+  if (config.per_epoch) {
+    REEL_ASSIGN_OR_RETURN(local_rule, MakeUpdateRule(config.rule));
+  }
+  return std::unique_ptr<Worker>(new Worker(config, roles, comm, arena, std::move(local_rule)));
+}
+
+Worker::Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm, ParamArena& arena,
+               std::unique_ptr<UpdateRule> local_rule)
+    : config_(config),
+      roles_(roles),
+      comm_(comm),
+      arena_(arena),
+      local_rule_(std::move(local_rule)),
+      versions_(static_cast<size_t>(roles.servers), 0) {
+  if (config.per_epoch) {
+    pending_.assign(arena.values().begin(), arena.values().end());
+  } else if (config.push_every > 1) {
+    pending_.assign(static_cast<size_t>(arena.total_size()), 0.0f);
+  }
+}
+
+Deadline Worker::NextDeadline() const {
+  return config_.timeout_ms == 0 ? NoDeadline()
+                                 : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
+}
+
+std::string Worker::Where() const {
+  return "async_sgd worker rank " + std::to_string(comm_.rank());
+}
+
+int64_t Worker::ScheduleStep(int64_t local_step) const {
+  if (config_.per_epoch) return local_step;
+  return newest_version_ * config_.push_every / std::max(1, roles_.workers());
+}
+
+Status Worker::Step(float lr) {
+  std::span<float> grads = arena_.grads();
+  ++steps_;
+  if (config_.per_epoch) {
+    local_rule_->Apply(arena_.values(), grads, lr);
+    ++pending_steps_;
+    return Status::Ok();
+  }
+  if (config_.push_every == 1) {
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, grads, lr));
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
+    ++pending_steps_;
+    pending_lr_ = lr;
+    if (pending_steps_ == config_.push_every) REEL_RETURN_IF_ERROR(PushPending());
+  }
+  if (steps_ % config_.pull_every == 0 || must_pull_) REEL_RETURN_IF_ERROR(Pull());
+  return Status::Ok();
+}
+
+Status Worker::EndEpoch() {
+  if (!config_.per_epoch) return Status::Ok();
+  REEL_RETURN_IF_ERROR(PushPending());
+  return Pull();
+}
+
+Status Worker::Refresh() {
+  REEL_RETURN_IF_ERROR(PushPending());
+  return Pull();
+}
+
+Status Worker::Finish() {
+  REEL_RETURN_IF_ERROR(PushPending());
+  for (int s = 0; s < roles_.servers; ++s) {
+    const Header done = MakeHeader(Kind::kDone, s, pushes_);
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, done, NextDeadline())
+                             .WithContext(Where() + ": telling server rank " +
+                                          std::to_string(roles_.server_rank(s)) + " it is done"));
+  }
+  return Status::Ok();
+}
+
+// step: the mean of the pending gradients; epoch: the delta since the last pull.
+Status Worker::PushPending() {
+  if (pending_steps_ == 0) return Status::Ok();
+  if (config_.per_epoch) {
+    std::span<const float> values = arena_.values();
+    for (size_t i = 0; i < pending_.size(); ++i) pending_[i] = values[i] - pending_[i];
+    REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, 0.0f));
+  } else {
+    const float inv = 1.0f / static_cast<float>(pending_steps_);
+    for (float& g : pending_) g *= inv;
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, pending_, pending_lr_));
+    std::fill(pending_.begin(), pending_.end(), 0.0f);
+  }
+  pending_steps_ = 0;
+  return Status::Ok();
+}
+
+Status Worker::Push(Kind kind, std::span<const float> data, float lr) {
+  for (int s = 0; s < roles_.servers; ++s) {
+    const ShardRange r = Range(s);
+    const int dest = roles_.server_rank(s);
+    const Header h = MakeHeader(kind, s, steps_, versions_[static_cast<size_t>(s)], r.size, lr);
+    Status st = SendHeader(comm_, dest, kRequestTag, h, NextDeadline());
+    if (st.ok())
+      st = comm_.Send(
+          dest, kPayloadTag,
+          std::as_bytes(data.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size))),
+          NextDeadline());
+    if (!st.ok())
+      return st.WithContext(Where() + ": pushing shard " + std::to_string(s) + " to server rank " +
+                            std::to_string(dest));
+  }
+  ++pushes_;
+  for (int s = 0; s < roles_.servers; ++s) {
+    const int src = roles_.server_rank(s);
+    Result<Header> ack = RecvHeader(comm_, src, kReplyTag, NextDeadline());
+    if (!ack.ok())
+      return ack.status().WithContext(Where() + ": waiting for server rank " + std::to_string(src) +
+                                      " to apply a push");
+    if (ack->kind != Kind::kAck)
+      return InternalError(Where() + ": server rank " + std::to_string(src) +
+                           " answered a push with " + KindName(ack->kind));
+    if (s == 0) newest_version_ = ack->version;
+    if (config_.max_staleness > 0 &&
+        ack->version - versions_[static_cast<size_t>(s)] > config_.max_staleness)
+      must_pull_ = true;
+  }
+  return Status::Ok();
+}
+
+Status Worker::Pull() {
+  for (int s = 0; s < roles_.servers; ++s) {
+    const Header h = MakeHeader(Kind::kPull, s, steps_);
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
+                             .WithContext(Where() + ": asking server rank " +
+                                          std::to_string(roles_.server_rank(s)) +
+                                          " for its shard"));
+  }
+  std::span<float> values = arena_.values();
+  for (int s = 0; s < roles_.servers; ++s) {
+    const int src = roles_.server_rank(s);
+    const ShardRange r = Range(s);
+    Result<Header> reply = RecvHeader(comm_, src, kReplyTag, NextDeadline());
+    Status st = reply.status();
+    if (st.ok() && (reply->kind != Kind::kPulled || reply->count != r.size))
+      st = InternalError(std::string("answered a pull with ") + KindName(reply->kind) + " of " +
+                         std::to_string(reply->count) + " floats, expected " +
+                         std::to_string(r.size));
+    if (st.ok())
+      st = comm_.RecvInto(src, kReplyPayloadTag,
+                          std::as_writable_bytes(values.subspan(static_cast<size_t>(r.offset),
+                                                                static_cast<size_t>(r.size))),
+                          NextDeadline());
+    if (!st.ok())
+      return st.WithContext(Where() + ": pulling shard " + std::to_string(s) +
+                            " from server rank " + std::to_string(src));
+    versions_[static_cast<size_t>(s)] = reply->version;
+    if (s == 0) newest_version_ = reply->version;
+  }
+  must_pull_ = false;
+  if (config_.per_epoch) pending_.assign(values.begin(), values.end());
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Worker::CollectShardStates() {
+  std::vector<std::string> out;
+  for (int s = 0; s < roles_.servers; ++s) {
+    const int src = roles_.server_rank(s);
+    const Header h = MakeHeader(Kind::kState, s, steps_);
+    Status st = SendHeader(comm_, src, kRequestTag, h, NextDeadline());
+    Result<Header> reply =
+        st.ok() ? RecvHeader(comm_, src, kReplyTag, NextDeadline()) : Result<Header>(st);
+    st = reply.status();
+    std::string state;
+    if (st.ok()) {
+      state.resize(static_cast<size_t>(reply->count));
+      st = comm_.RecvInto(src, kReplyPayloadTag, std::as_writable_bytes(std::span(state)),
+                          NextDeadline());
+    }
+    if (!st.ok())
+      return st.WithContext(Where() + ": collecting shard " + std::to_string(s) +
+                            "'s state from server rank " + std::to_string(src));
+    out.push_back(std::move(state));
+  }
+  return out;
+}
+
+}  // namespace reel::async_sgd

@@ -1,0 +1,241 @@
+// async_sgd on inproc ranks as threads, without a model: workers push known gradients, so what
+// the servers hold can be computed exactly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "async_optimizer.h"
+#include "reel/core/collectives.h"
+#include "reel/core/inproc.h"
+
+namespace reel::async_sgd {
+namespace {
+
+using ::testing::HasSubstr;
+using Communicators = std::vector<std::unique_ptr<Communicator>>;
+
+// fn(comm) for every rank on its own thread; the statuses in rank order.
+std::vector<Status> RunOnRanks(const Communicators& comms,
+                               const std::function<Status(Communicator&)>& fn) {
+  std::vector<Status> out(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i)
+    threads.emplace_back([&, i] { out[i] = fn(*comms[i]); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+Communicators Group(int n) {
+  auto raw = core::CreateInprocGroup(n);
+  EXPECT_TRUE(raw.ok());
+  Communicators out;
+  for (auto& c : *raw) out.push_back(core::WithRingCollectives(std::move(c)));
+  return out;
+}
+
+Result<std::unique_ptr<AsyncOptimizer>> Make(const std::map<std::string, std::string>& given,
+                                             int rank, int world) {
+  REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(AsyncOptions(), given));
+  return AsyncOptimizer::Create(o, OptimizerContext{rank, world});
+}
+
+// Two blocks, so shards cross the padding between them.
+void Declare(ParamArena& arena) {
+  ASSERT_TRUE(arena.Declare("w", {3, 5}).ok());
+  ASSERT_TRUE(arena.Declare("b", {7}).ok());
+  arena.Finalize();
+}
+
+// Small integers: with lr 1 every sum is exact, whatever the order the pushes arrive in.
+float IntGrad(int rank, int step, size_t i) {
+  return static_cast<float>((rank * 7 + step * 3 + static_cast<int>(i)) % 5 - 2);
+}
+float SmoothGrad(int step, size_t i) {
+  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 0.5 * step));
+}
+
+class OneWorker : public ::testing::TestWithParam<std::string> {};
+
+// One worker, locking, pulling every step: the server applies exactly the worker's gradient with
+// the worker's rate, so the worker's copy follows the plain rule step for step, bit for bit.
+TEST_P(OneWorker, EqualsThePlainRuleStepForStep) {
+  const std::string rule = GetParam();
+  Communicators comms = Group(2);
+  std::vector<ParamArena> arenas(2);
+  for (auto& a : arenas) Declare(a);
+  const size_t total = static_cast<size_t>(arenas[0].total_size());
+  for (size_t i = 0; i < total; ++i) arenas[0].values()[i] = 0.01f * static_cast<float>(i);
+  std::vector<float> want(arenas[0].values().begin(), arenas[0].values().end());
+  UpdateRuleConfig ref_config;
+  ref_config.rule = rule;
+  auto ref = MakeUpdateRule(ref_config);
+  ASSERT_TRUE(ref.ok());
+  constexpr int kSteps = 6;
+  std::vector<std::vector<float>> seen(kSteps);
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make({{"rule", rule}}, c.rank(), 2));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    if (opt->IsServerOnly()) {
+      REEL_RETURN_IF_ERROR(opt->Serve());
+      return opt->Finish();
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      for (size_t i = 0; i < total; ++i) arena.grads()[i] = SmoothGrad(step, i);
+      REEL_RETURN_IF_ERROR(opt->Step(0.05f));
+      seen[step].assign(arena.values().begin(), arena.values().end());
+    }
+    return opt->Finish();
+  });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  std::vector<float> g(total);
+  for (int step = 0; step < kSteps; ++step) {
+    for (size_t i = 0; i < total; ++i) g[i] = SmoothGrad(step, i);
+    (*ref)->Apply(want, g, 0.05f);
+    ASSERT_EQ(seen[step], want) << rule << ", step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, OneWorker, ::testing::Values("sgd", "momentum", "adagrad", "adam"));
+
+struct ManyCase {
+  int world;
+  std::map<std::string, std::string> options;
+  const char* name;
+};
+
+class ManyWorkers : public ::testing::TestWithParam<ManyCase> {};
+
+// Several workers push at once; with sgd, lr 1 and integer gradients the final parameters are
+// the initial ones minus the sum of every gradient pushed, exactly, in any order: a push lost or
+// applied twice shows. The servers' counts match the workers'.
+TEST_P(ManyWorkers, EveryPushIsAppliedExactlyOnce) {
+  const ManyCase& tc = GetParam();
+  std::map<std::string, std::string> options = tc.options;
+  options["rule"] = "sgd";
+  const int n = tc.world;
+  Communicators comms = Group(n);
+  std::vector<ParamArena> arenas(static_cast<size_t>(n));
+  for (auto& a : arenas) Declare(a);
+  const size_t total = static_cast<size_t>(arenas[0].total_size());
+  constexpr int kSteps = 9;
+  const int push_every = options.count("push_every") ? std::stoi(options["push_every"]) : 1;
+  std::vector<int64_t> sent(static_cast<size_t>(n), 0), applied(static_cast<size_t>(n), 0);
+  std::vector<int> trains(static_cast<size_t>(n), 0);
+  std::vector<float> held(total, 0.0f);  // the servers' shards, put together
+  int shards = 0;
+  std::mutex mu;
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    const size_t r = static_cast<size_t>(c.rank());
+    ParamArena& arena = arenas[r];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), n));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    if (opt->IsServerOnly()) {
+      REEL_RETURN_IF_ERROR(opt->Serve());
+    } else {
+      trains[r] = 1;
+      for (int step = 0; step < kSteps; ++step) {
+        for (size_t i = 0; i < total; ++i) arena.grads()[i] = IntGrad(c.rank(), step, i);
+        REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+      }
+    }
+    REEL_RETURN_IF_ERROR(opt->Finish());
+    std::lock_guard<std::mutex> lock(mu);
+    if (opt->worker()) sent[r] = opt->worker()->pushes_sent();
+    if (const ShardServer* server = opt->server()) {
+      ++shards;
+      for (const auto& t : server->tallies()) {
+        EXPECT_TRUE(t.done) << "worker " << t.worker;
+        EXPECT_EQ(t.lost, "") << "worker " << t.worker;
+        applied[static_cast<size_t>(t.worker)] += t.applied;
+      }
+      const ShardRange range = ShardOf(static_cast<int64_t>(total), opt->shards(), c.rank());
+      std::vector<float> v = server->values();
+      std::copy(v.begin(), v.end(), held.begin() + range.offset);
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  // Every push goes to every shard.
+  for (int r = 0; r < n; ++r) {
+    if (!trains[r]) continue;
+    EXPECT_EQ(sent[r], (kSteps + push_every - 1) / push_every) << "worker " << r;
+    EXPECT_EQ(applied[r], sent[r] * shards) << "worker " << r;
+  }
+  // The initial values are rank 0's zeros; each push is the mean of up to push_every steps.
+  std::vector<float> want(total, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    if (!trains[r]) continue;
+    for (int first = 0; first < kSteps; first += push_every) {
+      const int last = std::min(kSteps, first + push_every);
+      for (size_t i = 0; i < total; ++i) {
+        float sum = 0.0f;
+        for (int step = first; step < last; ++step) sum += IntGrad(r, step, i);
+        want[i] -= sum * (1.0f / static_cast<float>(last - first));
+      }
+    }
+  }
+  EXPECT_EQ(held, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, ManyWorkers,
+    ::testing::Values(ManyCase{3, {}, "one_server_two_workers"},
+                      ManyCase{5, {{"servers", "2"}}, "two_servers_three_workers"},
+                      ManyCase{3, {{"colocated", "true"}}, "colocated_three"},
+                      ManyCase{4, {{"push_every", "2"}, {"pull_every", "3"}}, "push2_pull3"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Each refused by the factory, before any rank communicates or opens data.
+TEST(AsyncSgdBadInput, RefusedBeforeTrainingWithTheOptionNamed) {
+  struct Case {
+    std::map<std::string, std::string> options;
+    int world;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{}, 1, "option 'servers': 1 server rank(s) in a world of 1 leave no worker"},
+      {{{"servers", "3"}}, 3, "option 'servers': 3 server rank(s) in a world of 3 leave no worker"},
+      {{{"servers", "4"}}, 3, "option 'servers': 4 server rank(s) in a world of 3"},
+      {{{"servers", "0"}}, 3, "option 'servers': 0 is below 1"},
+      {{{"max_staleness", "-1"}}, 3, "option 'max_staleness': -1 is negative"},
+      {{{"pull_every", "0"}}, 3, "option 'pull_every': 0 is below 1"},
+      {{{"push_every", "-2"}}, 3, "option 'push_every': -2 is below 1"},
+      {{{"frequency", "hourly"}}, 3, "option 'frequency': 'hourly' is neither"},
+      {{{"locking", "false"}, {"rule", "adam"}},
+       3,
+       "option 'locking': false (Hogwild) needs rule 'sgd'"},
+      {{{"rule", "rmsprop"}}, 3, "unknown update rule 'rmsprop'"},
+  };
+  for (const Case& c : cases) {
+    auto made = Make(c.options, 0, c.world);
+    ASSERT_FALSE(made.ok()) << c.says;
+    EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(made.status().message(), HasSubstr(c.says));
+  }
+}
+
+// A model of 16 floats (one padded block) cannot be cut into 17 shards; every rank says so in
+// Setup, before its first step, and none waits for the others.
+TEST(AsyncSgdBadInput, MoreShardsThanParametersIsRefusedAtSetup) {
+  constexpr int kWorld = 18;
+  Communicators comms = Group(kWorld);
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena arena;
+    REEL_RETURN_IF_ERROR(arena.Declare("w", {3}).status());
+    arena.Finalize();
+    REEL_ASSIGN_OR_RETURN(auto opt, Make({{"servers", "17"}}, c.rank(), kWorld));
+    return opt->Setup(arena, c);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << st[r];
+    EXPECT_THAT(st[r].message(), HasSubstr("17 shards for a model of 16 parameter floats"));
+  }
+}
+
+}  // namespace
+}  // namespace reel::async_sgd

@@ -1,0 +1,255 @@
+// `reel train` with optimizer async_sgd, end to end: ranks as threads (inproc) and as tcp
+// processes under `reel launch` train a video-level model that beats the frequency baseline on
+// held-out videos, rank 0 of the workers writes the checkpoint, `--resume` continues from it,
+// and bad options stop the run before any training with the option named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "e2e_util.h"
+
+namespace reel::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int kClasses = 8;
+
+class AsyncTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    for (const char* c : {"tfrecord", "logistic", "async_sgd"})
+      if (Reel({"plugins", "show", c}).code != 0) missing_ = c;
+    if (!missing_.empty()) return;
+    dir_ = ScratchDir("async_sgd_train");
+    RunResult r =
+        Reel({"synth", "--out", dir_ + "/data", "--videos", "240", "--classes",
+              std::to_string(kClasses), "--level", "video", "--shards", "3", "--seed", "7"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto files = ListDir(dir_ + "/data");
+    ASSERT_EQ(files.size(), 3u);
+    test_ = files.back();
+    files.pop_back();
+    train_ = files;
+    baseline_ = FrequencyBaselineGap(Labels(files), Labels({test_}), kClasses);
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (!missing_.empty()) GTEST_SKIP() << "this build has no '" << missing_ << "' component";
+  }
+
+  // A run config; `extra` goes into the optimizer's options, `trainer` into trainer { }.
+  static std::string Config(const std::string& run, const std::string& options,
+                            const std::string& trainer) {
+    const std::string path = run + ".pbtxt";
+    WriteFile(path, "data {\n  name: \"tfrecord\"\n  options { key: \"files\" value: \"" +
+                        train_[0] + "," + train_[1] +
+                        "\" }\n  options { key: \"level\" value: \"video\" }\n}\n"
+                        "eval_data {\n  name: \"tfrecord\"\n  options { key: \"files\" value: \"" +
+                        test_ +
+                        "\" }\n  options { key: \"level\" value: \"video\" }\n}\n"
+                        "model { name: \"logistic\" }\n"
+                        "optimizer {\n  name: \"async_sgd\"\n" +
+                        options +
+                        "}\n"
+                        "trainer {\n  batch_size: 16\n  seed: 5\n  num_classes: " +
+                        std::to_string(kClasses) +
+                        "\n  learning_rate { base: 0.1 }\n  checkpoint_dir: \"" + run +
+                        "/ckpt\"\n" + trainer + "}\n");
+    return path;
+  }
+  static std::string Opt(const std::string& key, const std::string& value) {
+    return "  options { key: \"" + key + "\" value: \"" + value + "\" }\n";
+  }
+  static double HeldOutGap(const std::string& run) {
+    RunResult e = Reel({"eval", "--checkpoint", run + "/ckpt", "--data", test_, "--json"});
+    EXPECT_EQ(e.code, 0) << e.err;
+    return JsonField(e.out, "gap");
+  }
+
+  static inline std::string missing_, dir_, test_;
+  static inline std::vector<std::string> train_;
+  static inline double baseline_ = 0.0;
+};
+
+TEST_F(AsyncTrain, ThreeRanksAsThreadsBeatTheBaselineAndResume) {
+  const std::string run = dir_ + "/threads";
+  const std::string config = Config(run, Opt("rule", "adagrad"), "  steps: 60\n  local_ranks: 3\n");
+  RunResult t = Reel({"train", "--config", config});
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  EXPECT_THAT(t.out, HasSubstr("trained 60 steps"));
+  const double gap = HeldOutGap(run);
+  EXPECT_GT(gap, baseline_ + 0.05) << "baseline " << baseline_;
+  // --resume from the final checkpoint with a larger budget continues at step 60.
+  RunResult more = Reel({"train", "--config", config, "--resume", "--set", "trainer.steps=80"});
+  ASSERT_EQ(more.code, 0) << more.out << more.err;
+  EXPECT_THAT(more.err, HasSubstr("resumed from"));
+  EXPECT_THAT(more.err, HasSubstr("at step 60"));
+  EXPECT_THAT(more.out, HasSubstr("trained 80 steps"));
+}
+
+TEST_F(AsyncTrain, PerEpochDeltasTwoServersLearnToo) {
+  const std::string run = dir_ + "/epoch";
+  const std::string config =
+      Config(run, Opt("rule", "sgd") + Opt("frequency", "epoch") + Opt("servers", "2"),
+             "  epochs: 3\n  local_ranks: 4\n");
+  RunResult t = Reel({"train", "--config", config});
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
+}
+
+TEST_F(AsyncTrain, TcpProcessesUnderReelLaunchBeatTheBaseline) {
+  if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
+  const std::string run = dir_ + "/tcp";
+  const std::string config = Config(run, Opt("rule", "adagrad"), "  steps: 60\n");
+  RunResult t = Reel({"launch", "-n", "3", "--", "reel", "train", "--config", config});
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  EXPECT_THAT(t.out, HasSubstr("trained 60 steps"));
+  EXPECT_THAT(t.out, HasSubstr("served parameters until every worker finished"));
+  EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
+}
+
+// One process per rank under mpirun: the host picks transport mpi, rank 0 serves.
+TEST_F(AsyncTrain, ThreeMpiProcessesBeatTheBaseline) {
+  const std::string mpirun = REEL_MPIRUN;
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun in this build";
+  if (Reel({"plugins", "show", "mpi"}).code != 0) GTEST_SKIP() << "the mpi plugin is not built";
+  const std::string run = dir_ + "/mpi";
+  const std::string config = Config(run, Opt("rule", "adagrad"), "  steps: 60\n");
+  const std::string out = run + ".out";
+  const int status = std::system(
+      (mpirun + " -n 3 " + REEL_EXE + " train --config " + config + " >" + out + " 2>&1 </dev/null")
+          .c_str());
+  const std::string log = ReadFile(out);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_THAT(log, HasSubstr("using transport 'mpi'"));
+  EXPECT_THAT(log, HasSubstr("served parameters until every worker finished"));
+  EXPECT_THAT(log, HasSubstr("trained 60 steps"));
+  EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
+}
+
+// `reel ARGS...` in the background, stdout and stderr to `log`.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr))
+      _exit(126);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv = {const_cast<char*>(REEL_EXE)};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(REEL_EXE, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The `reel train` process whose environment holds `env` (e.g. REEL_RANK=1) and whose command
+// line holds `needle`.
+pid_t FindRank(const std::string& needle, const std::string& env) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) == std::string::npos || cmdline.find(" train ") == std::string::npos)
+      continue;
+    std::string environ = ReadFile(e.path().string() + "/environ");
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (("\n" + environ).find("\n" + env + "\n") != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+// The step of the newest checkpoint in `dir` (ckpt-<step>.reelckpt), -1 if none.
+int64_t NewestCheckpointStep(const std::string& dir) {
+  int64_t newest = -1;
+  if (!fs::exists(dir)) return newest;
+  const std::regex name("ckpt-0*([0-9]+)\\.reelckpt");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, name)) newest = std::max<int64_t>(newest, std::stoll(m[1]));
+  }
+  return newest;
+}
+
+// Four tcp processes (servers 0 and 1, workers 2 and 3). Server rank 1 is killed once a periodic
+// checkpoint exists: both workers fail with Unavailable instead of hanging, and `--resume` on a
+// fresh launch continues from the newest checkpoint to the end.
+TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
+  if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
+  const std::string run = dir_ + "/killed";
+  const std::string config =
+      Config(run, Opt("rule", "adagrad") + Opt("servers", "2") + Opt("timeout_ms", "60000"),
+             "  steps: 1000000\n  checkpoint_every_steps: 20\n");
+  const std::string log = run + ".log";
+  pid_t launch =
+      Spawn({"launch", "-n", "4", "--keep-going", "--", "reel", "train", "--config", config}, log);
+  ASSERT_GT(launch, 0);
+  // Not a timing assertion: a generous limit so a broken run cannot hang the suite.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  pid_t victim = -1;
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (NewestCheckpointStep(run + "/ckpt") >= 20 && (victim = FindRank(config, "REEL_RANK=1")) > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (victim <= 0) kill(launch, SIGKILL);
+  ASSERT_GT(victim, 0) << ReadFile(log);
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(launch, &status, 0);
+  const std::string out = ReadFile(log);
+  EXPECT_THAT(out, HasSubstr("rank 1 was killed by signal 9"));
+  // Each worker fails with Unavailable. Which rank it names depends on the race: the killed
+  // server, or server 0, which gave up once its workers' connections failed with rank 1's.
+  for (const char* worker :
+       {"[rank 2] reel train: UNAVAILABLE", "[rank 3] reel train: UNAVAILABLE"})
+    EXPECT_THAT(out, HasSubstr(worker)) << out;
+  const int64_t resume_at = NewestCheckpointStep(run + "/ckpt");
+  ASSERT_GE(resume_at, 20);
+  const std::string until = std::to_string(resume_at + 20);
+  RunResult again = Reel({"launch", "-n", "4", "--", "reel", "train", "--config", config,
+                          "--resume", "--set", "trainer.steps=" + until});
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out + again.err, HasSubstr("at step " + std::to_string(resume_at)));
+  EXPECT_THAT(again.out, HasSubstr("trained " + until + " steps"));
+}
+
+TEST_F(AsyncTrain, BadOptionsStopTheRunBeforeTraining) {
+  struct Case {
+    std::string options, trainer, says;
+  };
+  const Case cases[] = {
+      {"", "  steps: 5\n", "option 'servers': 1 server rank(s) in a world of 1 leave no worker"},
+      {Opt("servers", "3"), "  steps: 5\n  local_ranks: 3\n",
+       "option 'servers': 3 server rank(s) in a world of 3 leave no worker"},
+      {Opt("max_staleness", "-1"), "  steps: 5\n  local_ranks: 2\n",
+       "option 'max_staleness': -1 is negative"},
+  };
+  for (const Case& c : cases) {
+    const std::string run = dir_ + "/bad";
+    RunResult t = Reel({"train", "--config", Config(run, c.options, c.trainer)});
+    EXPECT_NE(t.code, 0) << c.says;
+    EXPECT_THAT(t.err, HasSubstr(c.says));
+    EXPECT_THAT(t.out + t.err, ::testing::Not(HasSubstr("step 1")));
+    EXPECT_FALSE(fs::exists(run + "/ckpt")) << c.says;
+    fs::remove_all(run);
+  }
+}
+
+}  // namespace
+}  // namespace reel::e2e
