@@ -62,6 +62,15 @@ TEST(PluginsCheckTest, ModelPluginsPass) {
   EXPECT_TRUE(Has(bilstm, "model two_stream\n")) << bilstm.output;
 }
 
+// The parameter-server optimizer needs a worker on every rank of the check's one- and two-rank
+// worlds: colocated.
+TEST(PluginsCheckTest, AsyncSgdPassesColocated) {
+  SKIP_UNLESS_BUILT("async_sgd");
+  CliRun r = Reel("plugins check " + Bundled("async_sgd") + " --option async_sgd.colocated=true");
+  ExpectAllPass(r, 4);
+  EXPECT_TRUE(Has(r, "pass SaveState/RestoreState continue exactly")) << r.output;
+}
+
 TEST(PluginsCheckTest, TfrecordPassesOnSynthesisedShards) {
   SKIP_UNLESS_BUILT("tfrecord");
   const std::string dir = ::testing::TempDir() + "/plugins_check_tfrecord";

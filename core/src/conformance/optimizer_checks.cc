@@ -1,6 +1,7 @@
 // Optimizer conformance (reel/optimizer.h) on a quadratic, f(w) = ½|w − t|², whose gradient is
-// w − t: steps descend, two ranks train together and Finish, the state saved by SaveState makes a
-// fresh optimizer step exactly as the original does, and a foreign state is refused.
+// w − t: steps descend, two ranks train together and Finish, the state a checkpoint stores
+// (CollectState) makes a fresh optimizer step exactly as the original does, and a foreign state is
+// refused. Each rank's factory learns its rank and the world size (OptimizerContext).
 #include <cmath>
 #include <thread>
 
@@ -27,8 +28,9 @@ Result<std::vector<Rank>> MakeRanks(const Registry& registry, const ComponentEnt
   std::vector<Rank> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     Rank& rank = ranks[static_cast<size_t>(r)];
-    REEL_ASSIGN_OR_RETURN(rank.optimizer,
-                          registry.CreateOptimizer(entry.info.name, options.options));
+    REEL_ASSIGN_OR_RETURN(rank.optimizer, registry.CreateOptimizer(entry.info.name,
+                                                                   options.options,
+                                                                   OptimizerContext{r, n}));
     REEL_RETURN_IF_ERROR(rank.arena->Declare("w", {kParams}).status());
     rank.arena->Finalize();
     std::fill(rank.arena->values().begin(), rank.arena->values().end(), start);
@@ -101,7 +103,9 @@ Status StateRoundTrips(const Registry& registry, const ComponentEntry& entry,
                        const ConformanceOptions& options) {
   REEL_ASSIGN_OR_RETURN(auto original, MakeRanks(registry, entry, options, 1, 0.0f));
   REEL_RETURN_IF_ERROR(Steps(original[0], 1.0f, 5));
-  REEL_ASSIGN_OR_RETURN(std::string state, original[0].optimizer->SaveState());
+  // What a checkpoint stores: the lead's CollectState() (SaveState() unless the optimizer's
+  // state lives on other ranks).
+  REEL_ASSIGN_OR_RETURN(std::string state, original[0].optimizer->CollectState());
   auto w = original[0].arena->values();
   REEL_ASSIGN_OR_RETURN(auto restored, MakeRanks(registry, entry, options, 1, 0.0f));
   std::copy(w.begin(), w.end(), restored[0].arena->values().begin());

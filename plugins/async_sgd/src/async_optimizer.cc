@@ -19,9 +19,12 @@ Result<std::unique_ptr<AsyncOptimizer>> AsyncOptimizer::Create(const Options& op
 }
 
 AsyncOptimizer::~AsyncOptimizer() {
-  // A colocated server whose run failed elsewhere: its workers never said done. It ends when its
-  // receives fail (the communicator goes away first) or pass their deadline.
-  if (colocated_ && colocated_->joinable()) colocated_->detach();
+  // A colocated server whose workers never all said done (the run failed elsewhere, or the owner
+  // never called Finish): stop it before its state goes away.
+  if (colocated_) {
+    server_->Stop();
+    colocated_->join();
+  }
 }
 
 bool AsyncOptimizer::IsServerOnly() const { return !roles_.trains(ctx_.rank); }
@@ -113,6 +116,7 @@ Status AsyncOptimizer::Serve() {
   if (!server_ || worker_)
     return FailedPreconditionError("async_sgd: Serve() on rank " + std::to_string(ctx_.rank) +
                                    ", which is not a server-only rank");
+  served_ = true;
   return server_->Run();
 }
 
@@ -120,6 +124,8 @@ Status AsyncOptimizer::Finish() {
   REEL_RETURN_IF_ERROR(Ready("Finish"));
   if (finished_) return Status::Ok();
   finished_ = true;
+  // A server-only rank whose owner never called Serve(): its workers are waiting for it.
+  if (!worker_ && !served_) return Serve();
   if (worker_) {
     StartColocatedServer();
     REEL_RETURN_IF_ERROR(worker_->Finish());

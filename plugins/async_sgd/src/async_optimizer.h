@@ -69,6 +69,7 @@ class AsyncOptimizer final : public Optimizer {
   std::unique_ptr<std::thread> colocated_;
   Status colocated_status_;
   bool finished_ = false;
+  bool served_ = false;
 };
 
 }  // namespace reel::async_sgd

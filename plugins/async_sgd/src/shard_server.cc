@@ -65,6 +65,18 @@ std::string ShardServer::Where() const {
          std::to_string(shard_) + ")";
 }
 
+Result<Header> ShardServer::NextRequest(int worker) {
+  const Deadline end = NextDeadline();
+  while (true) {
+    const Deadline slice = std::min(end, DeadlineIn(std::chrono::milliseconds(100)));
+    Result<Header> h = RecvHeader(comm_, worker, kRequestTag, slice);
+    if (h.ok() || h.status().code() != StatusCode::kDeadlineExceeded || slice == end) return h;
+    if (stop_.load())
+      return CancelledError(Where() + ": stopped while waiting for rank " +
+                            std::to_string(worker));
+  }
+}
+
 Status ShardServer::Run() {
   const int n = roles_.workers();
   std::vector<Status> results(static_cast<size_t>(n));
@@ -96,8 +108,9 @@ Status ShardServer::ServeWorker(int worker) {
   const int64_t floats = static_cast<int64_t>(values_.size());
   std::vector<float> payload(values_.size());  // this worker's pushes land here, in place
   while (true) {
-    Result<Header> h = RecvHeader(comm_, worker, kRequestTag, NextDeadline());
+    Result<Header> h = NextRequest(worker);
     if (!h.ok()) {
+      if (h.status().code() == StatusCode::kCancelled) return h.status();
       const StatusCode code = h.status().code();
       if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded)
         return lose(h.status());

@@ -38,6 +38,10 @@ class ShardServer {
   // or pushes applied from a worker that differ from the count it reported (DataLoss).
   Status Run();
 
+  // Makes Run() return soon (its receives wait in short slices and look at this between them),
+  // for an owner that goes away before its workers said done. Thread-safe.
+  void Stop() { stop_.store(true); }
+
   // The shard's state: int64 version, then the rule's state.
   std::string Save();
   Status Restore(std::string_view state);
@@ -63,6 +67,9 @@ class ShardServer {
   Status ReplyPull(int worker, std::vector<float>& scratch);
   Status ReplyState(int worker);
   Deadline NextDeadline() const;
+  // The next request's header from `worker`: waits in short slices until the timeout (a worker
+  // silent that long is lost) or Stop().
+  Result<Header> NextRequest(int worker);
   std::string Where() const;
 
   const AsyncConfig config_;
@@ -73,6 +80,7 @@ class ShardServer {
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
   std::atomic<int64_t> version_{0};
+  std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;
   std::vector<Tally> tallies_;  // by worker index; guarded by tally_mu_
 };

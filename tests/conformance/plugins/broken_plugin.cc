@@ -116,7 +116,8 @@ reel::Status Register(reel::Registrar& r) {
       }));
   REEL_RETURN_IF_ERROR(r.Add<reel::Optimizer>(
       {"forgetful", "momentum lost across SaveState/RestoreState", {}},
-      [](const reel::Options&) -> reel::Result<std::unique_ptr<reel::Optimizer>> {
+      [](const reel::Options&,
+         const reel::OptimizerContext&) -> reel::Result<std::unique_ptr<reel::Optimizer>> {
         return std::unique_ptr<reel::Optimizer>(new ForgetfulOptimizer());
       }));
   return r.Add<reel::DataSource>(
