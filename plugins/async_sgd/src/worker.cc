@@ -59,7 +59,11 @@ Status Worker::Step(float lr) {
     pending_lr_ = lr;
     if (pending_steps_ == config_.push_every) REEL_RETURN_IF_ERROR(PushPending());
   }
-  if (steps_ % config_.pull_every == 0 || must_pull_) REEL_RETURN_IF_ERROR(Pull());
+  if (steps_ % config_.pull_every == 0) return Pull();
+  if (must_pull_) {
+    ++forced_pulls_;
+    return Pull();
+  }
   return Status::Ok();
 }
 
@@ -165,6 +169,7 @@ Status Worker::Pull() {
     if (s == 0) newest_version_ = reply->version;
   }
   must_pull_ = false;
+  ++pulls_;
   if (config_.per_epoch) pending_.assign(values.begin(), values.end());
   return Status::Ok();
 }

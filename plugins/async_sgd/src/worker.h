@@ -41,6 +41,8 @@ class Worker {
   // in per-worker steps.
   int64_t ScheduleStep(int64_t local_step) const;
   int64_t pushes_sent() const { return pushes_; }
+  int64_t pulls() const { return pulls_; }
+  int64_t forced_pulls() const { return forced_pulls_; }  // by max_staleness
 
  private:
   Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm, ParamArena& arena,
@@ -65,6 +67,7 @@ class Worker {
   std::vector<int64_t> versions_;  // per shard: the version this copy was pulled at
   int64_t newest_version_ = 0;     // shard 0's version as last heard
   bool must_pull_ = false;         // max_staleness exceeded
+  int64_t pulls_ = 0, forced_pulls_ = 0;
 };
 
 }  // namespace reel::async_sgd

@@ -190,6 +190,86 @@ INSTANTIATE_TEST_SUITE_P(
                       ManyCase{4, {{"push_every", "2"}, {"pull_every", "3"}}, "push2_pull3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Runs `steps` steps of IntGrad on every worker of a world of `n` (rank 0 the server) and returns
+// each rank's optimizer after Finish, with the server's shard values in `held`.
+std::vector<std::unique_ptr<AsyncOptimizer>> RunWorld(
+    int n, const std::map<std::string, std::string>& options, int steps,
+    std::vector<float>* held) {
+  Communicators comms = Group(n);
+  std::vector<ParamArena> arenas(static_cast<size_t>(n));
+  for (auto& a : arenas) Declare(a);
+  std::vector<std::unique_ptr<AsyncOptimizer>> opts(static_cast<size_t>(n));
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), n));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    if (opt->IsServerOnly()) {
+      REEL_RETURN_IF_ERROR(opt->Serve());
+    } else {
+      for (int step = 0; step < steps; ++step) {
+        for (size_t i = 0; i < arena.grads().size(); ++i)
+          arena.grads()[i] = IntGrad(c.rank(), step, i);
+        REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+      }
+    }
+    REEL_RETURN_IF_ERROR(opt->Finish());
+    if (opt->server() && held) *held = opt->server()->values();
+    opts[static_cast<size_t>(c.rank())] = std::move(opt);
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  return opts;
+}
+
+// One worker pulling every third step: its pushes are 0, 1 and 2 versions stale, so with the
+// staleness-aware rate the third of every three counts half (1 / 2), the others fully.
+TEST(AsyncSgdStaleness, AwareRateDividesByStaleness) {
+  for (bool aware : {false, true}) {
+    std::vector<float> held;
+    RunWorld(2,
+             {{"rule", "sgd"},
+              {"pull_every", "3"},
+              {"staleness_aware", aware ? "true" : "false"}},
+             6, &held);
+    ASSERT_FALSE(held.empty());
+    for (size_t i = 0; i < held.size(); ++i) {
+      float want = 0.0f;
+      for (int step = 0; step < 6; ++step)
+        want -= IntGrad(1, step, i) * (aware && step % 3 == 2 ? 0.5f : 1.0f);
+      ASSERT_EQ(held[i], want) << "aware " << aware << ", float " << i;
+    }
+  }
+}
+
+// Two workers that never pull on their own (pull_every beyond the run): with max_staleness 1
+// each is made to pull once its pushes find it more than one version behind; without a bound
+// neither pulls until Finish.
+TEST(AsyncSgdStaleness, MaxStalenessHoldsAWorkerThatFellBehind) {
+  auto bounded = RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}, {"max_staleness", "1"}},
+                          6, nullptr);
+  for (int r = 1; r < 3; ++r) {
+    ASSERT_NE(bounded[r], nullptr);
+    EXPECT_GE(bounded[r]->worker()->forced_pulls(), 1) << "worker " << r;
+  }
+  auto unbounded = RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}}, 6, nullptr);
+  for (int r = 1; r < 3; ++r) {
+    ASSERT_NE(unbounded[r], nullptr);
+    EXPECT_EQ(unbounded[r]->worker()->forced_pulls(), 0) << "worker " << r;
+    EXPECT_EQ(unbounded[r]->worker()->pulls(), 0) << "worker " << r;
+  }
+}
+
+// Hogwild (locking: false) applies every push too, without the lock; the values may lose
+// concurrent updates of one float by design, so only the counts are exact.
+TEST(AsyncSgdHogwild, EveryPushIsCounted) {
+  auto opts = RunWorld(4, {{"rule", "sgd"}, {"locking", "false"}}, 9, nullptr);
+  ASSERT_NE(opts[0], nullptr);
+  for (const auto& t : opts[0]->server()->tallies()) {
+    EXPECT_TRUE(t.done);
+    EXPECT_EQ(t.applied, 9) << "worker " << t.worker;
+  }
+}
+
 // Each refused by the factory, before any rank communicates or opens data.
 TEST(AsyncSgdBadInput, RefusedBeforeTrainingWithTheOptionNamed) {
   struct Case {
