@@ -15,10 +15,12 @@ namespace {
 constexpr int64_t kParams = 10;
 constexpr float kRate = 0.05f;
 
+// The optimizer is declared last: the arena and the communicator outlive it (reel/optimizer.h),
+// as an optimizer may still be using them until it is destroyed (a colocated server's thread).
 struct Rank {
-  Owned<Optimizer> optimizer;
   std::unique_ptr<ParamArena> arena = std::make_unique<ParamArena>();
   std::unique_ptr<Communicator> comm;
+  Owned<Optimizer> optimizer;
 };
 
 // Optimizers of a fresh in-process group of `n` ranks, set up over arenas holding `start`.

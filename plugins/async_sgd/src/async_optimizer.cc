@@ -73,6 +73,12 @@ Status AsyncOptimizer::Setup(ParamArena& arena, Communicator& comm) {
   if (roles_.trains(ctx_.rank)) {
     REEL_ASSIGN_OR_RETURN(worker_, Worker::Create(config_, roles_, comm, arena));
   }
+  arena_ = &arena;
+  if (pending_state_) {
+    std::string state = std::move(*pending_state_);
+    pending_state_.reset();
+    return RestoreState(state);
+  }
   return Status::Ok();
 }
 
@@ -164,7 +170,7 @@ Result<std::string> AsyncOptimizer::SaveState() const {
       "async_sgd: the state lives on the servers; the lead collects it (CollectState)");
 }
 
-Status AsyncOptimizer::RestoreState(std::string_view state) {
+Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_view state) const {
   auto take = [&state](void* dst, size_t n) {
     if (state.size() < n) return false;
     std::memcpy(dst, state.data(), n);
@@ -185,19 +191,38 @@ Status AsyncOptimizer::RestoreState(std::string_view state) {
     return FailedPreconditionError("async_sgd state holds " + std::to_string(shards) +
                                    " shards, this run has " + std::to_string(roles_.servers) +
                                    " servers; resume with the same number of servers");
-  std::vector<int64_t> versions;
+  std::vector<std::string_view> parts;
   for (uint32_t s = 0; s < shards; ++s) {
     uint64_t n = 0;
     if (!take(&n, sizeof n) || n > state.size() || n < sizeof(int64_t))
       return DataLossError("async_sgd state: shard " + std::to_string(s) + " is truncated");
-    std::string_view part = state.substr(0, n);
+    parts.push_back(state.substr(0, n));
     state.remove_prefix(n);
-    int64_t v;
-    std::memcpy(&v, part.data(), sizeof v);
-    versions.push_back(v);
-    if (server_ && static_cast<int>(s) == ctx_.rank) REEL_RETURN_IF_ERROR(server_->Restore(part));
   }
   if (!state.empty()) return DataLossError("async_sgd state has trailing bytes");
+  return parts;
+}
+
+// The servers take their shard's values from the arena as it is then: the trainer restores the
+// checkpoint's parameters before Setup().
+Status AsyncOptimizer::RestoreState(std::string_view state) {
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitState(state));
+  if (arena_ == nullptr) {  // before Setup: applied at its end
+    pending_state_ = std::string(state);
+    return Status::Ok();
+  }
+  std::vector<int64_t> versions;
+  for (size_t s = 0; s < parts.size(); ++s) {
+    int64_t v;
+    std::memcpy(&v, parts[s].data(), sizeof v);
+    versions.push_back(v);
+    if (server_ && static_cast<int>(s) == ctx_.rank) {
+      const ShardRange r = ShardOf(arena_->total_size(), roles_.servers, ctx_.rank);
+      REEL_RETURN_IF_ERROR(server_->Restore(
+          parts[s],
+          arena_->values().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size))));
+    }
+  }
   if (worker_) worker_->SetVersions(std::move(versions));
   return Status::Ok();
 }

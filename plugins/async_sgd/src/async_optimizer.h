@@ -17,7 +17,11 @@
 #define REEL_PLUGINS_ASYNC_SGD_SRC_ASYNC_OPTIMIZER_H_
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "async_config.h"
 #include "reel/optimizer.h"
@@ -59,11 +63,15 @@ class AsyncOptimizer final : public Optimizer {
   void StartColocatedServer();
   Status JoinColocatedServer();
   static std::string Encode(const std::vector<std::string>& shards);
+  // The per-shard parts of a state, checked against this run (format above).
+  Result<std::vector<std::string_view>> SplitState(std::string_view state) const;
 
   const AsyncConfig config_;
   const OptimizerContext ctx_;
   const Roles roles_;
-  Communicator* comm_ = nullptr;  // not owned
+  Communicator* comm_ = nullptr;              // not owned
+  ParamArena* arena_ = nullptr;               // not owned
+  std::optional<std::string> pending_state_;  // RestoreState() before Setup()
   std::unique_ptr<ShardServer> server_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<std::thread> colocated_;

@@ -72,8 +72,7 @@ Result<Header> ShardServer::NextRequest(int worker) {
     Result<Header> h = RecvHeader(comm_, worker, kRequestTag, slice);
     if (h.ok() || h.status().code() != StatusCode::kDeadlineExceeded || slice == end) return h;
     if (stop_.load())
-      return CancelledError(Where() + ": stopped while waiting for rank " +
-                            std::to_string(worker));
+      return CancelledError(Where() + ": stopped while waiting for rank " + std::to_string(worker));
   }
 }
 
@@ -231,7 +230,10 @@ std::string ShardServer::Save() {
   return out;
 }
 
-Status ShardServer::Restore(std::string_view state) {
+Status ShardServer::Restore(std::string_view state, std::span<const float> values) {
+  if (values.size() != values_.size())
+    return InvalidArgumentError(Where() + ": restoring " + std::to_string(values.size()) +
+                                " values into a shard of " + std::to_string(values_.size()));
   int64_t version;
   if (state.size() < sizeof version) return DataLossError(Where() + ": shard state is truncated");
   std::memcpy(&version, state.data(), sizeof version);
@@ -241,6 +243,7 @@ Status ShardServer::Restore(std::string_view state) {
   std::lock_guard<std::mutex> lock(mu_);
   rule_ = std::move(rule);
   version_.store(version);
+  std::copy(values.begin(), values.end(), values_.begin());
   return Status::Ok();
 }
 

@@ -44,7 +44,8 @@ class ShardServer {
 
   // The shard's state: int64 version, then the rule's state.
   std::string Save();
-  Status Restore(std::string_view state);
+  // `values`: the shard's parameters as the checkpoint holds them.
+  Status Restore(std::string_view state, std::span<const float> values);
 
   struct Tally {
     int worker = 0;         // rank

@@ -1,0 +1,130 @@
+// ps_push_pull: what one async_sgd step costs on the wire against what a sync step costs, on one
+// transport, in one run. One rank per process (REEL_RANK, REEL_WORLD_SIZE, REEL_COORDINATOR as
+// `reel launch` sets them): rank 0 is the parameter server, the others workers.
+//   1. push+pull: every worker pushes a gradient of --floats floats and pulls the parameters
+//      back, --iters times (the server applies sgd to each push as it arrives);
+//   2. allreduce: every rank (the server too) allreduces --floats floats, --iters times.
+// Between barriers; rank 0 prints one line per phase:
+//   push_pull workers=W floats=F seconds_per_round_trip=S round_trips_per_second=R GB_per_second=G
+//             all_workers_round_trips_per_second=W*R all_workers_GB_per_second=W*G
+//   allreduce ranks=N floats=F seconds_per_call=S calls_per_second=R GB_per_second=G
+// GB/s counts the parameter bytes a worker moves per round trip (push + pull: 2 x 4F) and the
+// algorithm bytes per allreduce call (4F), so the figures say how fast a step's data moves. A
+// round trip is one worker's step; the workers step concurrently, so the server's rate is W times
+// one worker's (all_workers_*), the figure that compares with allreduce calls (one step of all).
+//
+//   reel launch -n 3 -- ps_push_pull --transport tcp [--floats 10000000] [--iters 10]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "async_optimizer.h"
+#include "reel/core/collectives.h"
+#include "reel/core/host.h"
+
+namespace {
+
+int EnvInt(const char* name, int otherwise) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : otherwise;
+}
+
+double Seconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int Fail(const reel::Status& s) {
+  std::fprintf(stderr, "ps_push_pull: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string transport_name = "tcp";
+  int64_t floats = 10'000'000;
+  int iters = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--transport")
+      transport_name = value;
+    else if (flag == "--floats")
+      floats = std::atoll(value.c_str());
+    else if (flag == "--iters")
+      iters = std::atoi(value.c_str());
+    else {
+      std::fprintf(stderr, "usage: ps_push_pull [--transport T] [--floats F] [--iters N]\n");
+      return 2;
+    }
+  }
+  auto host = reel::core::Host::Create({});
+  if (!host.ok()) return Fail(host.status());
+  auto transport = (*host)->registry().CreateTransport(transport_name, {});
+  if (!transport.ok()) return Fail(transport.status());
+  const char* coordinator = std::getenv("REEL_COORDINATOR");
+  const reel::TransportContext ctx{EnvInt("REEL_RANK", reel::kDiscover),
+                                   EnvInt("REEL_WORLD_SIZE", reel::kDiscover),
+                                   coordinator ? coordinator : ""};
+  auto joined = (*transport)->Connect(ctx, reel::DeadlineIn(std::chrono::minutes(1)));
+  if (!joined.ok()) return Fail(joined.status());
+  auto comm = reel::core::WithRingCollectives(std::move(*joined));
+  const int rank = comm->rank(), world = comm->size();
+  auto far = [] { return reel::DeadlineIn(std::chrono::minutes(5)); };
+
+  reel::ParamArena arena;
+  if (auto s = arena.Declare("w", {floats}); !s.ok()) return Fail(s.status());
+  arena.Finalize();
+  auto options = reel::ParseOptions(reel::async_sgd::AsyncOptions(), {{"rule", "sgd"}});
+  if (!options.ok()) return Fail(options.status());
+  auto opt = reel::async_sgd::AsyncOptimizer::Create(*options, {rank, world});
+  if (!opt.ok()) return Fail(opt.status());
+  if (auto s = (*opt)->Setup(arena, *comm); !s.ok()) return Fail(s);
+  std::fill(arena.grads().begin(), arena.grads().end(), 1e-6f);
+
+  // 1. push+pull. The server serves on a thread so that it can join the barriers too.
+  reel::Status served;
+  std::thread server;
+  if ((*opt)->IsServerOnly()) server = std::thread([&] { served = (*opt)->Serve(); });
+  if (!(*opt)->IsServerOnly())
+    if (auto s = (*opt)->Step(0.01f); !s.ok()) return Fail(s);  // warm-up
+  if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  auto start = std::chrono::steady_clock::now();
+  if (!(*opt)->IsServerOnly()) {
+    for (int i = 0; i < iters; ++i)
+      if (auto s = (*opt)->Step(0.01f); !s.ok()) return Fail(s);
+  }
+  if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  const double push_pull = Seconds(start) / iters;
+  if (auto s = (*opt)->Finish(); !s.ok()) return Fail(s);
+  if (server.joinable()) server.join();
+  if (!served.ok()) return Fail(served);
+  const double bytes = 4.0 * static_cast<double>(arena.total_size());
+  if (rank == 0)
+    std::printf(
+        "push_pull workers=%d floats=%lld seconds_per_round_trip=%.6f "
+        "round_trips_per_second=%.3f GB_per_second=%.4f all_workers_round_trips_per_second=%.3f "
+        "all_workers_GB_per_second=%.4f\n",
+        world - 1, static_cast<long long>(floats), push_pull, 1.0 / push_pull,
+        2.0 * bytes / push_pull / 1e9, (world - 1) / push_pull,
+        (world - 1) * 2.0 * bytes / push_pull / 1e9);
+
+  // 2. allreduce of the same parameters on every rank.
+  if (auto s = comm->AllReduce(arena.grads(), reel::ReduceOp::kSum, far()); !s.ok())
+    return Fail(s);  // warm-up
+  if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i)
+    if (auto s = comm->AllReduce(arena.grads(), reel::ReduceOp::kSum, far()); !s.ok())
+      return Fail(s);
+  if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  const double allreduce = Seconds(start) / iters;
+  if (rank == 0)
+    std::printf(
+        "allreduce ranks=%d floats=%lld seconds_per_call=%.6f calls_per_second=%.3f "
+        "GB_per_second=%.4f\n",
+        world, static_cast<long long>(floats), allreduce, 1.0 / allreduce, bytes / allreduce / 1e9);
+  std::fflush(stdout);
+  return 0;
+}

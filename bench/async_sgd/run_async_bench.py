@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""async_sgd experiments (issue 12), over tcp on loopback, one process per rank (`reel launch`):
+
+  1. ps_push_pull: push+pull round trips per second and GB/s of 10M parameters with 1-3 workers
+     (one server), beside the same transport's allreduce of the same parameters in the same run;
+  2. training: bilstm_video (hidden 16) on synthetic frame-level data, `sync` with 1-3 ranks and
+     `async_sgd` with 1-3 workers (+1 server), then async with 3 workers and the staleness-aware
+     rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
+     above --target held-out GAP (fixed before the runs), its wall time and the examples it took.
+
+  bench/async_sgd/run_async_bench.py [--build build] [--reps 3] [--out bench/results]
+
+Every repetition runs every case once, in turn, so drift on this shared machine hits all alike.
+Writes OUT/async_sgd.json; the table in OUT/async_sgd.md is written by hand from it.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def launch(reel, n, command, timeout=900):
+    out = subprocess.run([reel, "launch", "-n", str(n), "--"] + command, capture_output=True,
+                         text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"launch -n {n} {' '.join(command)} failed:\n{out.stdout}\n{out.stderr}")
+    return out.stdout + out.stderr
+
+
+def push_pull(reel, bench, workers, floats, iters):
+    out = launch(reel, workers + 1, [bench, "--transport", "tcp", "--floats", str(floats),
+                                     "--iters", str(iters)])
+    row = {}
+    for kind in ("push_pull", "allreduce"):
+        m = re.search(kind + r" .*?seconds_per_\w+=([0-9.]+) \w+_per_second=([0-9.]+) "
+                      r"GB_per_second=([0-9.]+)", out)
+        row[kind] = {"seconds": float(m.group(1)), "per_second": float(m.group(2)),
+                     "GBps": float(m.group(3))}
+    m = re.search(r"all_workers_round_trips_per_second=([0-9.]+) all_workers_GB_per_second=([0-9.]+)",
+                  out)
+    row["push_pull"].update(all_per_second=float(m.group(1)), all_GBps=float(m.group(2)))
+    return row
+
+
+CONFIG = """data {{ name: "tfrecord" options {{ key: "files" value: "{data}/train000[0-3].tfrecord" }}
+  options {{ key: "level" value: "frame" }} options {{ key: "max_frames" value: "8" }} }}
+eval_data {{ name: "tfrecord" options {{ key: "files" value: "{data}/train0004.tfrecord" }}
+  options {{ key: "level" value: "frame" }} options {{ key: "max_frames" value: "8" }} }}
+model {{ name: "bilstm_video" options {{ key: "hidden" value: "16" }} }}
+optimizer {{ name: "{optimizer}" {options} }}
+trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: 8 learning_rate {{ base: 0.01 }}
+  log_every_steps: 10 eval_every_steps: {eval_every} metrics_log: "{run}/metrics.jsonl" }}
+"""
+
+
+def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target):
+    run = tempfile.mkdtemp(prefix=name + "-", dir=work)
+    opts = " ".join(f'options {{ key: "{k}" value: "{v}" }}' for k, v in options.items())
+    config = os.path.join(run, "run.pbtxt")
+    with open(config, "w") as f:
+        f.write(CONFIG.format(data=data, optimizer=optimizer, options=opts, steps=steps,
+                              eval_every=eval_every, run=run))
+    start = time.time()
+    launch(reel, ranks, [reel, "train", "--config", config, "--quiet"])
+    wall = time.time() - start
+    rates, evals = [], []
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if "examples_per_sec" in r:
+                rates.append(r["examples_per_sec"])
+            if "eval_gap" in r:
+                evals.append((r["step"], r["eval_gap"], r["wall_time"]))
+    workers = ranks - 1 if optimizer == "async_sgd" else ranks
+    hit = next((e for e in evals if e[1] >= target), None)
+    return {"wall_seconds": wall, "examples_per_sec": statistics.median(rates),
+            "final_gap": evals[-1][1] if evals else None,
+            "gaps": [e[1] for e in evals],
+            "target_step": hit[0] if hit else None,
+            "target_examples": hit[0] * 32 * workers if hit else None,
+            "target_seconds": hit[2] - start if hit else None}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--floats", type=int, default=10_000_000)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--target", type=float, default=0.6, help="held-out GAP to reach")
+    ap.add_argument("--skip", default="", help="comma list: push_pull,train")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    reel = os.path.join(args.build, "bin", "reel")
+    bench = os.path.join(args.build, "bench", "async_sgd", "ps_push_pull")
+    if not os.path.exists(bench):
+        bench = os.path.join(args.build, "bin", "ps_push_pull")
+    skip = set(args.skip.split(","))
+    results = {"command": "bench/async_sgd/run_async_bench.py " + " ".join(sys.argv[1:]),
+               "loads": [os.getloadavg()], "push_pull": {}, "train": {}}
+    work = tempfile.mkdtemp(prefix="reel-async-bench-")
+    data = os.path.join(work, "data")
+    subprocess.run([reel, "synth", "--out", data, "--videos", "600", "--classes", "8", "--level",
+                    "frame", "--shards", "5", "--min-frames", "4", "--max-frames", "8",
+                    "--max-labels", "2", "--seed", "11"], check=True, capture_output=True)
+    cases = [("sync_1", 1, "sync", {"rule": "adam"}),
+             ("sync_2", 2, "sync", {"rule": "adam"}),
+             ("sync_3", 3, "sync", {"rule": "adam"}),
+             ("async_1w", 2, "async_sgd", {"rule": "adam"}),
+             ("async_2w", 3, "async_sgd", {"rule": "adam"}),
+             ("async_3w", 4, "async_sgd", {"rule": "adam"}),
+             ("async_3w_staleness", 4, "async_sgd", {"rule": "adam", "staleness_aware": "true"}),
+             ("async_3w_epoch", 4, "async_sgd", {"rule": "adam", "frequency": "epoch"})]
+    for rep in range(args.reps):
+        if "push_pull" not in skip:
+            for w in (1, 2, 3):
+                row = push_pull(reel, bench, w, args.floats, args.iters)
+                results["push_pull"].setdefault(str(w), []).append(row)
+                print(f"rep {rep} push_pull workers={w}: {row}", flush=True)
+        if "train" not in skip:
+            for name, ranks, optimizer, options in cases:
+                row = train(reel, work, data, name, ranks, optimizer, options, args.steps, 10,
+                            args.target)
+                results["train"].setdefault(name, []).append(row)
+                print(f"rep {rep} {name}: {row}", flush=True)
+        results["loads"].append(os.getloadavg())
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "async_sgd.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps(results["loads"]))
+
+
+if __name__ == "__main__":
+    main()
