@@ -68,7 +68,8 @@ reel::Status Register(reel::Registrar& r) {
       {"template_momentum",
        "synchronous SGD with momentum",
        {reel::FloatOption("momentum", 0.9, "velocity kept from one step to the next, in [0, 1)")}},
-      [](const reel::Options& o) -> reel::Result<std::unique_ptr<reel::Optimizer>> {
+      [](const reel::Options& o,
+         const reel::OptimizerContext&) -> reel::Result<std::unique_ptr<reel::Optimizer>> {
         const double momentum = o.GetFloat("momentum");
         if (momentum < 0 || momentum >= 1)
           return reel::InvalidArgumentError("option 'momentum' must lie in [0, 1)");
