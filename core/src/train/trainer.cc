@@ -277,6 +277,7 @@ Status Loop::RunEval() {
   REEL_ASSIGN_OR_RETURN(
       EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, group_, o_.timeout));
   result_.final_eval = m;
+  result_.evals.emplace_back(step_, m);
   last_eval_step_ = step_;
   if (!rank0()) return Status::Ok();
   progress_.Note("eval @ step " + std::to_string(step_) + ": GAP " + Fixed(m.gap) + "  Hit@1 " +

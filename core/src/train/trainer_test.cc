@@ -333,7 +333,14 @@ TEST(TrainerTest, WritesMetricsLogAndTensorBoardEvents) {
   std::ostringstream progress;
   o.progress = &progress;
   auto comm = Solo();
-  ASSERT_TRUE(RunTrainer(o, r.components(comm.get()), storage).ok());
+  auto result = RunTrainer(o, r.components(comm.get()), storage);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // The result keeps the learning curve, not only the final evaluation.
+  ASSERT_EQ(result->evals.size(), 2u);
+  EXPECT_EQ(result->evals[0].first, 5);
+  EXPECT_EQ(result->evals[1].first, 10);
+  EXPECT_EQ(result->evals[1].second.gap, result->final_eval->gap);
+  EXPECT_NE(result->evals[0].second.gap, result->evals[1].second.gap);
 
   std::string log = storage.objects()["mem://run/metrics.jsonl"];
   std::istringstream lines(log);

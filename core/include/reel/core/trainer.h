@@ -21,6 +21,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reel/core/metrics.h"
 #include "reel/core/schedule.h"
@@ -87,6 +89,9 @@ struct TrainResult {
   int64_t epoch = 0;
   double last_loss = 0.0;  // mean over the last logging window, all ranks
   std::optional<EvalMetrics> final_eval;
+  // Every evaluation of this call, in order, with the step it ran at (eval_every_steps and the
+  // final one): a learning curve for callers such as a hyperparameter search.
+  std::vector<std::pair<int64_t, EvalMetrics>> evals;
   bool interrupted = false;
   bool resumed = false;
   std::string last_checkpoint;  // URI, empty if none was written
