@@ -9,6 +9,7 @@
 // prepares each trial's folder and a promoted trial reads its previous rung's checkpoint there.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -80,7 +81,7 @@ class DistributedExecutor : public Executor {
     work.set_dir(job.request.dir);
     work.set_resume(job.request.resume);
     work.set_threads(job.request.threads);
-    running_[worker] = {id, std::move(job)};
+    running_[worker] = {id, std::move(job), std::chrono::steady_clock::now()};
     lock.unlock();
     Status sent =
         comm_.Send(worker, kTagWork, Bytes(work.SerializeAsString()), DeadlineIn(kPoll * 20));
@@ -99,6 +100,7 @@ class DistributedExecutor : public Executor {
   struct Running {
     int64_t id;
     TrialJob job;
+    std::chrono::steady_clock::time_point start;  // sent to its worker; the trial's wall time
   };
 
   // One thread per worker rank: its reports, or the news that it is gone.
@@ -122,6 +124,8 @@ class DistributedExecutor : public Executor {
       c.job = std::move(it->second.job);
       c.worker = worker;
       c.run = FromReport(*report);
+      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start)
+                      .count();
       running_.erase(it);
       free_.push_back(worker);
       done_.push_back(std::move(c));

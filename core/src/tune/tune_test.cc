@@ -461,6 +461,7 @@ TEST(TuneTest, RanksOfACommunicatorShareTheTrials) {
   EXPECT_EQ(fake.calls.size(), 6u);
   EXPECT_EQ(results[0]->rows.size(), 6u);
   EXPECT_TRUE(results[1]->rows.empty()) << "results live on rank 0";
+  for (const auto& row : results[0]->rows) EXPECT_GT(row.seconds, 0.0) << "a trial's wall time";
   auto journal = tune::ReadJournal(dir + "/journal.jsonl");
   ASSERT_TRUE(journal.ok());
   std::set<int> workers;
