@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
+#include <vector>
 
 #include "reel/core/metrics.h"
 
@@ -40,10 +42,38 @@ RunResult Reel(const std::vector<std::string>& args, const std::string& cwd) {
   return r;
 }
 
+namespace {
+
+// Scratch folders are removed when the test program ends with every test passed (a search on the
+// real shards writes gigabytes of checkpoints); a failure keeps them to look at.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  static ScratchCleanup& Get() {
+    static auto* env =
+        static_cast<ScratchCleanup*>(::testing::AddGlobalTestEnvironment(new ScratchCleanup));
+    return *env;
+  }
+  void Add(const std::string& dir) { dirs_.push_back(dir); }
+  void TearDown() override {
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    std::error_code ignored;
+    for (const std::string& dir : dirs_) fs::remove_all(dir, ignored);
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+// Registered before main() runs the tests, as AddGlobalTestEnvironment requires.
+[[maybe_unused]] ScratchCleanup& registered = ScratchCleanup::Get();
+
+}  // namespace
+
 std::string ScratchDir(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/reel_e2e_" + std::to_string(::getpid()) + "_" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
+  ScratchCleanup::Get().Add(dir);
   return dir;
 }
 
