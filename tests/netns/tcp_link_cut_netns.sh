@@ -8,8 +8,9 @@
 #     timeout is 2 s, a collective's timeout 20 s), and no launch hangs (each runs under
 #     `timeout 180`, far beyond both: only a hang reaches it);
 #   * every launch exits non-zero, naming its rank and how it ended;
-#   * the newest checkpoint is intact: `reel launch -n 3 -- reel train --resume` (on loopback)
-#     continues from it.
+#   * the link comes back (`ip link set eth0 up`) and the same three launches, one per namespace
+#     over the same network, with `reel train --resume` continue from the newest checkpoint, which
+#     is intact, and train two more steps on every rank.
 # The namespaces (unique per run) are deleted on every exit. Exit 77 (skip) where namespaces
 # cannot be made.
 #
@@ -112,10 +113,31 @@ done
 
 newest=$(ls "$work/ckpt"/*.reelckpt | sort | tail -1)
 step=$((10#$(basename "$newest" | sed 's/^ckpt-\([0-9]*\)\.reelckpt$/\1/')))
-echo "resuming on loopback from $newest (step $step)"
-resume_log="$work/resume.log"
-timeout 180 "$reel" launch -n 3 -- reel train --config "$work/config.pbtxt" --resume \
-  --set "trainer.steps=$((step + 2))" >"$resume_log" 2>&1 || { cat "$resume_log"; fail "resume failed"; }
-grep -q "^\[rank 0\] resumed from $newest" "$resume_log" || { cat "$resume_log"; fail "did not resume from $newest"; }
-grep -q "^\[rank 2\] trained $((step + 2)) steps" "$resume_log" || { cat "$resume_log"; fail "resume did not train to step $((step + 2))"; }
-echo "tcp_link_cut_netns: rank 2's link cut; ranks 0 and 1 named it; resumed from step $step to $((step + 2))"
+ip -n "$name-r2" link set eth0 up
+echo "link of rank 2 up again; resuming across the namespaces from $newest (step $step)"
+for r in 0 1 2; do
+  timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
+    --coordinator "$coordinator" --grace-seconds 10 -- \
+    reel train --config "$work/config.pbtxt" --resume --set "trainer.steps=$((step + 2))" \
+    >"$work/resume$r.log" 2>&1 &
+  pids+=($!)
+done
+codes=()
+for r in 0 1 2; do
+  code=0
+  wait "${pids[$r]}" || code=$?
+  codes+=("$code")
+done
+pids=()
+show_resume_logs() {
+  for r in 0 1 2; do echo "---- resume, node $r"; cat "$work/resume$r.log"; done
+}
+# Rank 0 reports progress (and so the resume); every rank reports its end.
+grep -q "^\[rank 0\] resumed from $newest" "$work/resume0.log" ||
+  { show_resume_logs; fail "resume did not start from $newest"; }
+for r in 0 1 2; do
+  ((codes[r] == 0)) || { show_resume_logs; fail "resume: node $r exited ${codes[r]}"; }
+  grep -q "^\[rank $r\] trained $((step + 2)) steps" "$work/resume$r.log" ||
+    { show_resume_logs; fail "resume: rank $r did not train to step $((step + 2))"; }
+done
+echo "tcp_link_cut_netns: rank 2's link cut; ranks 0 and 1 named it; link back up; resumed over it from step $step to $((step + 2))"
