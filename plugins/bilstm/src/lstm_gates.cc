@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "reel/layers/vector_isa.h"
+
 namespace reel::bilstm {
 namespace {
 
@@ -14,14 +16,14 @@ struct Kernels {
 };
 
 Kernels Detect() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return {"avx512", gates_avx512::Forward, gates_avx512::Backward};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {"avx2", gates_avx2::Forward, gates_avx2::Backward};
-#endif
+  switch (layers::DetectVectorIsa()) {
+    case layers::VectorIsa::kAvx512:
+      return {"avx512", gates_avx512::Forward, gates_avx512::Backward};
+    case layers::VectorIsa::kAvx2:
+      return {"avx2", gates_avx2::Forward, gates_avx2::Backward};
+    case layers::VectorIsa::kBaseline:
+      break;
+  }
   return {"baseline", gates_base::Forward, gates_base::Backward};
 }
 

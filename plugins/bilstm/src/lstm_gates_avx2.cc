@@ -1,6 +1,7 @@
 // lstm_gates_kernels.inc compiled for one instruction set (flags in ../CMakeLists.txt).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "lstm_gates.h"

@@ -34,7 +34,8 @@ void Dense::Forward(const float* x, int64_t batch, float* y) const {
   Gemm(false, false, batch, out_, in_, 1.0f, x, in_, w, out_, beta, y, out_);
 }
 
-void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx) {
+void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx,
+                     bool accumulate_dx) {
   float* dw = arena_->grads(w_).data();
   Gemm(true, false, in_, out_, batch, 1.0f, x, in_, dy, out_, 0.0f, dw, out_);
   if (has_bias_) {
@@ -45,7 +46,8 @@ void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx) 
   }
   if (dx != nullptr) {
     const float* w = arena_->values(w_).data();
-    Gemm(false, true, batch, in_, out_, 1.0f, dy, out_, w, out_, 0.0f, dx, in_);
+    Gemm(false, true, batch, in_, out_, 1.0f, dy, out_, w, out_, accumulate_dx ? 1.0f : 0.0f, dx,
+         in_);
   }
 }
 

@@ -26,8 +26,9 @@ class Dense {
   // y [batch, out] = x [batch, in] W + b (overwrites y).
   void Forward(const float* x, int64_t batch, float* y) const;
   // From dy [batch, out]: writes dW and db into the arena's grads (overwriting) and, when dx is
-  // not null, dx [batch, in] (overwriting).
-  void Backward(const float* x, const float* dy, int64_t batch, float* dx);
+  // not null, dx [batch, in] (overwriting, or adding to it with accumulate_dx).
+  void Backward(const float* x, const float* dy, int64_t batch, float* dx,
+                bool accumulate_dx = false);
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }

@@ -69,8 +69,8 @@ class MoeHead final : public Head {
  private:
   int64_t classes_, experts_;
   Dense gates_, experts_dense_;
-  std::vector<float> gate_act_, expert_act_;      // pre-activations from Forward()
-  std::vector<float> dgate_, dexpert_, dx_part_;  // scratch for Backward()
+  std::vector<float> gate_act_, expert_act_;  // pre-activations from Forward()
+  std::vector<float> dgate_, dexpert_;        // scratch for Backward()
 };
 
 // The head options every model exposes, so they read the same everywhere.

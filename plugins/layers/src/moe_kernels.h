@@ -1,0 +1,44 @@
+// The mixture-of-experts head's element-wise work (see reel/layers/heads.h for the formulas):
+// from the gate and expert pre-activations of n (example, class) items to their logits, and back
+// to the pre-activations' gradients. Items are processed in blocks turned into one row per expert
+// of kBlock items, so every loop runs across items at the full vector width whatever the number
+// of experts.
+//
+// moe_kernels.inc is compiled once per instruction set (moe_kernels_{avx512,avx2,base}.cc); the
+// unqualified functions pick the CPU's best (vector_isa.h). The per-set ones are declared for
+// tests that compare every set the CPU runs.
+//
+// Thread-safety: pure functions on caller-owned buffers.
+#ifndef REEL_LAYERS_MOE_KERNELS_H_
+#define REEL_LAYERS_MOE_KERNELS_H_
+
+#include <cstdint>
+
+namespace reel::layers {
+
+// z: [n, E + 1] gate pre-activations (z[0] the dummy expert's); a: [n, E] expert pre-activations.
+struct MoeItems {
+  const float* z = nullptr;
+  const float* a = nullptr;
+  int64_t n = 0;
+  int64_t experts = 0;  // E >= 1
+};
+
+// logits[i] = log p_i - log(1 - p_i).
+void MoeLogits(const MoeItems& items, float* logits);
+// dz [n, E + 1] and da [n, E] from dlogits [n].
+void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da);
+
+#define REEL_MOE_KERNELS_DECLARE(ns)                                                  \
+  namespace ns {                                                                      \
+  void Logits(const MoeItems& items, float* logits);                                  \
+  void LogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da); \
+  }
+REEL_MOE_KERNELS_DECLARE(moe_avx512)
+REEL_MOE_KERNELS_DECLARE(moe_avx2)
+REEL_MOE_KERNELS_DECLARE(moe_base)
+#undef REEL_MOE_KERNELS_DECLARE
+
+}  // namespace reel::layers
+
+#endif  // REEL_LAYERS_MOE_KERNELS_H_
