@@ -45,8 +45,8 @@ inline OptionSchema UpdateRuleOptions() {
 }
 
 inline UpdateRuleConfig UpdateRuleConfigFrom(const Options& o) {
-  return {o.GetString("rule"), o.GetFloat("momentum"),  o.GetBool("nesterov"),
-          o.GetFloat("beta1"), o.GetFloat("beta2"),     o.GetFloat("epsilon"),
+  return {o.GetString("rule"),        o.GetFloat("momentum"),       o.GetBool("nesterov"),
+          o.GetFloat("beta1"),        o.GetFloat("beta2"),          o.GetFloat("epsilon"),
           o.GetFloat("weight_decay"), o.GetFloat("adagrad_initial")};
 }
 
@@ -93,6 +93,18 @@ class UpdateRule {
   }
 
  protected:
+  // Calls block.template operator()<N>(i) for blocks [i, i + N) covering [0, n): N = kBlock, then
+  // N = 1 for the rest. A rule's arithmetic lives in a function template over N with __restrict
+  // pointers, so its loop has a constant trip count and no aliasing: GCC vectorises it even at -O2
+  // (whose cost model skips loops of unknown trip count), and an update streams at memory speed
+  // instead of waiting on scalar square roots and divisions.
+  template <typename F>
+  static void ForBlocks(size_t n, F&& block) {
+    constexpr size_t kBlock = 64;
+    size_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) block.template operator()<kBlock>(i);
+    for (; i < n; ++i) block.template operator()<1>(i);
+  }
   void Ensure(std::vector<float>& s, size_t n, float fill = 0.0f) {
     if (s.size() != n) s.assign(n, fill);
   }
@@ -106,11 +118,19 @@ class Sgd final : public UpdateRule {
  public:
   explicit Sgd(UpdateRuleConfig c) : c_(c) {}
   void Apply(std::span<float> p, std::span<const float> g, float lr) override {
-    const float wd = static_cast<float>(c_.weight_decay);
-    for (size_t i = 0; i < p.size(); ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    const K k{lr, static_cast<float>(c_.weight_decay)};
+    ForBlocks(p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, k); });
     ++steps_;
   }
+
  private:
+  struct K {
+    float lr, wd;
+  };
+  template <size_t N>
+  static void Block(float* __restrict p, const float* __restrict g, const K& k) {
+    for (size_t i = 0; i < N; ++i) p[i] -= k.lr * (g[i] + k.wd * p[i]);
+  }
   UpdateRuleConfig c_;
 };
 
@@ -119,16 +139,27 @@ class Momentum final : public UpdateRule {
   explicit Momentum(UpdateRuleConfig c) : c_(c) {}
   void Apply(std::span<float> p, std::span<const float> g, float lr) override {
     Ensure(s1_, p.size());
-    const float mu = static_cast<float>(c_.momentum), wd = static_cast<float>(c_.weight_decay);
-    float* v = s1_.data();
-    for (size_t i = 0; i < p.size(); ++i) {
-      float gi = g[i] + wd * p[i];
-      v[i] = mu * v[i] + gi;
-      p[i] -= lr * (c_.nesterov ? gi + mu * v[i] : v[i]);
-    }
+    const K k{lr, static_cast<float>(c_.momentum), static_cast<float>(c_.weight_decay),
+              c_.nesterov};
+    ForBlocks(p.size(),
+              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, s1_.data() + i, k); });
     ++steps_;
   }
+
  private:
+  struct K {
+    float lr, mu, wd;
+    bool nesterov;
+  };
+  template <size_t N>
+  static void Block(float* __restrict p, const float* __restrict g, float* __restrict v,
+                    const K& k) {
+    for (size_t i = 0; i < N; ++i) {
+      const float gi = g[i] + k.wd * p[i];
+      v[i] = k.mu * v[i] + gi;
+      p[i] -= k.lr * (k.nesterov ? gi + k.mu * v[i] : v[i]);
+    }
+  }
   UpdateRuleConfig c_;
 };
 
@@ -137,16 +168,25 @@ class Adagrad final : public UpdateRule {
   explicit Adagrad(UpdateRuleConfig c) : c_(c) {}
   void Apply(std::span<float> p, std::span<const float> g, float lr) override {
     Ensure(s1_, p.size(), static_cast<float>(c_.adagrad_initial));
-    const float eps = static_cast<float>(c_.epsilon), wd = static_cast<float>(c_.weight_decay);
-    float* acc = s1_.data();
-    for (size_t i = 0; i < p.size(); ++i) {
-      float gi = g[i] + wd * p[i];
-      acc[i] += gi * gi;
-      p[i] -= lr * gi / (std::sqrt(acc[i]) + eps);
-    }
+    const K k{lr, static_cast<float>(c_.epsilon), static_cast<float>(c_.weight_decay)};
+    ForBlocks(p.size(),
+              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, s1_.data() + i, k); });
     ++steps_;
   }
+
  private:
+  struct K {
+    float lr, eps, wd;
+  };
+  template <size_t N>
+  static void Block(float* __restrict p, const float* __restrict g, float* __restrict acc,
+                    const K& k) {
+    for (size_t i = 0; i < N; ++i) {
+      const float gi = g[i] + k.wd * p[i];
+      acc[i] += gi * gi;
+      p[i] -= k.lr * gi / (std::sqrt(acc[i]) + k.eps);
+    }
+  }
   UpdateRuleConfig c_;
 };
 
@@ -158,22 +198,34 @@ class Adam final : public UpdateRule {
     Ensure(s1_, p.size());
     Ensure(s2_, p.size());
     ++steps_;
-    const float b1 = static_cast<float>(c_.beta1), b2 = static_cast<float>(c_.beta2);
-    const float eps = static_cast<float>(c_.epsilon), wd = static_cast<float>(c_.weight_decay);
     const double t = static_cast<double>(steps_);
-    const float bc1 = static_cast<float>(1.0 - std::pow(c_.beta1, t));
-    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(c_.beta2, t)));
-    const float step = lr / bc1;
-    float* m = s1_.data();
-    float* v = s2_.data();
-    for (size_t i = 0; i < p.size(); ++i) {
-      float gi = g[i] + wd * p[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      p[i] -= step * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+    const K k{static_cast<float>(c_.beta1),
+              static_cast<float>(c_.beta2),
+              static_cast<float>(c_.epsilon),
+              static_cast<float>(c_.weight_decay),
+              lr / static_cast<float>(1.0 - std::pow(c_.beta1, t)),
+              static_cast<float>(std::sqrt(1.0 - std::pow(c_.beta2, t)))};
+    ForBlocks(p.size(), [&]<size_t N>(size_t i) {
+      Block<N>(p.data() + i, g.data() + i, s1_.data() + i, s2_.data() + i, k);
+    });
+  }
+
+ private:
+  struct K {
+    float b1, b2, eps, wd;
+    float step;      // lr / (1 - beta1^t)
+    float bc2_sqrt;  // sqrt(1 - beta2^t)
+  };
+  template <size_t N>
+  static void Block(float* __restrict p, const float* __restrict g, float* __restrict m,
+                    float* __restrict v, const K& k) {
+    for (size_t i = 0; i < N; ++i) {
+      const float gi = g[i] + k.wd * p[i];
+      m[i] = k.b1 * m[i] + (1.0f - k.b1) * gi;
+      v[i] = k.b2 * v[i] + (1.0f - k.b2) * gi * gi;
+      p[i] -= k.step * m[i] / (std::sqrt(v[i]) / k.bc2_sqrt + k.eps);
     }
   }
- private:
   UpdateRuleConfig c_;
 };
 
