@@ -53,6 +53,15 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
               << Fixed(r.final_eval->perr) << "  mAP " << Fixed(r.final_eval->map) << "  ("
               << r.final_eval->videos << " videos)\n";
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
+    // Training ranks dropped during the run (an optimizer whose ranks step independently).
+    for (const core::LostRank& l : r.lost_ranks) {
+      env.out << "lost rank " << l.rank << " after step " << l.last_step;
+      if (l.steps_not_trained >= 0) env.out << ": " << l.steps_not_trained << " steps";
+      if (l.examples_not_trained >= 0)
+        env.out << " (about " << l.examples_not_trained << " examples)";
+      if (l.steps_not_trained >= 0) env.out << " of its share not trained";
+      env.out << "\n";
+    }
   }
   if (r.interrupted)
     return CancelledError("interrupted at step " + std::to_string(r.steps) +

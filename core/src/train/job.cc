@@ -41,11 +41,16 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
         train,
         reg.CreateDataSource(c.data().name(),
                              ComponentOptions(reg, ComponentKind::kDataSource, c.data(), c), dctx));
-    if (c.has_eval_data()) {
+    // Training ranks that step independently (see reel/core/trainer.h): the lead evaluates
+    // alone, on the whole evaluation set.
+    const bool independent = group != nullptr && group->size() > 1;
+    DataSourceContext ectx = dctx;
+    if (independent) ectx.shard = {0, 1};
+    if (c.has_eval_data() && (!independent || group->rank() == 0)) {
       REEL_ASSIGN_OR_RETURN(
           eval, reg.CreateDataSource(
                     c.eval_data().name(),
-                    ComponentOptions(reg, ComponentKind::kDataSource, c.eval_data(), c), dctx));
+                    ComponentOptions(reg, ComponentKind::kDataSource, c.eval_data(), c), ectx));
     }
   }
   ParamArena arena;  // declared first: the model keeps a pointer to it and must not outlive it
@@ -72,6 +77,21 @@ Result<RankPlan> PlanFor(const config::RunConfig& c, const Registry& registry,
   return PlanRanks(alone, default_transport, [](const char*) -> const char* { return nullptr; });
 }
 
+// True if the optimizer of this job has server-only ranks: its training ranks then step
+// independently and a lost one is dropped, so the transport must let a dead peer fail only what
+// involves it (TransportContext::isolate_failures). Asked of an optimizer made for rank 0 of the
+// planned world; a world the transport discovers itself (MPI, which ends the job on a lost rank
+// anyway), or options the optimizer refuses (the real one reports that), say false.
+bool ToleratesLostRanks(const config::RunConfig& c, const Registry& reg, const RankPlan& plan) {
+  if (plan.ranks.empty() || plan.ranks.front().world_size < 2) return false;
+  config::Component opt = c.optimizer();
+  if (opt.name().empty()) opt.set_name(reg.DefaultName(ComponentKind::kOptimizer));
+  Result<Owned<Optimizer>> probe =
+      reg.CreateOptimizer(opt.name(), ComponentOptions(reg, ComponentKind::kOptimizer, opt, c),
+                          OptimizerContext{0, plan.ranks.front().world_size});
+  return probe.ok() && (*probe)->HasServerOnlyRanks();
+}
+
 }  // namespace
 
 Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& job) {
@@ -79,6 +99,8 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   REEL_RETURN_IF_ERROR(ValidateComponents(cfg, registry, {"data", "model"}));
   const config::RunConfig& c = cfg.config;
   REEL_ASSIGN_OR_RETURN(RankPlan plan, PlanFor(c, registry, job));
+  if (ToleratesLostRanks(c, registry, plan))
+    for (TransportContext& ctx : plan.ranks) ctx.isolate_failures = true;
   TrainerOptions options = TrainerOptionsFrom(cfg, job);
   options.timeout = plan.timeouts.each;
 

@@ -12,6 +12,7 @@
 #include "train/progress.h"
 #include "train/run_log.h"
 #include "train/shared_checkpoint.h"
+#include "train/worker_reports.h"
 
 namespace reel::core {
 namespace {
@@ -35,6 +36,8 @@ class Loop {
         r_(r),
         group_(r.group != nullptr ? r.group : r.comm),
         trains_(r.optimizer == nullptr || !r.optimizer->IsServerOnly()),
+        independent_(trains_ && r.optimizer != nullptr && r.optimizer->HasServerOnlyRanks() &&
+                     group_->size() > 1),
         storage_(s),
         progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
 
@@ -59,11 +62,18 @@ class Loop {
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
 
   Result<TrainResult> Serve();
+  // Independent training ranks (see reel/core/trainer.h): their reports to the lead.
+  Status Report(ReportKind kind, const std::string& position);
+  // The end of an independent rank's run: the lead waits for every other rank's final report
+  // (or its loss), evaluates, writes the final checkpoint and reports the lost ranks.
+  Status FinishIndependently(bool interrupted, const std::string& position_before);
 
   const TrainerOptions& o_;
   const RankComponents& r_;
-  Communicator* group_;  // the training ranks; not owned
-  const bool trains_;    // false on a server-only rank
+  Communicator* group_;     // the training ranks; not owned
+  const bool trains_;       // false on a server-only rank
+  const bool independent_;  // training ranks step on their own (see reel/core/trainer.h)
+  std::unique_ptr<WorkerReports> reports_;  // the lead of independent ranks
   StorageResolver& storage_;
   Progress progress_;
   std::optional<LrSchedule> schedule_;
@@ -91,7 +101,7 @@ class Loop {
 };
 
 Status Loop::SumOverRanks(std::span<float> values) {
-  if (world() == 1) return Status::Ok();
+  if (world() == 1 || independent_) return Status::Ok();
   return group_->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
 }
 
@@ -270,12 +280,14 @@ Status Loop::LogWindow() {
 }
 
 Status Loop::RunEval() {
-  if (r_.eval == nullptr) return Status::Ok();
+  // Independent ranks: the lead alone, on the whole evaluation set (the host gives no other rank
+  // an evaluation source).
+  if (r_.eval == nullptr || (independent_ && !rank0())) return Status::Ok();
   REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before evaluation"));
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
-  REEL_ASSIGN_OR_RETURN(
-      EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k, group_, o_.timeout));
+  REEL_ASSIGN_OR_RETURN(EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k,
+                                                independent_ ? nullptr : group_, o_.timeout));
   result_.final_eval = m;
   result_.evals.emplace_back(step_, m);
   last_eval_step_ = step_;
@@ -306,9 +318,17 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
-  REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> positions,
-                        GatherBytes(*group_, my_position, o_.timeout));
+  std::vector<std::string> positions;
+  if (independent_) {
+    if (!rank0()) return Report(ReportKind::kCheckpoint, my_position);
+    // The other ranks' positions at this step (they may still be on their way to it).
+    REEL_RETURN_IF_ERROR(reports_->CatchUp(step_));
+    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
+    positions = reports_->Positions(my_position);
+  } else {
+    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
+    REEL_ASSIGN_OR_RETURN(positions, GatherBytes(*group_, my_position, o_.timeout));
+  }
   if (!rank0()) return Status::Ok();
   CheckpointState s;
   s.model_name = o_.model_name;
@@ -323,7 +343,8 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   s.data_positions = std::move(positions);
   s.config_text = o_.config_text;
   s.seed = o_.seed;
-  s.examples_seen = examples_ + window_examples_ * world();
+  s.examples_seen = independent_ ? examples_ + window_examples_ + reports_->Examples()
+                                 : examples_ + window_examples_ * world();
   s.world_size = world();
   s.wall_time = WallTime();
   s.train_seconds = prior_seconds_ + SecondsSince(start_);
@@ -344,9 +365,64 @@ Result<TrainResult> Loop::Serve() {
   return result_;
 }
 
+Status Loop::Report(ReportKind kind, const std::string& position) {
+  if (rank0()) {
+    if (!reports_) reports_ = std::make_unique<WorkerReports>(*group_, o_.timeout);
+    return reports_->CatchUp(kind == ReportKind::kFinal ? WorkerReports::kFinal : step_);
+  }
+  WorkerReport r;
+  r.kind = kind;
+  r.rank = r_.comm->rank();
+  r.step = step_;
+  r.examples = examples_ + window_examples_;
+  r.position = position;
+  return SendWorkerReport(*group_, r, o_.timeout);
+}
+
+Status Loop::FinishIndependently(bool interrupted, const std::string& position_before) {
+  std::string position = position_before;
+  if (!interrupted) {
+    REEL_ASSIGN_OR_RETURN(position, r_.train->Position());
+  }
+  if (!rank0()) {
+    // Done with the servers first, so that the lead's final pull holds every push of this rank.
+    REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+    return Report(ReportKind::kFinal, position);
+  }
+  REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
+  const int64_t budget =
+      o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
+  result_.lost_ranks = reports_->Lost(budget);
+  for (const LostRank& l : result_.lost_ranks) {
+    std::string what = l.rank >= 0 ? "rank " + std::to_string(l.rank)
+                                   : "training rank " + std::to_string(l.group_rank);
+    std::string share =
+        l.steps_not_trained < 0
+            ? "the rest of its share after that was not trained"
+            : std::to_string(l.steps_not_trained) + " steps of its share" +
+                  (l.examples_not_trained < 0
+                       ? std::string()
+                       : " (about " + std::to_string(l.examples_not_trained) + " examples)") +
+                  " were not trained";
+    progress_.Note("lost " + what + " after its report at step " + std::to_string(l.last_step) +
+                   ": " + share + "; the others finished the run (" + l.why + ")");
+  }
+  if (interrupted) {
+    progress_.Note("interrupted at step " + std::to_string(step_) + "; saving a checkpoint");
+  } else {
+    // After every rank's final push, so the evaluation and the checkpoint see all of them.
+    REEL_RETURN_IF_ERROR(RunEval());
+  }
+  return SaveCheckpoint(position);
+}
+
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   if (!trains_) return Serve();
+  if (independent_) {
+    REEL_ASSIGN_OR_RETURN(std::string start, r_.train->Position());
+    REEL_RETURN_IF_ERROR(Report(ReportKind::kStart, start));
+  }
   int64_t batches_this_epoch = 0;
   // False while in the epoch a checkpoint resumed in the middle of: its earlier batches are not
   // counted here, and what is left of it may be nothing at all.
@@ -360,7 +436,8 @@ Result<TrainResult> Loop::Run() {
       return batch.status().WithContext("rank " + std::to_string(r_.comm->rank()) +
                                         ": training data");
     const bool stop = o_.should_stop && o_.should_stop(step_);
-    // Ranks agree on leaving the epoch and on stopping, so their collectives stay in step.
+    // Ranks agree on leaving the epoch and on stopping, so their collectives stay in step
+    // (independent ranks decide alone).
     float agree[2] = {batch.ok() ? 1.0f : 0.0f, stop ? 1.0f : 0.0f};
     REEL_RETURN_IF_ERROR(SumOverRanks(agree));
     if (agree[1] > 0) {
@@ -404,7 +481,9 @@ Result<TrainResult> Loop::Run() {
   }
   // Every rank took the same path out of the loop, so these collectives match up.
   if (window_examples_ > 0 || world() > 1) REEL_RETURN_IF_ERROR(LogWindow());
-  if (interrupted) {
+  if (independent_) {
+    REEL_RETURN_IF_ERROR(FinishIndependently(interrupted, position_before));
+  } else if (interrupted) {
     progress_.Note("interrupted at step " + std::to_string(step_) + "; saving a checkpoint");
     REEL_RETURN_IF_ERROR(SaveCheckpoint(position_before));
   } else {
@@ -414,10 +493,11 @@ Result<TrainResult> Loop::Run() {
       REEL_RETURN_IF_ERROR(SaveCheckpoint(pos));
     }
   }
-  REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+  // (An independent rank other than the lead finished its optimizer before its final report.)
+  if (!independent_ || rank0()) REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
   progress_.Finish();
   result_.steps = step_;
-  result_.examples = examples_;
+  result_.examples = examples_ + (reports_ ? reports_->Examples() : 0);
   result_.epoch = epoch_;
   result_.interrupted = interrupted;
   return result_;

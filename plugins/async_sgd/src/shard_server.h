@@ -5,8 +5,10 @@
 // float is read and written atomically, concurrent updates of one float may be lost by design).
 //
 // A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
-// thread ends, the others carry on, and at the end Run() returns Unavailable naming every dropped
-// worker with its last local step and the pushes applied (tallies() has the same).
+// thread ends, the others carry on, and at the end the server names every dropped worker with its
+// last local step and the pushes applied on stderr (tallies() has the same). Run() still succeeds
+// on a server-only rank if any worker finished; it returns Unavailable naming the dropped ones if
+// none did, or when colocated (the dropped worker's rank also served a shard).
 //
 // Thread-safety: Run() on one thread; Save()/Restore() before Run() or from a worker's request.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_

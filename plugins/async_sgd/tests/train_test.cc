@@ -144,7 +144,9 @@ TEST_F(AsyncTrain, ThreeMpiProcessesBeatTheBaseline) {
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr))
+    // Both streams append (O_APPEND), so neither writes over the other's lines.
+    if (FILE* f = std::fopen(log.c_str(), "w")) std::fclose(f);
+    if (!std::freopen(log.c_str(), "a", stdout) || !std::freopen(log.c_str(), "a", stderr))
       _exit(126);
     std::vector<std::string> copy = args;
     std::vector<char*> argv = {const_cast<char*>(REEL_EXE)};
@@ -227,6 +229,52 @@ TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
   ASSERT_EQ(again.code, 0) << again.out << again.err;
   EXPECT_THAT(again.out + again.err, HasSubstr("at step " + std::to_string(resume_at)));
   EXPECT_THAT(again.out, HasSubstr("trained " + until + " steps"));
+}
+
+// Four tcp processes under `reel launch --keep-going` (server 0, workers 1-3, worker 1 the lead).
+// Worker rank 3 is killed with SIGKILL once a periodic checkpoint holds its report (it has
+// trained 20 steps then, and 100 remain): the server drops it, the lead writes the final
+// checkpoint without it, and the launch succeeds; the server, the lead's log and the summary
+// say what of its share was not trained.
+TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
+  if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
+  const std::string run = dir_ + "/lost_worker";
+  const std::string config = Config(run, Opt("rule", "adagrad") + Opt("timeout_ms", "60000"),
+                                    "  steps: 120\n  checkpoint_every_steps: 20\n");
+  const std::string log = run + ".log";
+  pid_t launch =
+      Spawn({"launch", "-n", "4", "--keep-going", "--", "reel", "train", "--config", config}, log);
+  ASSERT_GT(launch, 0);
+  // Not a timing assertion: a generous limit so a broken run cannot hang the suite.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  pid_t victim = -1;
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (NewestCheckpointStep(run + "/ckpt") >= 20 && (victim = FindRank(config, "REEL_RANK=3")) > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (victim <= 0) kill(launch, SIGKILL);
+  ASSERT_GT(victim, 0) << ReadFile(log);
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(launch, &status, 0);
+  const std::string out = ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_THAT(out, HasSubstr("rank 3 was killed by signal 9"));
+  EXPECT_THAT(out, HasSubstr("[rank 0] async_sgd server rank 0 (shard 0): worker rank 3 was lost "
+                             "after its local step"));
+  EXPECT_THAT(out, HasSubstr("[rank 1] lost rank 3 after its report at step "));
+  EXPECT_THAT(out, HasSubstr("were not trained; the others finished the run"));
+  EXPECT_THAT(out, HasSubstr("[rank 1] trained 120 steps"));
+  // The summary's count of what was not trained agrees with the step the lead last heard of.
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex("lost rank 3 after step ([0-9]+): ([0-9]+) steps")))
+      << out;
+  EXPECT_GE(std::stoll(m[1]), 20);
+  EXPECT_EQ(std::stoll(m[1]) + std::stoll(m[2]), 120);
+  EXPECT_EQ(NewestCheckpointStep(run + "/ckpt"), 120);
+  EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }
 
 TEST_F(AsyncTrain, BadOptionsStopTheRunBeforeTraining) {

@@ -10,6 +10,15 @@
 // one was interrupted, so they always leave an epoch and stop together. Rank 0 alone prints,
 // logs and writes checkpoints (gathering every rank's data position into them).
 //
+// An optimizer with server-only ranks (Optimizer::HasServerOnlyRanks, e.g. async_sgd) keeps its
+// training ranks together through its servers, so they step independently: no per-step
+// agreement, each leaves its epoch when its own share ends, its logging window is its own, and
+// it sends the lead point-to-point reports (train/worker_reports.h) at its start, at checkpoint
+// steps and at its end instead of joining collectives. The lead evaluates alone on the whole
+// evaluation set, writes checkpoints with every rank's reported position, and a training rank
+// that dies (its connection lost, or silent past the timeout) is dropped and listed in
+// TrainResult::lost_ranks with the share it did not train, while the others finish the run.
+//
 // Thread-safety: RunTrainer is called once per rank, each on its own thread; the components of
 // a rank are used only by that call.
 #ifndef REEL_CORE_TRAINER_H_
@@ -83,6 +92,20 @@ struct RankComponents {
   Communicator* group = nullptr;
 };
 
+// A training rank that was lost while the others went on (optimizers whose training ranks step
+// independently, see RunTrainer): what of its share it did not train, as far as the lead knows.
+struct LostRank {
+  int rank = -1;          // in the whole world; -1 if it was lost before it reported anything
+  int group_rank = 0;     // among the training ranks
+  int64_t last_step = 0;  // its step at its last report (start or checkpoint)
+  // Its step budget minus last_step, and that many steps at its own mean batch; -1 if unknown
+  // (an epoch budget whose epoch length is not known yet).
+  int64_t steps_not_trained = -1;
+  int64_t examples_not_trained = -1;
+  std::string position;  // its data position at its last report: where a resume continues it
+  std::string why;       // the error that showed it was lost
+};
+
 struct TrainResult {
   int64_t steps = 0;     // steps completed, counting those before a resume
   int64_t examples = 0;  // over all ranks
@@ -96,6 +119,7 @@ struct TrainResult {
   bool resumed = false;
   std::string last_checkpoint;  // URI, empty if none was written
   bool served_only = false;     // a server-only rank (Optimizer::IsServerOnly): it did not train
+  std::vector<LostRank> lost_ranks;  // the lead only: training ranks dropped during the run
 };
 
 // Initializes the model from options.seed (or restores the newest checkpoint when resuming),

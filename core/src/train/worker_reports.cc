@@ -1,0 +1,109 @@
+// Reports of independently stepping training ranks to their lead (see worker_reports.h).
+#include "train/worker_reports.h"
+
+#include <cstring>
+
+namespace reel::core {
+namespace {
+
+// A user tag of the training group (below kSubgroupUserTags, so it also fits a split group).
+constexpr int kReportTag = 900;
+
+// On the wire: this header, then the position's bytes.
+struct ReportHeader {
+  uint32_t kind = 0;
+  int32_t rank = -1;
+  int64_t step = 0;
+  int64_t examples = 0;
+};
+static_assert(sizeof(ReportHeader) == 24);
+
+}  // namespace
+
+Status SendWorkerReport(Communicator& group, const WorkerReport& report,
+                        std::chrono::milliseconds timeout) {
+  const ReportHeader h{static_cast<uint32_t>(report.kind), report.rank, report.step,
+                       report.examples};
+  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
+  bytes += report.position;
+  return group.Send(0, kReportTag, std::as_bytes(std::span<const char>(bytes)), DeadlineIn(timeout))
+      .WithContext("training rank " + std::to_string(group.rank()) +
+                   " reporting its progress to the lead");
+}
+
+WorkerReports::WorkerReports(Communicator& group, std::chrono::milliseconds timeout)
+    : group_(group), timeout_(timeout), views_(static_cast<size_t>(group.size())) {}
+
+Status WorkerReports::CatchUp(int64_t step) {
+  for (int w = 1; w < group_.size(); ++w) {
+    View& v = views_[static_cast<size_t>(w)];
+    bool started = v.last.rank >= 0;
+    while (v.lost.empty() && !v.final && (!started || v.last.step < step)) {
+      Result<Message> m = group_.Recv(w, kReportTag, DeadlineIn(timeout_));
+      if (!m.ok()) {
+        const StatusCode code = m.status().code();
+        if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded)
+          return m.status().WithContext("the lead waiting for training rank " + std::to_string(w));
+        v.lost = m.status().ToString();
+        break;
+      }
+      ReportHeader h;
+      if (m->payload.size() < sizeof h)
+        return DataLossError("training rank " + std::to_string(w) + " sent a report of " +
+                             std::to_string(m->payload.size()) + " bytes");
+      std::memcpy(&h, m->payload.data(), sizeof h);
+      if (h.kind < static_cast<uint32_t>(ReportKind::kStart) ||
+          h.kind > static_cast<uint32_t>(ReportKind::kFinal))
+        return DataLossError("training rank " + std::to_string(w) + " sent a report of kind " +
+                             std::to_string(h.kind));
+      v.last.kind = static_cast<ReportKind>(h.kind);
+      v.last.rank = h.rank;
+      v.last.step = h.step;
+      v.last.examples = h.examples;
+      v.last.position.assign(reinterpret_cast<const char*>(m->payload.data()) + sizeof h,
+                             m->payload.size() - sizeof h);
+      if (v.last.kind == ReportKind::kStart) v.start_step = h.step;
+      v.final = v.last.kind == ReportKind::kFinal;
+      started = true;
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> WorkerReports::Positions(const std::string& lead_position) const {
+  std::vector<std::string> out;
+  out.push_back(lead_position);
+  for (size_t w = 1; w < views_.size(); ++w) out.push_back(views_[w].last.position);
+  return out;
+}
+
+int64_t WorkerReports::Examples() const {
+  int64_t n = 0;
+  for (size_t w = 1; w < views_.size(); ++w) n += views_[w].last.examples;
+  return n;
+}
+
+std::vector<LostRank> WorkerReports::Lost(int64_t budget_steps) const {
+  std::vector<LostRank> out;
+  for (size_t w = 1; w < views_.size(); ++w) {
+    const View& v = views_[w];
+    if (v.lost.empty()) continue;
+    LostRank l;
+    l.rank = v.last.rank;
+    l.group_rank = static_cast<int>(w);
+    l.last_step = v.last.step;
+    l.position = v.last.position;
+    l.why = v.lost;
+    if (budget_steps > 0) {
+      l.steps_not_trained = std::max<int64_t>(0, budget_steps - v.last.step);
+      // At this rank's own mean batch so far, if it reported any training.
+      const int64_t trained = v.last.step - v.start_step;
+      if (v.last.examples > 0 && trained > 0)
+        l.examples_not_trained = l.steps_not_trained * v.last.examples / trained;
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace reel::core
