@@ -384,6 +384,8 @@ SuperviseOutcome Supervisor::Wait() {
     }
     Reap();
   }
+  // A failure still settling when the last rank exited (the last one tolerated, --keep-going).
+  if (pending_failure_) Fail(*pending_failure_);
   SuperviseOutcome outcome;
   outcome.first_failure = first_failure_;
   outcome.stopped_at_failure = stopped_at_failure_;
@@ -397,8 +399,16 @@ SuperviseOutcome Supervisor::Wait() {
     outcome.exit_code = 128 + interrupted_by_;
   else if (!has_rank0 && !tolerated_.empty() && tolerated_.size() == o_.ranks.size())
     outcome.exit_code = tolerated_.front().ExitCode();
-  if (!tolerated_.empty())
-    Say(std::to_string(tolerated_.size()) + " rank(s) failed and were tolerated (--keep-going)");
+  if (!tolerated_.empty()) {
+    // Each named, the first one first: it is often the cause of the others' failures (a lost
+    // parameter server) and of rank 0's exit code.
+    std::string which;
+    for (const RankExit& e : tolerated_)
+      which += (which.empty() ? ": " : "; ") + std::string("rank ") + std::to_string(e.rank) + " " +
+               e.Describe();
+    Say(std::to_string(tolerated_.size()) + " rank(s) failed and were tolerated (--keep-going)" +
+        which);
+  }
   return outcome;
 }
 

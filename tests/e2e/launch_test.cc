@@ -150,6 +150,24 @@ TEST(LaunchTest, FailingRankStopsTheOthersAndIsNamed) {
   fs::remove_all(dir);
 }
 
+// --keep-going tolerates ranks other than 0 (an async_sgd worker, a tune worker) but not rank 0:
+// rank 0 fails, rank 1 fails just after it (so usually while rank 0's exit still settles) and is
+// the last to exit; the launch still fails with rank 0's status and lists the tolerated rank.
+TEST(LaunchTest, KeepGoingToleratesOtherRanksButNotRankZero) {
+  const std::string dir = ScratchDir("launch_keep_going");
+  RunResult r = LaunchSh({"-n", "2", "--keep-going"},
+                         "if [ $REEL_RANK = 0 ]; then touch " + dir + "/zero; exit 4; fi; " +
+                             "while [ ! -e " + dir + "/zero ]; do sleep 0.01; done; exit 5");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("reel launch: UNAVAILABLE: rank 0 exited with status 4"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 rank(s) failed and were tolerated (--keep-going): rank 1 exited with "
+                       "status 5"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(dir);
+}
+
 TEST(LaunchTest, RankKilledBySignalIsNamedWithTheSignal) {
   RunResult r =
       LaunchSh({"-n", "2"}, "if [ $REEL_RANK = 0 ]; then kill -9 $$; fi; exec sleep 1000");

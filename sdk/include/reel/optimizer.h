@@ -12,11 +12,11 @@
 //
 // Roles: by default every rank trains. An optimizer with server-only ranks says so on every rank
 // (HasServerOnlyRanks); the host then splits the training ranks into their own group
-// (Communicator::Split) for data shards, the trainer's agreement, logs, evaluation and checkpoint
-// positions, and on server-only ranks calls Serve() instead of training. The lead (rank 0 of the
-// training group) writes checkpoints: it calls Refresh() and CollectState(), which may fetch
-// state from the ranks that hold it; on resume every rank gets RestoreState() with the whole
-// state and keeps its own part.
+// (Communicator::Split) for data shards and checkpoint positions, lets them step independently
+// (no per-step agreement, a lost one is dropped: reel/core/trainer.h) and calls Serve() on
+// server-only ranks. The lead (rank 0 of the training group) writes checkpoints: it calls
+// Refresh() and CollectState(), which may fetch state from the ranks that hold it; on resume
+// every rank gets RestoreState() with the whole state and keeps its own part.
 //
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
@@ -81,7 +81,7 @@ class Optimizer {
   // asynchronous optimizer returns the global progress instead (updates applied by all ranks).
   virtual int64_t ScheduleStep(int64_t local_step) const { return local_step; }
   // Brings arena.values() to the parameters a checkpoint or an evaluation should see (an
-  // asynchronous worker pulls the newest ones). Training ranks call it together.
+  // asynchronous worker pulls the newest ones). Training ranks call it together (or the lead).
   virtual Status Refresh() { return Status::Ok(); }
   // The state a checkpoint stores, called on the lead only. An optimizer whose state lives on
   // other ranks gathers it here.
