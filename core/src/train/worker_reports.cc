@@ -6,9 +6,6 @@
 namespace reel::core {
 namespace {
 
-// A user tag of the training group (below kSubgroupUserTags, so it also fits a split group).
-constexpr int kReportTag = 900;
-
 // On the wire: this header, then the position's bytes.
 struct ReportHeader {
   uint32_t kind = 0;
@@ -26,7 +23,8 @@ Status SendWorkerReport(Communicator& group, const WorkerReport& report,
                        report.examples};
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes += report.position;
-  return group.Send(0, kReportTag, std::as_bytes(std::span<const char>(bytes)), DeadlineIn(timeout))
+  return group
+      .Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bytes)), DeadlineIn(timeout))
       .WithContext("training rank " + std::to_string(group.rank()) +
                    " reporting its progress to the lead");
 }
@@ -39,7 +37,7 @@ Status WorkerReports::CatchUp(int64_t step) {
     View& v = views_[static_cast<size_t>(w)];
     bool started = v.last.rank >= 0;
     while (v.lost.empty() && !v.final && (!started || v.last.step < step)) {
-      Result<Message> m = group_.Recv(w, kReportTag, DeadlineIn(timeout_));
+      Result<Message> m = group_.Recv(w, kWorkerReportTag, DeadlineIn(timeout_));
       if (!m.ok()) {
         const StatusCode code = m.status().code();
         if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded)

@@ -25,6 +25,9 @@
 
 namespace reel::core {
 
+// A user tag of the training group (below kSubgroupUserTags, so it also fits a split group).
+constexpr int kWorkerReportTag = 900;
+
 enum class ReportKind : uint32_t { kStart = 1, kCheckpoint = 2, kFinal = 3 };
 
 struct WorkerReport {

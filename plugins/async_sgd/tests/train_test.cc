@@ -188,6 +188,28 @@ int64_t NewestCheckpointStep(const std::string& dir) {
   return newest;
 }
 
+// Four ranks under `reel launch --keep-going -- reel train --config C`, output to `log`. Once a
+// periodic checkpoint of step 20 or later exists in `run`/ckpt, rank `victim` is killed with
+// SIGKILL; then the launch is waited for (its wait status in *status). False if the victim was not
+// found within a generous limit (not a timing assertion: a broken run must not hang the suite).
+bool LaunchAndKillAfterCheckpoint(const std::string& config, const std::string& run, int victim,
+                                  const std::string& log, int* status) {
+  const pid_t launch =
+      Spawn({"launch", "-n", "4", "--keep-going", "--", "reel", "train", "--config", config}, log);
+  if (launch <= 0) return false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  pid_t pid = -1;
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (NewestCheckpointStep(run + "/ckpt") >= 20 &&
+        (pid = FindRank(config, "REEL_RANK=" + std::to_string(victim))) > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid > 0 ? pid : launch, SIGKILL);
+  waitpid(launch, status, 0);
+  return pid > 0;
+}
+
 // Four tcp processes (servers 0 and 1, workers 2 and 3). Server rank 1 is killed with SIGKILL once
 // a periodic checkpoint exists: both workers fail with Unavailable naming it instead of hanging,
 // the launch exits non-zero naming it, and `--resume` on a fresh launch continues from the newest
@@ -199,22 +221,8 @@ TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
       Config(run, Opt("rule", "adagrad") + Opt("servers", "2") + Opt("timeout_ms", "60000"),
              "  steps: 1000000\n  checkpoint_every_steps: 20\n");
   const std::string log = run + ".log";
-  pid_t launch =
-      Spawn({"launch", "-n", "4", "--keep-going", "--", "reel", "train", "--config", config}, log);
-  ASSERT_GT(launch, 0);
-  // Not a timing assertion: a generous limit so a broken run cannot hang the suite.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-  pid_t victim = -1;
-  while (std::chrono::steady_clock::now() < give_up) {
-    if (NewestCheckpointStep(run + "/ckpt") >= 20 && (victim = FindRank(config, "REEL_RANK=1")) > 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (victim <= 0) kill(launch, SIGKILL);
-  ASSERT_GT(victim, 0) << ReadFile(log);
-  kill(victim, SIGKILL);
   int status = 0;
-  waitpid(launch, &status, 0);
+  ASSERT_TRUE(LaunchAndKillAfterCheckpoint(config, run, 1, log, &status)) << ReadFile(log);
   const std::string out = ReadFile(log);
   // The launch fails (rank 0, the other server, had no worker left to finish the run), and its
   // last line names the killed server first.
@@ -249,22 +257,8 @@ TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
   const std::string config = Config(run, Opt("rule", "adagrad") + Opt("timeout_ms", "60000"),
                                     "  steps: 120\n  checkpoint_every_steps: 20\n");
   const std::string log = run + ".log";
-  pid_t launch =
-      Spawn({"launch", "-n", "4", "--keep-going", "--", "reel", "train", "--config", config}, log);
-  ASSERT_GT(launch, 0);
-  // Not a timing assertion: a generous limit so a broken run cannot hang the suite.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-  pid_t victim = -1;
-  while (std::chrono::steady_clock::now() < give_up) {
-    if (NewestCheckpointStep(run + "/ckpt") >= 20 && (victim = FindRank(config, "REEL_RANK=3")) > 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (victim <= 0) kill(launch, SIGKILL);
-  ASSERT_GT(victim, 0) << ReadFile(log);
-  kill(victim, SIGKILL);
   int status = 0;
-  waitpid(launch, &status, 0);
+  ASSERT_TRUE(LaunchAndKillAfterCheckpoint(config, run, 3, log, &status)) << ReadFile(log);
   const std::string out = ReadFile(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_THAT(out, HasSubstr("rank 3 was killed by signal 9"));
