@@ -1,4 +1,4 @@
-// libFuzzer target: the tcp transport's wire decoders (plugins/tcp/wire.h), the first bytes a
+// libFuzzer target: the tcp transport's wire decoders (plugins/tcp/src/wire.h), the first bytes a
 // peer (or anyone who can reach the port) sends. The input's first byte picks the decoder
 // (handshake Hello, Challenge and Response, control header, join endpoint, progress rank set,
 // rank table, data frame header); the rest is the bytes. A decoder must return a value or
