@@ -8,7 +8,7 @@ namespace reel::core {
 
 Status RegisterFileStorage(Registrar& registrar);      // storage "file" (core/src/storage/)
 Status RegisterInprocTransport(Registrar& registrar);  // transport "inproc" (core/src/comm/)
-Status RegisterSyncOptimizer(Registrar& registrar);    // optimizer "sync" (core/src/comm/)
+Status RegisterSyncOptimizer(Registrar& registrar);    // optimizer "sync" (core/src/optim/)
 
 }  // namespace reel::core
 

@@ -1,6 +1,6 @@
 // The "sync" optimizer: N ranks with different gradients end with identical parameters, equal to
 // one rank stepping on the averaged gradient.
-#include "comm/sync_optimizer.h"
+#include "optim/sync_optimizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // State format (SaveState/RestoreState), little-endian as the host writes it:
 //   "RSYN" | uint32 version (1) | uint32 rule-name length | rule name | the rule's own state
 //   (reel/update_rule.h: int64 steps, then per moment uint64 count + floats).
-#include "comm/sync_optimizer.h"
+#include "optim/sync_optimizer.h"
 
 #include <cstdint>
 #include <cstring>

@@ -7,8 +7,8 @@
 //
 // Exposed here (core-internal) so tests can build it without the registry; hosts get it as the
 // registered optimizer "sync". Thread-safety: one thread per instance (the Optimizer contract).
-#ifndef REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
-#define REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
+#ifndef REEL_CORE_SRC_OPTIM_SYNC_OPTIMIZER_H_
+#define REEL_CORE_SRC_OPTIM_SYNC_OPTIMIZER_H_
 
 #include <memory>
 
@@ -25,4 +25,4 @@ Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options);
 
 }  // namespace reel::core
 
-#endif  // REEL_CORE_SRC_COMM_SYNC_OPTIMIZER_H_
+#endif  // REEL_CORE_SRC_OPTIM_SYNC_OPTIMIZER_H_
