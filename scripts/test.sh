@@ -6,7 +6,7 @@
 #     (REEL_ASAN_PLUGINS="" REEL_ASAN_LABELS="" takes every plugin and test: the whole suite under
 #     the sanitizers, which has not yet been run through here and is kept out of CI until it has);
 #   * rebuilds the tests of the threaded parts (core, tcp, tfrecord) under ThreadSanitizer and
-#     runs them again (REEL_TSAN_LABELS, default core|tcp|tfrecord);
+#     runs them again (REEL_TSAN_LABELS, default core|sdk|tcp|tfrecord);
 #   * builds the libFuzzer targets (tests/fuzz/) and runs each briefly on its seed corpus, failing
 #     on any crash, leak or timeout (REEL_FUZZ_SECONDS each, default 15: halved from 30 when the
 #     ThreadSanitizer phase came, to keep the whole run within 40 minutes on 2 cores).
@@ -35,7 +35,7 @@ phase "tests"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 
 asan_plugins=${REEL_ASAN_PLUGINS-tfrecord;tcp}
-asan_labels=${REEL_ASAN_LABELS-core|tfrecord|tcp}
+asan_labels=${REEL_ASAN_LABELS-core|sdk|tfrecord|tcp}
 phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all})"
 REEL_BUILD_DIR=build-asan scripts/build.sh -DREEL_SANITIZE=ON -DREEL_BUILD_TESTS=ON \
   -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=$asan_plugins" -DREEL_BUILD_BENCH=OFF
@@ -50,9 +50,9 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 # in job_test) and the tfrecord source's prefetch thread. Only those test binaries are built (not
 # `reel`: the tcp conformance run by `reel launch`, one rank per process, is left out).
 # Any report fails its test: TSan makes the process exit 66.
-tsan_labels=${REEL_TSAN_LABELS-core|tcp|tfrecord}
+tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord}
 phase "build under ThreadSanitizer (core, tcp, tfrecord tests)"
-tsan_targets="reel_core_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp"
+tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
   -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord" -DREEL_BUILD_BENCH=OFF
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
