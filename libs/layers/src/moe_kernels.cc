@@ -1,11 +1,34 @@
 // Picks the MoE kernels for this CPU (see moe_kernels.h).
 #include "moe_kernels.h"
 
+#include <omp.h>
+
+#include <algorithm>
+
 #include "reel/layers/vector_isa.h"
 
 namespace reel::layers {
+namespace {
 
-void MoeLogits(const MoeItems& items, float* logits) {
+// Runs f(part, first) on `items` split into one contiguous part per OpenMP thread of the caller's
+// team (models set its size to their thread budget), each part a whole number of 16-item blocks:
+// at the audio BiLSTM's shape the head's element-wise work is as large as a direction's gates, and
+// the second thread would otherwise wait. Small inputs stay on the calling thread.
+template <typename F>
+void ForParts(const MoeItems& items, F&& f) {
+  const int threads = items.n >= 8192 ? omp_get_max_threads() : 1;
+  const int64_t per = (items.n / threads + 15) / 16 * 16;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t first = t * per, last = std::min(items.n, first + per);
+    if (first < last)
+      f(MoeItems{items.z + first * (items.experts + 1), items.a + first * items.experts,
+                 last - first, items.experts},
+        first);
+  }
+}
+
+void Logits(const MoeItems& items, float* logits) {
   switch (DetectVectorIsa()) {
     case VectorIsa::kAvx512:
       return moe_avx512::Logits(items, logits);
@@ -17,7 +40,7 @@ void MoeLogits(const MoeItems& items, float* logits) {
   moe_base::Logits(items, logits);
 }
 
-void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
+void LogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
   switch (DetectVectorIsa()) {
     case VectorIsa::kAvx512:
       return moe_avx512::LogitGrads(items, dlogits, dz, da);
@@ -27,6 +50,18 @@ void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float
       break;
   }
   moe_base::LogitGrads(items, dlogits, dz, da);
+}
+
+}  // namespace
+
+void MoeLogits(const MoeItems& items, float* logits) {
+  ForParts(items, [&](const MoeItems& part, int64_t first) { Logits(part, logits + first); });
+}
+
+void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
+  ForParts(items, [&](const MoeItems& part, int64_t first) {
+    LogitGrads(part, dlogits + first, dz + first * (items.experts + 1), da + first * items.experts);
+  });
 }
 
 }  // namespace reel::layers

@@ -5,8 +5,8 @@
 // of experts.
 //
 // moe_kernels.inc is compiled once per instruction set (moe_kernels_{avx512,avx2,base}.cc); the
-// unqualified functions pick the CPU's best (vector_isa.h). The per-set ones are declared for
-// tests that compare every set the CPU runs.
+// unqualified functions pick the CPU's best (vector_isa.h) and split the items over the OpenMP
+// threads. The per-set ones are declared for tests that compare every set the CPU runs.
 //
 // Thread-safety: pure functions on caller-owned buffers.
 #ifndef REEL_LAYERS_MOE_KERNELS_H_
