@@ -1,0 +1,116 @@
+// The lead's view of independently stepping training ranks (train/worker_reports.h), over an
+// inproc group: positions and example counts from the reports, a rank that leaves is lost with
+// the share it did not train, and a malformed report is an error naming the rank.
+#include "train/worker_reports.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "reel/core/inproc.h"
+
+namespace reel::core {
+namespace {
+
+WorkerReport Make(ReportKind kind, int rank, int64_t step, int64_t examples, std::string pos) {
+  WorkerReport r;
+  r.kind = kind;
+  r.rank = rank;
+  r.step = step;
+  r.examples = examples;
+  r.position = std::move(pos);
+  return r;
+}
+
+constexpr std::chrono::milliseconds kTimeout{10000};
+
+TEST(WorkerReportsTest, TheLeadReadsReportsUpToTheStepItNeeds) {
+  auto group = CreateInprocGroup(3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Communicator& lead = *(*group)[0];
+  for (int w = 1; w < 3; ++w) {
+    Communicator& c = *(*group)[static_cast<size_t>(w)];
+    const std::string p = "rank" + std::to_string(w);
+    ASSERT_TRUE(
+        SendWorkerReport(c, Make(ReportKind::kStart, 10 + w, 0, 0, p + "@0"), kTimeout).ok());
+    ASSERT_TRUE(
+        SendWorkerReport(c, Make(ReportKind::kCheckpoint, 10 + w, 20, 320, p + "@20"), kTimeout)
+            .ok());
+    ASSERT_TRUE(
+        SendWorkerReport(c, Make(ReportKind::kFinal, 10 + w, 30, 480, p + "@30"), kTimeout).ok());
+  }
+  WorkerReports reports(lead, kTimeout);
+  ASSERT_TRUE(reports.CatchUp(0).ok());
+  EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "rank1@0", "rank2@0"}));
+  ASSERT_TRUE(reports.CatchUp(20).ok());
+  EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "rank1@20", "rank2@20"}));
+  EXPECT_EQ(reports.Examples(), 640);
+  ASSERT_TRUE(reports.CatchUp(WorkerReports::kFinal).ok());
+  EXPECT_EQ(reports.Positions("x"), (std::vector<std::string>{"x", "rank1@30", "rank2@30"}));
+  EXPECT_EQ(reports.Examples(), 960);
+  EXPECT_TRUE(reports.Lost(30).empty());
+}
+
+TEST(WorkerReportsTest, ARankThatLeavesIsLostWithTheShareItDidNotTrain) {
+  auto group = CreateInprocGroup(3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  // Rank 2 reports its start and step 20 (at 16 examples a step), then its communicator goes
+  // away without a final report, as when its process dies.
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[2], Make(ReportKind::kStart, 7, 0, 0, "p0"), kTimeout).ok());
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[2], Make(ReportKind::kCheckpoint, 7, 20, 320, "p20"), kTimeout)
+          .ok());
+  (*group)[2].reset();
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[1], Make(ReportKind::kStart, 6, 0, 0, "q0"), kTimeout).ok());
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[1], Make(ReportKind::kFinal, 6, 100, 1600, "q100"), kTimeout)
+          .ok());
+  WorkerReports reports(*(*group)[0], kTimeout);
+  ASSERT_TRUE(reports.CatchUp(WorkerReports::kFinal).ok());
+  const std::vector<LostRank> lost = reports.Lost(100);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].rank, 7);
+  EXPECT_EQ(lost[0].group_rank, 2);
+  EXPECT_EQ(lost[0].last_step, 20);
+  EXPECT_EQ(lost[0].steps_not_trained, 80);
+  EXPECT_EQ(lost[0].examples_not_trained, 80 * 16);
+  EXPECT_EQ(lost[0].position, "p20");
+  EXPECT_NE(lost[0].why.find("UNAVAILABLE"), std::string::npos) << lost[0].why;
+  // Its last position goes into the checkpoint, so a resume trains the rest of its share.
+  EXPECT_EQ(reports.Positions("l"), (std::vector<std::string>{"l", "q100", "p20"}));
+  // Without a step budget (an epoch budget of unknown length) the share is unknown.
+  EXPECT_EQ(reports.Lost(0)[0].steps_not_trained, -1);
+}
+
+TEST(WorkerReportsTest, AMalformedReportIsDataLossNamingTheRank) {
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  const char shorter[5] = "abcd";
+  ASSERT_TRUE((*group)[1]
+                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(shorter, 4)),
+                         DeadlineIn(kTimeout))
+                  .ok());
+  WorkerReports reports(*(*group)[0], kTimeout);
+  Status s = reports.CatchUp(0);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("training rank 1 sent a report of 4 bytes"), std::string::npos) << s;
+
+  auto again = CreateInprocGroup(2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  char bad_kind[24] = {};
+  const uint32_t kind = 9;
+  std::memcpy(bad_kind, &kind, sizeof kind);
+  ASSERT_TRUE((*again)[1]
+                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bad_kind, 24)),
+                         DeadlineIn(kTimeout))
+                  .ok());
+  WorkerReports other(*(*again)[0], kTimeout);
+  s = other.CatchUp(0);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("training rank 1 sent a report of kind 9"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace reel::core
