@@ -8,6 +8,10 @@
      rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
      above --target held-out GAP (fixed before the runs), its wall time and the examples it took.
 
+  3. overlap (--only async_2w,async_2w_overlap --eval-every 0 --json async_sgd_overlap.json):
+     async with 2 workers, the exchange in line with the step or overlapped with the next step's
+     compute (option overlap), wall time of a fixed number of steps.
+
   bench/async_sgd/run_async_bench.py [--build build] [--reps 3] [--out bench/results]
 
 Every repetition runs every case once, in turn, so drift on this shared machine hits all alike.
@@ -98,6 +102,10 @@ def main():
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--target", type=float, default=0.6, help="held-out GAP to reach")
     ap.add_argument("--skip", default="", help="comma list: push_pull,train")
+    ap.add_argument("--only", default="", help="comma list of training cases (default: all)")
+    ap.add_argument("--eval-every", type=int, default=10,
+                    help="evaluation interval in steps (0: only the final one)")
+    ap.add_argument("--json", default="async_sgd.json", help="result file name in --out")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
     reel = os.path.join(args.build, "bin", "reel")
@@ -119,7 +127,10 @@ def main():
              ("async_2w", 3, "async_sgd", {"rule": "adam"}),
              ("async_3w", 4, "async_sgd", {"rule": "adam"}),
              ("async_3w_staleness", 4, "async_sgd", {"rule": "adam", "staleness_aware": "true"}),
-             ("async_3w_epoch", 4, "async_sgd", {"rule": "adam", "frequency": "epoch"})]
+             ("async_3w_epoch", 4, "async_sgd", {"rule": "adam", "frequency": "epoch"}),
+             ("async_2w_overlap", 3, "async_sgd", {"rule": "adam", "overlap": "true"})]
+    if args.only:
+        cases = [c for c in cases if c[0] in args.only.split(",")]
     for rep in range(args.reps):
         if "push_pull" not in skip:
             for w in (1, 2, 3):
@@ -128,13 +139,13 @@ def main():
                 print(f"rep {rep} push_pull workers={w}: {row}", flush=True)
         if "train" not in skip:
             for name, ranks, optimizer, options in cases:
-                row = train(reel, work, data, name, ranks, optimizer, options, args.steps, 10,
-                            args.target)
+                row = train(reel, work, data, name, ranks, optimizer, options, args.steps,
+                            args.eval_every or args.steps, args.target)
                 results["train"].setdefault(name, []).append(row)
                 print(f"rep {rep} {name}: {row}", flush=True)
         results["loads"].append(os.getloadavg())
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "async_sgd.json"), "w") as f:
+    with open(os.path.join(args.out, args.json), "w") as f:
         json.dump(results, f, indent=1)
     print(json.dumps(results["loads"]))
 

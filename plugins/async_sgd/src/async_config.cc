@@ -31,6 +31,9 @@ OptionSchema AsyncOptions() {
   s.push_back(IntOption("max_staleness", 0,
                         "a worker more than this many versions behind pulls before its next "
                         "step (stale-synchronous); 0: no bound"));
+  s.push_back(BoolOption("overlap", false,
+                         "push and pull on a thread of their own while the next step computes "
+                         "(its weights are then one step older; frequency: step only)"));
   s.push_back(IntOption("timeout_ms", 600000,
                         "deadline of each message in milliseconds (a lost peer fails the call "
                         "instead of hanging); 0 waits forever"));
@@ -50,9 +53,14 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
   c.staleness_aware = o.GetBool("staleness_aware");
   c.max_staleness = o.GetInt("max_staleness");
   c.timeout_ms = o.GetInt("timeout_ms");
+  c.overlap = o.GetBool("overlap");
   if (frequency != "step" && frequency != "epoch")
     return Bad("frequency", "'" + frequency + "' is neither 'step' nor 'epoch'");
   c.per_epoch = frequency == "epoch";
+  if (c.overlap && c.per_epoch)
+    return Bad("overlap",
+               "true needs frequency 'step' (an epoch's single push has nothing to "
+               "overlap with)");
   if (c.pull_every < 1) return Bad("pull_every", std::to_string(c.pull_every) + " is below 1");
   if (c.push_every < 1) return Bad("push_every", std::to_string(c.push_every) + " is below 1");
   if (c.max_staleness < 0)

@@ -22,6 +22,7 @@ struct AsyncConfig {
   bool locking = true;     // false: Hogwild updates (sgd only)
   bool staleness_aware = false;
   int64_t max_staleness = 0;  // 0: no bound
+  bool overlap = false;       // a step's push and pull run while the next step computes
   int64_t timeout_ms = 600000;
 };
 

@@ -27,6 +27,38 @@ Worker::Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm
   } else if (config.push_every > 1) {
     pending_.assign(static_cast<size_t>(arena.total_size()), 0.0f);
   }
+  if (config.overlap) {
+    outbox_.assign(static_cast<size_t>(arena.total_size()), 0.0f);
+    inbox_.assign(static_cast<size_t>(arena.total_size()), 0.0f);
+  }
+}
+
+Worker::~Worker() {
+  if (exchange_.joinable()) exchange_.join();
+}
+
+Status Worker::Settle() {
+  if (!exchange_.joinable()) return Status::Ok();
+  exchange_.join();
+  Status s = std::move(exchange_status_);
+  exchange_status_ = Status::Ok();
+  REEL_RETURN_IF_ERROR(s);
+  if (inbox_full_) {
+    std::copy(inbox_.begin(), inbox_.end(), arena_.values().begin());
+    inbox_full_ = false;
+  }
+  return Status::Ok();
+}
+
+void Worker::StartExchange(bool push, bool pull, float lr) {
+  exchange_ = std::thread([this, push, pull, lr] {
+    Status s = push ? Push(Kind::kPush, outbox_, lr) : Status::Ok();
+    if (s.ok() && pull) {
+      s = Pull(inbox_);
+      inbox_full_ = s.ok();
+    }
+    exchange_status_ = std::move(s);
+  });
 }
 
 Deadline Worker::NextDeadline() const {
@@ -40,15 +72,39 @@ std::string Worker::Where() const {
 
 int64_t Worker::ScheduleStep(int64_t local_step) const {
   if (config_.per_epoch) return local_step;
-  return newest_version_ * config_.push_every / std::max(1, roles_.workers());
+  return newest_version_.load() * config_.push_every / std::max(1, roles_.workers());
 }
 
 Status Worker::Step(float lr) {
+  // overlap: the weights the last exchange pulled go in place now, after the trainer computed
+  // this step's gradient on the ones before them.
+  REEL_RETURN_IF_ERROR(Settle());
   std::span<float> grads = arena_.grads();
   ++steps_;
   if (config_.per_epoch) {
     local_rule_->Apply(arena_.values(), grads, lr);
     ++pending_steps_;
+    return Status::Ok();
+  }
+  if (config_.overlap) {
+    bool push = config_.push_every == 1;
+    if (push) {
+      std::copy(grads.begin(), grads.end(), outbox_.begin());
+    } else {
+      for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
+      pending_lr_ = lr;
+      if (++pending_steps_ == config_.push_every) {
+        const float inv = 1.0f / static_cast<float>(pending_steps_);
+        for (size_t i = 0; i < pending_.size(); ++i) outbox_[i] = pending_[i] * inv;
+        std::fill(pending_.begin(), pending_.end(), 0.0f);
+        pending_steps_ = 0;
+        push = true;
+        lr = pending_lr_;
+      }
+    }
+    const bool pull = steps_ % config_.pull_every == 0 || must_pull_;
+    if (pull && steps_ % config_.pull_every != 0) ++forced_pulls_;
+    if (push || pull) StartExchange(push, pull, lr);
     return Status::Ok();
   }
   if (config_.push_every == 1) {
@@ -68,17 +124,19 @@ Status Worker::Step(float lr) {
 }
 
 Status Worker::EndEpoch() {
-  if (!config_.per_epoch) return Status::Ok();
+  if (!config_.per_epoch) return Status::Ok();  // (overlap is never per epoch)
   REEL_RETURN_IF_ERROR(PushPending());
   return Pull();
 }
 
 Status Worker::Refresh() {
+  REEL_RETURN_IF_ERROR(Settle());
   REEL_RETURN_IF_ERROR(PushPending());
   return Pull();
 }
 
 Status Worker::Finish() {
+  REEL_RETURN_IF_ERROR(Settle());
   REEL_RETURN_IF_ERROR(PushPending());
   for (int s = 0; s < roles_.servers; ++s) {
     const Header done = MakeHeader(Kind::kDone, s, pushes_);
@@ -139,7 +197,7 @@ Status Worker::Push(Kind kind, std::span<const float> data, float lr) {
   return Status::Ok();
 }
 
-Status Worker::Pull() {
+Status Worker::Pull(std::span<float> values) {
   for (int s = 0; s < roles_.servers; ++s) {
     const Header h = MakeHeader(Kind::kPull, s, steps_);
     REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
@@ -147,7 +205,6 @@ Status Worker::Pull() {
                                           std::to_string(roles_.server_rank(s)) +
                                           " for its shard"));
   }
-  std::span<float> values = arena_.values();
   for (int s = 0; s < roles_.servers; ++s) {
     const int src = roles_.server_rank(s);
     const ShardRange r = Range(s);
@@ -175,6 +232,7 @@ Status Worker::Pull() {
 }
 
 Result<std::vector<std::string>> Worker::CollectShardStates() {
+  REEL_RETURN_IF_ERROR(Settle());
   std::vector<std::string> out;
   for (int s = 0; s < roles_.servers; ++s) {
     const int src = roles_.server_rank(s);

@@ -3,15 +3,20 @@
 // pulls fresh weights every pull_every steps, straight into its arena. With frequency: epoch it
 // trains its copy locally with the update rule and pushes the parameter delta once per epoch
 // (what Elephas does). Requests go to every server before any reply is awaited, so the servers
-// work on their shards at once.
+// work on their shards at once. With `overlap`, a step's push and pull run on a thread of their
+// own while the trainer computes the next step; the pulled weights are put in place at the start
+// of the step after (so a gradient is computed on weights one exchange older).
 //
-// Thread-safety: one thread (the optimizer's).
+// Thread-safety: one thread (the optimizer's), plus the exchange thread with `overlap`, which
+// every method waits for before it touches what the exchange uses.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WORKER_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WORKER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "async_config.h"
@@ -25,6 +30,7 @@ class Worker {
  public:
   static Result<std::unique_ptr<Worker>> Create(const AsyncConfig& config, const Roles& roles,
                                                 Communicator& comm, ParamArena& arena);
+  ~Worker();
 
   Status Step(float lr);
   Status EndEpoch();
@@ -48,7 +54,13 @@ class Worker {
   Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm, ParamArena& arena,
          std::unique_ptr<UpdateRule> local_rule);
   Status Push(Kind kind, std::span<const float> data, float lr);
-  Status Pull();
+  // Pulls every shard into `into` (the arena's values, or the overlap's inbox).
+  Status Pull(std::span<float> into);
+  Status Pull() { return Pull(arena_.values()); }
+  // overlap: waits for the exchange in flight and puts the weights it pulled in place.
+  Status Settle();
+  // overlap: starts the exchange of this step (push `outbox_` if `push`, then pull if `pull`).
+  void StartExchange(bool push, bool pull, float lr);
   Status PushPending();
   Deadline NextDeadline() const;
   std::string Where() const;
@@ -65,9 +77,14 @@ class Worker {
   int64_t steps_ = 0;              // local steps taken
   int64_t pushes_ = 0;             // pushes sent to each server
   std::vector<int64_t> versions_;  // per shard: the version this copy was pulled at
-  int64_t newest_version_ = 0;     // shard 0's version as last heard
-  bool must_pull_ = false;         // max_staleness exceeded
+  std::atomic<int64_t> newest_version_{0};  // shard 0's version as last heard
+  bool must_pull_ = false;                  // max_staleness exceeded
   int64_t pulls_ = 0, forced_pulls_ = 0;
+  // overlap: the exchange in flight, its result, what it pushes and where it pulls to.
+  std::thread exchange_;
+  Status exchange_status_;
+  std::vector<float> outbox_, inbox_;
+  bool inbox_full_ = false;
 };
 
 }  // namespace reel::async_sgd

@@ -184,17 +184,22 @@ TEST_P(ManyWorkers, EveryPushIsAppliedExactlyOnce) {
 
 INSTANTIATE_TEST_SUITE_P(
     Worlds, ManyWorkers,
-    ::testing::Values(ManyCase{3, {}, "one_server_two_workers"},
-                      ManyCase{5, {{"servers", "2"}}, "two_servers_three_workers"},
-                      ManyCase{3, {{"colocated", "true"}}, "colocated_three"},
-                      ManyCase{4, {{"push_every", "2"}, {"pull_every", "3"}}, "push2_pull3"}),
+    ::testing::Values(
+        ManyCase{3, {}, "one_server_two_workers"},
+        ManyCase{5, {{"servers", "2"}}, "two_servers_three_workers"},
+        ManyCase{3, {{"colocated", "true"}}, "colocated_three"},
+        ManyCase{4, {{"push_every", "2"}, {"pull_every", "3"}}, "push2_pull3"},
+        // The exchange on a thread of its own while the next step computes.
+        ManyCase{3, {{"overlap", "true"}}, "overlap_two_workers"},
+        ManyCase{5,
+                 {{"overlap", "true"}, {"servers", "2"}, {"push_every", "2"}, {"pull_every", "3"}},
+                 "overlap_two_servers_push2_pull3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Runs `steps` steps of IntGrad on every worker of a world of `n` (rank 0 the server) and returns
 // each rank's optimizer after Finish, with the server's shard values in `held`.
 std::vector<std::unique_ptr<AsyncOptimizer>> RunWorld(
-    int n, const std::map<std::string, std::string>& options, int steps,
-    std::vector<float>* held) {
+    int n, const std::map<std::string, std::string>& options, int steps, std::vector<float>* held) {
   Communicators comms = Group(n);
   std::vector<ParamArena> arenas(static_cast<size_t>(n));
   for (auto& a : arenas) Declare(a);
@@ -227,9 +232,7 @@ TEST(AsyncSgdStaleness, AwareRateDividesByStaleness) {
   for (bool aware : {false, true}) {
     std::vector<float> held;
     RunWorld(2,
-             {{"rule", "sgd"},
-              {"pull_every", "3"},
-              {"staleness_aware", aware ? "true" : "false"}},
+             {{"rule", "sgd"}, {"pull_every", "3"}, {"staleness_aware", aware ? "true" : "false"}},
              6, &held);
     ASSERT_FALSE(held.empty());
     for (size_t i = 0; i < held.size(); ++i) {
@@ -245,8 +248,8 @@ TEST(AsyncSgdStaleness, AwareRateDividesByStaleness) {
 // each is made to pull once its pushes find it more than one version behind; without a bound
 // neither pulls until Finish.
 TEST(AsyncSgdStaleness, MaxStalenessHoldsAWorkerThatFellBehind) {
-  auto bounded = RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}, {"max_staleness", "1"}},
-                          6, nullptr);
+  auto bounded =
+      RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}, {"max_staleness", "1"}}, 6, nullptr);
   for (int r = 1; r < 3; ++r) {
     ASSERT_NE(bounded[r], nullptr);
     EXPECT_GE(bounded[r]->worker()->forced_pulls(), 1) << "worker " << r;
@@ -290,6 +293,9 @@ TEST(AsyncSgdBadInput, RefusedBeforeTrainingWithTheOptionNamed) {
        3,
        "option 'locking': false (Hogwild) needs rule 'sgd'"},
       {{{"rule", "rmsprop"}}, 3, "unknown update rule 'rmsprop'"},
+      {{{"overlap", "true"}, {"frequency", "epoch"}},
+       3,
+       "option 'overlap': true needs frequency 'step'"},
   };
   for (const Case& c : cases) {
     auto made = Make(c.options, 0, c.world);
