@@ -1,5 +1,5 @@
 // A data source plugin: videos as lines of text files, "ID<TAB>LABEL LABEL...<TAB>V V V ...", one
-// video-level feature ("features" option: its name) per video. Copy it and replace the parsing
+// video-level feature ("feature" option: its name) per video. Copy it and replace the parsing
 // with your format; the rules it follows are those of reel/data_source.h:
 //   - files are read through ctx.storage, so s3:// or any scheme a plugin serves works;
 //   - this rank reads every world_size-th video (rank, rank + world, ...): the ranks together read
