@@ -1,4 +1,5 @@
 // `reel plugins [list|show NAME]` and `reel version`.
+#include <algorithm>
 #include <iomanip>
 
 #include "cli.h"
@@ -16,11 +17,21 @@ void PrintSchema(std::ostream& out, const OptionSchema& schema) {
     out << "      (no options)\n";
     return;
   }
+  auto default_text = [](const OptionSpec& o) {
+    return o.required ? std::string("(required)")
+                      : "= " + (o.default_value.empty() ? "\"\"" : o.default_value);
+  };
+  // Columns at least as wide as their longest entry plus a space, so a long name or default
+  // never runs into the next column.
+  size_t name_width = 18, default_width = 16;
   for (const OptionSpec& o : schema) {
-    out << "      " << std::left << std::setw(18) << o.name << std::setw(12)
-        << OptionTypeName(o.type) << std::setw(16)
-        << (o.required ? "(required)" : "= " + (o.default_value.empty() ? "\"\"" : o.default_value))
-        << o.help << "\n";
+    name_width = std::max(name_width, o.name.size() + 1);
+    default_width = std::max(default_width, default_text(o).size() + 1);
+  }
+  for (const OptionSpec& o : schema) {
+    out << "      " << std::left << std::setw(static_cast<int>(name_width)) << o.name
+        << std::setw(12) << OptionTypeName(o.type) << std::setw(static_cast<int>(default_width))
+        << default_text(o) << o.help << "\n";
   }
 }
 
