@@ -3,6 +3,8 @@
 // transport conformance suite), printing pass, FAIL or skip per check with the reason.
 // `--builtins` checks the core's own components instead of a file.
 #include <iomanip>
+#include <map>
+#include <vector>
 
 #include "args.h"
 #include "cli.h"
@@ -78,13 +80,18 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
       tally.Print(env.out, o.name, o.status.ok(), o.skipped, Reason(o));
     });
   }
+  // Transports are checked after the other kinds, all in one run of the transport conformance
+  // suite (GoogleTest registers its tests once per process), and reported one transport at a time.
+  const bool world = args.Has("world");
+  std::vector<std::string> transport_names;
+  std::vector<conformance::TransportUnderTest> transports;
   for (const core::ComponentEntry* e : host.registry().ListAll()) {
     if (e->provider_path != provider_path) continue;
-    env.out << ComponentKindName(e->kind) << " " << e->info.name << "\n";
     core::ConformanceOptions options = base;
     if (auto it = component_options.find(e->info.name); it != component_options.end())
       options.options = it->second;
     if (e->kind != ComponentKind::kTransport) {
+      env.out << ComponentKindName(e->kind) << " " << e->info.name << "\n";
       core::CheckComponent(host.registry(), *e, options, host.storage(),
                            [&](const core::CheckOutcome& o) {
                              tally.Print(env.out, o.name, o.status.ok(), o.skipped, Reason(o));
@@ -98,17 +105,21 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
     auto maker = std::make_shared<TransportMaker>(host.registry(), *e, options.options);
     // Ranks as processes meet where their launcher says (REEL_COORDINATOR), not at a port of
     // each one's own choosing.
-    const bool world = args.Has("world");
     auto group = [maker, world]() -> Result<conformance::Group> {
       REEL_ASSIGN_OR_RETURN(TransportMaker::Made made, maker->Make());
       return conformance::Group{std::move(made.transport), world ? "" : made.coordinator};
     };
-    conformance::RunTransportSuite(args.Has("world") ? conformance::RankPerProcess(name, group)
-                                                     : conformance::RanksAsThreads(name, group),
-                                   [&](const conformance::SuiteOutcome& o) {
-                                     tally.Print(env.out, o.name, o.passed, o.skipped, o.reason);
-                                   });
-    break;  // GoogleTest runs once per process: one transport per check
+    transport_names.push_back(e->info.name);
+    transports.push_back(world ? conformance::RankPerProcess(name, group)
+                               : conformance::RanksAsThreads(name, group));
+  }
+  std::map<std::string, std::vector<conformance::SuiteOutcome>> outcomes;  // by suite name
+  conformance::RunTransportSuite(
+      transports, [&](const conformance::SuiteOutcome& o) { outcomes[o.transport].push_back(o); });
+  for (size_t i = 0; i < transports.size(); ++i) {
+    env.out << "transport " << transport_names[i] << "\n";
+    for (const conformance::SuiteOutcome& o : outcomes[transports[i].name])
+      tally.Print(env.out, o.name, o.passed, o.skipped, o.reason);
   }
   env.out << tally.passed + tally.failed + tally.skipped << " checks: " << tally.passed
           << " passed, " << tally.failed << " failed, " << tally.skipped << " skipped\n";

@@ -6,8 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "../common/reel_cli.h"
+#ifdef REEL_WITH_S3_TEST_SERVER
+#include "s3_test_env.h"
+#endif
 
 namespace {
 
@@ -18,6 +22,7 @@ std::string Bundled(const std::string& name) {
   return REEL_BINARY_DIR "/lib/reel/plugins/libreel_" + name + ".so";
 }
 const std::string kBroken = REEL_BROKEN_PLUGIN_DIR "/libreel_test_broken.so";
+const std::string kTwoTransports = REEL_BROKEN_PLUGIN_DIR "/libreel_test_two_transports.so";
 
 bool Has(const CliRun& r, const std::string& text) {
   return r.output.find(text) != std::string::npos;
@@ -110,9 +115,9 @@ TEST(PluginsCheckTest, TcpPassesAsAWorldOfProcesses) {
         Has(r, std::string(rank) +
                    "  pass CollectiveConformance.MatchSequentialComputation/tcp_world_large"))
         << r.output;
-    EXPECT_TRUE(
-        Has(r, std::string(rank) + "  skip TransportConformance.LeavingWakesAWaitingReceiver/tcp: "
-                                   "only with ranks as threads"))
+    EXPECT_TRUE(Has(r, std::string(rank) +
+                           "  skip TransportConformance.LeavingWakesAWaitingReceiver/tcp: "
+                           "only with ranks as threads"))
         << r.output;
   }
   EXPECT_FALSE(Has(r, "FAIL")) << r.output;
@@ -126,6 +131,52 @@ TEST(PluginsCheckTest, RemoteStorageWithoutARootIsSkipped) {
                   "skip storage checks: give a writable location of the 's3' storage with "
                   "--root s3://..."))
       << r.output;
+}
+
+#ifdef REEL_WITH_S3_TEST_SERVER
+// The s3 storage against a real S3 server (s3rver on loopback, as the s3 plugin's tests start it):
+// every storage check runs and passes, objects under a fresh folder of the bucket.
+TEST(PluginsCheckTest, S3PassesAgainstARealServer) {
+  SKIP_UNLESS_BUILT("s3");
+  reel::Status error;
+  reel::s3::testing::S3rverProcess* server = reel::s3::testing::SharedS3rver(&error);
+  ASSERT_NE(server, nullptr) << "cannot start the S3 test server: " << error;
+  std::string options;
+  for (const std::string& o : {"endpoint=" + server->endpoint(), std::string("addressing=path"),
+                               std::string("region=us-east-1"), std::string("access_key_id=S3RVER"),
+                               std::string("secret_access_key=S3RVER")})
+    options += " --option s3." + o;
+  CliRun r = Reel("plugins check " + Bundled("s3") + " --root " + reel::s3::testing::Uri("check") +
+                  options);
+  ExpectAllPass(r, 10);
+  for (const char* check : {"pass a written object reads back whole, with its size",
+                            "pass a write is invisible until Close",
+                            "pass a writer destroyed without Close leaves nothing",
+                            "pass Glob: sorted, '*' '?' '[..]' within one path segment"})
+    EXPECT_TRUE(Has(r, check)) << check << "\n" << r.output;
+  EXPECT_FALSE(Has(r, "  skip ")) << r.output;
+}
+#endif
+
+// A plugin may register several transports: the suite runs over each, and each transport's
+// outcomes are listed under it, naming it.
+TEST(PluginsCheckTest, EveryTransportOfAPluginIsChecked) {
+  CliRun r = Reel("plugins check " + kTwoTransports);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const size_t a = r.output.find("transport refusing_a\n");
+  const size_t b = r.output.find("transport refusing_b\n");
+  ASSERT_NE(a, std::string::npos) << r.output;
+  ASSERT_NE(b, std::string::npos) << r.output;
+  ASSERT_LT(a, b) << r.output;
+  const std::string under_a = r.output.substr(a, b - a), under_b = r.output.substr(b);
+  for (const auto& [under, self, other] : {std::tuple{under_a, "refusing_a", "refusing_b"},
+                                           std::tuple{under_b, "refusing_b", "refusing_a"}}) {
+    EXPECT_TRUE(Has({0, under}, "FAIL CollectiveConformance.MatchSequentialComputation/" +
+                                    std::string(self) + "_3ranks_large: "))
+        << r.output;
+    EXPECT_TRUE(Has({0, under}, std::string(self) + " refuses every connection")) << r.output;
+    EXPECT_FALSE(Has({0, under}, other)) << under;
+  }
 }
 
 TEST(PluginsCheckTest, BrokenContractsFailWithTheirReason) {

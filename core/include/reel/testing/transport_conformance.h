@@ -123,18 +123,25 @@ std::string CollectiveCaseName(const ::testing::TestParamInfo<CollectiveCase>& i
 // leaves the world in step once every test has run.
 int LinkSuite(const TransportUnderTest& transport);
 
-// Runs the whole suite over `transport` in this process, for a host that checks a transport it
-// loaded (`reel plugins check`; library reel::transport_check): one outcome per test, the reason
-// being its first failure or its skip message. Returns the number of failed tests. Call it once
-// per process, where nothing else uses GoogleTest.
+// Runs the whole suite over each of `transports` in this process, for a host that checks the
+// transports it loaded (`reel plugins check`; library reel::transport_check): one outcome per test
+// and transport, the reason being its first failure or its skip message. Returns the number of
+// failed tests. All transports run in one go because GoogleTest registers its parameterised tests
+// once per process: call it once per process, where nothing else uses GoogleTest, with transports
+// of one placement (their names distinct).
 struct SuiteOutcome {
   std::string name;  // e.g. "CollectiveConformance.AllReduceSums/tcp_3ranks_large"
   bool passed = false;
   bool skipped = false;
   std::string reason;
+  std::string transport;  // the TransportUnderTest's name, e.g. "tcp"
 };
-int RunTransportSuite(const TransportUnderTest& transport,
+int RunTransportSuite(const std::vector<TransportUnderTest>& transports,
                       const std::function<void(const SuiteOutcome&)>& report);
+inline int RunTransportSuite(const TransportUnderTest& transport,
+                             const std::function<void(const SuiteOutcome&)>& report) {
+  return RunTransportSuite(std::vector<TransportUnderTest>{transport}, report);
+}
 
 }  // namespace reel::conformance
 
