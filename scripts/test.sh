@@ -64,7 +64,7 @@ ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 
 # Under ASan + UBSan, sdk_install_debian_package is not even registered: it packages the build with
 # cpack and runs the packaged reel, and nobody ships a sanitizer runtime. The out-of-tree builds of
-# the other install tests get the sanitizer flags (tests/sdk_install/CMakeLists.txt).
+# the other install tests get the sanitizer flags (sdk/tests/install/CMakeLists.txt).
 asan_plugins=${REEL_ASAN_PLUGINS-tfrecord;tcp}
 asan_labels=${REEL_ASAN_LABELS-core|sdk|tfrecord|tcp}
 phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all}, $asan_flags)"
