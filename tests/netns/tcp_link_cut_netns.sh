@@ -60,12 +60,30 @@ CONFIG
 
 coordinator=$("$here/netns.sh" addr 0):29500
 export REEL_SECRET="netns-cut-$$-$RANDOM"
-for r in 0 1 2; do
-  timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
-    --coordinator "$coordinator" --grace-seconds 10 -- \
-    reel train --config "$work/config.pbtxt" >"$work/node$r.log" 2>&1 &
-  pids+=($!)
-done
+# start_nodes LOG EXTRA...: one `reel launch` per namespace (rank r's output in $work/LOG$r.log),
+# each running `reel train --config ... EXTRA...`.
+start_nodes() {
+  local log=$1 r
+  shift
+  for r in 0 1 2; do
+    timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
+      --coordinator "$coordinator" --grace-seconds 10 -- \
+      reel train --config "$work/config.pbtxt" "$@" >"$work/$log$r.log" 2>&1 &
+    pids+=($!)
+  done
+}
+# wait_nodes: waits for every launch; their exit statuses in codes[0..2].
+wait_nodes() {
+  local r code
+  codes=()
+  for r in 0 1 2; do
+    code=0
+    wait "${pids[$r]}" || code=$?
+    codes+=("$code")
+  done
+  pids=()
+}
+start_nodes node
 
 show_logs() {
   for r in 0 1 2; do
@@ -90,13 +108,7 @@ ls "$work/ckpt" | grep -q '\.reelckpt$' || fail "no checkpoint before the cut"
 ip -n "$name-r2" link set eth0 down
 cut_at=$SECONDS
 echo "link of rank 2 ($name-r2 eth0) set down"
-codes=()
-for r in 0 1 2; do
-  code=0
-  wait "${pids[$r]}" || code=$?
-  codes+=("$code")
-done
-pids=()
+wait_nodes
 echo "every launch ended $((SECONDS - cut_at)) s after the cut (exit codes ${codes[*]})"
 show_logs
 
@@ -115,20 +127,8 @@ newest=$(ls "$work/ckpt"/*.reelckpt | sort | tail -1)
 step=$((10#$(basename "$newest" | sed 's/^ckpt-\([0-9]*\)\.reelckpt$/\1/')))
 ip -n "$name-r2" link set eth0 up
 echo "link of rank 2 up again; resuming across the namespaces from $newest (step $step)"
-for r in 0 1 2; do
-  timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
-    --coordinator "$coordinator" --grace-seconds 10 -- \
-    reel train --config "$work/config.pbtxt" --resume --set "trainer.steps=$((step + 2))" \
-    >"$work/resume$r.log" 2>&1 &
-  pids+=($!)
-done
-codes=()
-for r in 0 1 2; do
-  code=0
-  wait "${pids[$r]}" || code=$?
-  codes+=("$code")
-done
-pids=()
+start_nodes resume --resume --set "trainer.steps=$((step + 2))"
+wait_nodes
 show_resume_logs() {
   for r in 0 1 2; do echo "---- resume, node $r"; cat "$work/resume$r.log"; done
 }
