@@ -70,22 +70,22 @@ class DistributedExecutor : public Executor {
     return static_cast<int>(comm_.size() - 1 - dead_.size());
   }
 
+  // Sends the job to a free worker. A worker can die between the scheduler counting it (slots())
+  // and this call, so there may be none free: the job then waits for the next worker that
+  // finishes, or fails at once when no worker is left.
   void Start(TrialJob job) override {
     std::unique_lock<std::mutex> lock(mu_);
+    if (free_.empty()) {
+      if (running_.empty()) {
+        FailLocked(std::move(job), -1, NoWorkerLeft());
+      } else {
+        queued_.push_back(std::move(job));
+      }
+      return;
+    }
     const int worker = free_.front();
     free_.pop_front();
-    const int64_t id = next_id_++;
-    config::TuneWork work;
-    work.set_job(id);
-    work.set_config_text(job.request.config_text);
-    work.set_dir(job.request.dir);
-    work.set_resume(job.request.resume);
-    work.set_threads(job.request.threads);
-    running_[worker] = {id, std::move(job), std::chrono::steady_clock::now()};
-    lock.unlock();
-    Status sent =
-        comm_.Send(worker, kTagWork, Bytes(work.SerializeAsString()), DeadlineIn(kPoll * 20));
-    if (!sent.ok()) WorkerGone(worker, sent);
+    Assign(worker, std::move(job), lock);
   }
 
   Completion Wait() override {
@@ -117,7 +117,7 @@ class DistributedExecutor : public Executor {
         return;
       }
       Result<config::TuneReport> report = Parse<config::TuneReport>(*m, "trial report");
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       auto it = running_.find(worker);
       if (it == running_.end() || !report.ok() || report->job() != it->second.id) continue;
       Completion c;
@@ -127,9 +127,15 @@ class DistributedExecutor : public Executor {
       c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start)
                       .count();
       running_.erase(it);
-      free_.push_back(worker);
       done_.push_back(std::move(c));
       cv_.notify_one();
+      if (queued_.empty()) {
+        free_.push_back(worker);
+        continue;
+      }
+      TrialJob next = std::move(queued_.front());
+      queued_.pop_front();
+      Assign(worker, std::move(next), lock);
     }
   }
 
@@ -143,20 +149,55 @@ class DistributedExecutor : public Executor {
     return run;
   }
 
+  // Registers `job` as running on `worker` and sends it (unlocking `lock` for the send).
+  void Assign(int worker, TrialJob job, std::unique_lock<std::mutex>& lock) {
+    const int64_t id = next_id_++;
+    config::TuneWork work;
+    work.set_job(id);
+    work.set_config_text(job.request.config_text);
+    work.set_dir(job.request.dir);
+    work.set_resume(job.request.resume);
+    work.set_threads(job.request.threads);
+    running_[worker] = {id, std::move(job), std::chrono::steady_clock::now()};
+    lock.unlock();
+    Status sent =
+        comm_.Send(worker, kTagWork, Bytes(work.SerializeAsString()), DeadlineIn(kPoll * 20));
+    if (!sent.ok()) WorkerGone(worker, sent);
+  }
+
+  // A worker is gone: its trial (if any) fails naming it, whether this is the first news of its
+  // death or a later one (a send to it that failed after its listener saw it go).
   void WorkerGone(int worker, const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!dead_.insert(worker).second) return;
+    if (dead_.insert(worker).second)
+      last_death_ = "worker rank " + std::to_string(worker) + " died: " + why.ToString();
     std::erase(free_, worker);
     if (auto it = running_.find(worker); it != running_.end()) {
-      Completion c;
-      c.job = std::move(it->second.job);
-      c.worker = worker;
-      c.run = UnavailableError("worker rank " + std::to_string(worker) +
-                               " died during the trial: " + why.ToString());
+      TrialJob job = std::move(it->second.job);
       running_.erase(it);
-      done_.push_back(std::move(c));
-      cv_.notify_one();
+      FailLocked(std::move(job), worker,
+                 UnavailableError("worker rank " + std::to_string(worker) +
+                                  " died during the trial: " + why.ToString()));
     }
+    if (free_.empty() && running_.empty())
+      while (!queued_.empty()) {
+        FailLocked(std::move(queued_.front()), -1, NoWorkerLeft());
+        queued_.pop_front();
+      }
+  }
+
+  Status NoWorkerLeft() const {
+    return UnavailableError("no worker rank is left to run the trial (last: " + last_death_ + ")");
+  }
+
+  // REQUIRES: mu_ held.
+  void FailLocked(TrialJob job, int worker, Status why) {
+    Completion c;
+    c.job = std::move(job);
+    c.worker = worker;
+    c.run = std::move(why);
+    done_.push_back(std::move(c));
+    cv_.notify_one();
   }
 
   Communicator& comm_;
@@ -165,6 +206,8 @@ class DistributedExecutor : public Executor {
   std::deque<int> free_;                // live workers with no trial; guarded by mu_
   std::map<int, Running> running_;      // by worker rank; guarded by mu_
   std::set<int> dead_;                  // guarded by mu_
+  std::string last_death_;              // the newest death, for errors; guarded by mu_
+  std::deque<TrialJob> queued_;         // started while no worker was free; guarded by mu_
   std::deque<Completion> done_;         // guarded by mu_
   int64_t next_id_ = 0;                 // guarded by mu_
   bool closing_ = false;                // guarded by mu_

@@ -507,5 +507,62 @@ TEST(TuneTest, AWorkerRankThatDiesFailsItsTrialAndTheSearchGoesOn) {
   EXPECT_EQ(fake.calls.size(), 3u) << "the three other trials ran on rank 1";
 }
 
+// A worker can die between the scheduler counting it and the trial being sent (seen under load:
+// the search hung). Here rank 1 is busy and rank 2 dead when the second trial starts: it waits
+// for rank 1 instead of going to a dead rank or to none.
+TEST(TuneTest, ATrialStartedAsItsWorkerDiesWaitsForTheNextFreeWorker) {
+  auto comms = CreateInprocGroup(3);
+  ASSERT_TRUE(comms.ok());
+  FakeTrainer fake;
+  const std::string dir = Scratch("start_as_worker_dies");
+  auto job = [&](const std::string& name) {
+    tune::TrialJob j;
+    j.request.config_text = kBase;
+    j.request.dir = dir + "/" + name;
+    fs::create_directories(j.request.dir + "/checkpoints");
+    return j;
+  };
+  auto executor = tune::MakeDistributedExecutor(*(*comms)[0]);
+  executor->Start(job("a"));  // to rank 1, which does not run yet: it stays busy
+  (*comms)[2].reset();        // rank 2's process "dies" while free
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (executor->slots() != 1 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(executor->slots(), 1) << "rank 2's death was not seen";
+  executor->Start(job("b"));  // no worker is free now
+  std::thread survivor(
+      [&] { (void)tune::RunTuneWorker(*(*comms)[1], fake.Runner(), [] { return false; }); });
+  std::set<std::string> finished;
+  for (int i = 0; i < 2; ++i) {
+    tune::Completion c = executor->Wait();
+    ASSERT_TRUE(c.run.ok()) << c.run.status();
+    EXPECT_EQ(c.worker, 1);
+    finished.insert(fs::path(c.job.request.dir).filename().string());
+  }
+  EXPECT_EQ(finished, (std::set<std::string>{"a", "b"}));
+  executor.reset();  // tells rank 1 to stop
+  survivor.join();
+}
+
+// With every worker gone, a trial that starts fails at once naming the last one that died.
+TEST(TuneTest, ATrialStartedWithNoWorkerLeftFailsNamingTheLastDeath) {
+  auto comms = CreateInprocGroup(2);
+  ASSERT_TRUE(comms.ok());
+  auto executor = tune::MakeDistributedExecutor(*(*comms)[0]);
+  (*comms)[1].reset();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (executor->slots() != 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(executor->slots(), 0);
+  tune::TrialJob j;
+  j.request.config_text = kBase;
+  executor->Start(std::move(j));
+  tune::Completion c = executor->Wait();
+  ASSERT_FALSE(c.run.ok());
+  EXPECT_EQ(c.run.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(c.run.status().message(), HasSubstr("no worker rank is left"));
+  EXPECT_THAT(c.run.status().message(), HasSubstr("worker rank 1 died"));
+}
+
 }  // namespace
 }  // namespace reel::core
