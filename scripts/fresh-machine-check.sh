@@ -8,8 +8,8 @@
 # usage: scripts/fresh-machine-check.sh [--reuse] [--only demo|test|deb] [--deb] [--clean] [ROOT]
 #   ROOT      where the root is built; default /var/tmp/reel-fresh-root. Must not exist, or be a
 #             root made by this script (with --reuse).
-#   --reuse   use an existing ROOT (skip debootstrap; the tree is copied again over the old one,
-#             build directories stay): for rerunning a failed part without starting over.
+#   --reuse   use an existing ROOT (skip debootstrap; the tree replaces the old one, whose build
+#             directories stay): for rerunning a failed part without starting over.
 #   --only P  run only the demo, the test or the deb phase (deb needs the demo's build: --reuse).
 #   --deb     after the other phases, the Debian package: `cpack -G DEB` of the demo's build, then
 #             in a second fresh root (ROOT.deb, deleted at the end) `apt-get install` of the .deb
@@ -215,6 +215,9 @@ else
 files=$(mktemp)
 git -C "$repo" ls-files -z | (cd "$repo" && while IFS= read -r -d '' f; do
   [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done) >"$files"
+# A reused root keeps only its build directories (for an incremental build): files that the
+# tree has moved or deleted since must not linger beside the new ones.
+find "$root/reel" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
 tar -C "$repo" --null -T "$files" -cf - | tar -C "$root/reel" -xf -
 rm -rf "$root/reel/.git"
 git -C "$root/reel" init -q
