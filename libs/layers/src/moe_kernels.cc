@@ -28,39 +28,38 @@ void ForParts(const MoeItems& items, F&& f) {
   }
 }
 
-void Logits(const MoeItems& items, float* logits) {
-  switch (DetectVectorIsa()) {
-    case VectorIsa::kAvx512:
-      return moe_avx512::Logits(items, logits);
-    case VectorIsa::kAvx2:
-      return moe_avx2::Logits(items, logits);
-    case VectorIsa::kBaseline:
-      break;
-  }
-  moe_base::Logits(items, logits);
-}
+// One instruction set's kernels, picked once for this CPU.
+struct Kernels {
+  void (*logits)(const MoeItems&, float*);
+  void (*grads)(const MoeItems&, const float*, float*, float*);
+};
 
-void LogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
-  switch (DetectVectorIsa()) {
-    case VectorIsa::kAvx512:
-      return moe_avx512::LogitGrads(items, dlogits, dz, da);
-    case VectorIsa::kAvx2:
-      return moe_avx2::LogitGrads(items, dlogits, dz, da);
-    case VectorIsa::kBaseline:
-      break;
-  }
-  moe_base::LogitGrads(items, dlogits, dz, da);
+const Kernels& Selected() {
+  static const Kernels kernels = [] {
+    switch (DetectVectorIsa()) {
+      case VectorIsa::kAvx512:
+        return Kernels{moe_avx512::Logits, moe_avx512::LogitGrads};
+      case VectorIsa::kAvx2:
+        return Kernels{moe_avx2::Logits, moe_avx2::LogitGrads};
+      case VectorIsa::kBaseline:
+        break;
+    }
+    return Kernels{moe_base::Logits, moe_base::LogitGrads};
+  }();
+  return kernels;
 }
 
 }  // namespace
 
 void MoeLogits(const MoeItems& items, float* logits) {
-  ForParts(items, [&](const MoeItems& part, int64_t first) { Logits(part, logits + first); });
+  ForParts(items,
+           [&](const MoeItems& part, int64_t first) { Selected().logits(part, logits + first); });
 }
 
 void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
   ForParts(items, [&](const MoeItems& part, int64_t first) {
-    LogitGrads(part, dlogits + first, dz + first * (items.experts + 1), da + first * items.experts);
+    Selected().grads(part, dlogits + first, dz + first * (items.experts + 1),
+                     da + first * items.experts);
   });
 }
 

@@ -10,7 +10,6 @@ namespace reel::bilstm {
 namespace {
 
 struct Kernels {
-  const char* isa;
   void (*forward)(const GatesStep&, const float*);
   void (*backward)(const GatesGradStep&, const float*);
 };
@@ -18,13 +17,13 @@ struct Kernels {
 Kernels Detect() {
   switch (layers::DetectVectorIsa()) {
     case layers::VectorIsa::kAvx512:
-      return {"avx512", gates_avx512::Forward, gates_avx512::Backward};
+      return {gates_avx512::Forward, gates_avx512::Backward};
     case layers::VectorIsa::kAvx2:
-      return {"avx2", gates_avx2::Forward, gates_avx2::Backward};
+      return {gates_avx2::Forward, gates_avx2::Backward};
     case layers::VectorIsa::kBaseline:
       break;
   }
-  return {"baseline", gates_base::Forward, gates_base::Backward};
+  return {gates_base::Forward, gates_base::Backward};
 }
 
 const Kernels& Selected() {
@@ -45,6 +44,6 @@ void LstmGatesForward(const GatesStep& s) { Selected().forward(s, Zeros(s.hidden
 
 void LstmGatesBackward(const GatesGradStep& s) { Selected().backward(s, Zeros(s.hidden)); }
 
-const char* LstmGatesIsa() { return Selected().isa; }
+const char* LstmGatesIsa() { return layers::VectorIsaName(layers::DetectVectorIsa()); }
 
 }  // namespace reel::bilstm
