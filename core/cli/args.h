@@ -1,7 +1,7 @@
 // A small flag parser for subcommands: `--name value`, `--name=value`, repeated flags, boolean
 // switches and positional words. Unknown flags are an InvalidArgument naming the flag.
-#ifndef REEL_CLI_ARGS_H_
-#define REEL_CLI_ARGS_H_
+#ifndef REEL_CORE_CLI_ARGS_H_
+#define REEL_CORE_CLI_ARGS_H_
 
 #include <cstdint>
 #include <map>
@@ -92,4 +92,4 @@ class Args {
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_ARGS_H_
+#endif  // REEL_CORE_CLI_ARGS_H_

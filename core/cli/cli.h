@@ -1,8 +1,8 @@
 // The reel command's plumbing: a subcommand is a name, a one-line summary, a usage line and a
 // function. Core subcommands (plugins, version, train, eval, ...) are listed in CoreCommands()
 // (commands.cc); plugins add theirs as `command` components, which the dispatcher also finds.
-#ifndef REEL_CLI_CLI_H_
-#define REEL_CLI_CLI_H_
+#ifndef REEL_CORE_CLI_CLI_H_
+#define REEL_CORE_CLI_CLI_H_
 
 #include <functional>
 #include <ostream>
@@ -37,4 +37,4 @@ std::vector<CliCommand> CoreCommands();
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_CLI_H_
+#endif  // REEL_CORE_CLI_CLI_H_

@@ -1,8 +1,8 @@
 // What `reel plugins check` and `reel bench` share to build a component from the command line:
 // the flags that give its options and a model's input features, and a transport made ready for a
 // fresh group of threads on loopback.
-#ifndef REEL_CLI_COMPONENT_FLAGS_H_
-#define REEL_CLI_COMPONENT_FLAGS_H_
+#ifndef REEL_CORE_CLI_COMPONENT_FLAGS_H_
+#define REEL_CORE_CLI_COMPONENT_FLAGS_H_
 
 #include <map>
 #include <string>
@@ -47,4 +47,4 @@ class TransportMaker {
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_COMPONENT_FLAGS_H_
+#endif  // REEL_CORE_CLI_COMPONENT_FLAGS_H_

@@ -5,8 +5,8 @@
 //
 // Thread-safety: one scope at a time, created and destroyed on the main thread; Requested() may be
 // polled from any thread.
-#ifndef REEL_CLI_INTERRUPT_H_
-#define REEL_CLI_INTERRUPT_H_
+#ifndef REEL_CORE_CLI_INTERRUPT_H_
+#define REEL_CORE_CLI_INTERRUPT_H_
 
 namespace reel::cli {
 
@@ -27,4 +27,4 @@ class InterruptScope {
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_INTERRUPT_H_
+#endif  // REEL_CORE_CLI_INTERRUPT_H_

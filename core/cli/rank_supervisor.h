@@ -22,8 +22,8 @@
 // Plain POSIX + Linux signalfd; no threads. Thread-safety: Run() blocks SIGINT, SIGTERM and
 // SIGCHLD in the calling thread while it runs, so call it from the main thread of a process with
 // no other children.
-#ifndef REEL_CLI_RANK_SUPERVISOR_H_
-#define REEL_CLI_RANK_SUPERVISOR_H_
+#ifndef REEL_CORE_CLI_RANK_SUPERVISOR_H_
+#define REEL_CORE_CLI_RANK_SUPERVISOR_H_
 
 #include <chrono>
 #include <optional>
@@ -86,4 +86,4 @@ Result<SuperviseOutcome> SuperviseRanks(const SuperviseOptions& options);
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_RANK_SUPERVISOR_H_
+#endif  // REEL_CORE_CLI_RANK_SUPERVISOR_H_

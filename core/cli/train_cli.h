@@ -1,7 +1,7 @@
 // Helpers shared by `reel train`, `eval`, `predict` and `demo`: interrupting training cleanly,
 // config loading with --set overrides, and building an evaluation data source for a pattern.
-#ifndef REEL_CLI_TRAIN_CLI_H_
-#define REEL_CLI_TRAIN_CLI_H_
+#ifndef REEL_CORE_CLI_TRAIN_CLI_H_
+#define REEL_CORE_CLI_TRAIN_CLI_H_
 
 #include <string>
 #include <vector>
@@ -35,4 +35,4 @@ void PrintMetrics(std::ostream& out, const core::EvalMetrics& m, bool json);
 
 }  // namespace reel::cli
 
-#endif  // REEL_CLI_TRAIN_CLI_H_
+#endif  // REEL_CORE_CLI_TRAIN_CLI_H_

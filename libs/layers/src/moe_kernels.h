@@ -9,8 +9,8 @@
 // threads. The per-set ones are declared for tests that compare every set the CPU runs.
 //
 // Thread-safety: pure functions on caller-owned buffers.
-#ifndef REEL_LAYERS_MOE_KERNELS_H_
-#define REEL_LAYERS_MOE_KERNELS_H_
+#ifndef REEL_LIBS_LAYERS_SRC_MOE_KERNELS_H_
+#define REEL_LIBS_LAYERS_SRC_MOE_KERNELS_H_
 
 #include <cstdint>
 
@@ -41,4 +41,4 @@ REEL_MOE_KERNELS_DECLARE(moe_base)
 
 }  // namespace reel::layers
 
-#endif  // REEL_LAYERS_MOE_KERNELS_H_
+#endif  // REEL_LIBS_LAYERS_SRC_MOE_KERNELS_H_

@@ -27,8 +27,8 @@
 // Ownership: keeps a pointer to the arena given to Declare(); the engine must outlive it.
 // Thread-safety: one thread per instance. Internally, the two directions of a layer run on two
 // threads, splitting the OpenMP threads (omp_get_max_threads()) between them (RunBoth()).
-#ifndef REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
-#define REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_BILSTM_ENCODER_H_
+#define REEL_PLUGINS_BILSTM_SRC_BILSTM_ENCODER_H_
 
 #include <cstdint>
 #include <dnnl.hpp>
@@ -144,4 +144,4 @@ class BiLstmEncoder {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_BILSTM_ENCODER_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_BILSTM_ENCODER_H_

@@ -10,8 +10,8 @@
 //
 // Ownership: keeps a pointer to the arena given to DeclareParams(), which must outlive it.
 // Thread-safety: one thread per instance; instances are independent.
-#ifndef REEL_PLUGINS_BILSTM_BILSTM_MODEL_H_
-#define REEL_PLUGINS_BILSTM_BILSTM_MODEL_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_BILSTM_MODEL_H_
+#define REEL_PLUGINS_BILSTM_SRC_BILSTM_MODEL_H_
 
 #include <dnnl.hpp>
 #include <memory>
@@ -79,4 +79,4 @@ class BiLstmModel final : public Model {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_BILSTM_MODEL_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_BILSTM_MODEL_H_

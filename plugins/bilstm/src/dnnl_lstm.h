@@ -12,8 +12,8 @@
 //
 // Ownership: owns its cache; the engine passed in must outlive it. Thread-safety: one thread per
 // instance (the cached workspace is per instance).
-#ifndef REEL_PLUGINS_BILSTM_DNNL_LSTM_H_
-#define REEL_PLUGINS_BILSTM_DNNL_LSTM_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_DNNL_LSTM_H_
+#define REEL_PLUGINS_BILSTM_SRC_DNNL_LSTM_H_
 
 #include <cstdint>
 #include <dnnl.hpp>
@@ -65,4 +65,4 @@ class DnnlLstm {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_DNNL_LSTM_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_DNNL_LSTM_H_

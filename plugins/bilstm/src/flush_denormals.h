@@ -8,8 +8,8 @@
 // this small carry no information for training; GPUs flush them as well.
 //
 // Thread-safety: affects only the threads it runs on; create it on the thread that computes.
-#ifndef REEL_PLUGINS_BILSTM_FLUSH_DENORMALS_H_
-#define REEL_PLUGINS_BILSTM_FLUSH_DENORMALS_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_FLUSH_DENORMALS_H_
+#define REEL_PLUGINS_BILSTM_SRC_FLUSH_DENORMALS_H_
 
 #include <omp.h>
 
@@ -51,4 +51,4 @@ class ScopedFlushDenormals {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_FLUSH_DENORMALS_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_FLUSH_DENORMALS_H_

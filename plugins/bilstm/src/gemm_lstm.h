@@ -13,8 +13,8 @@
 // Weights as DnnlLstm's: wx [I, 4H], wh [H, 4H], bias [4H], gate order i, f, c~, o.
 //
 // Thread-safety: one thread per instance (it keeps the last Forward()'s activations).
-#ifndef REEL_PLUGINS_BILSTM_GEMM_LSTM_H_
-#define REEL_PLUGINS_BILSTM_GEMM_LSTM_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_GEMM_LSTM_H_
+#define REEL_PLUGINS_BILSTM_SRC_GEMM_LSTM_H_
 
 #include <cstdint>
 #include <vector>
@@ -70,4 +70,4 @@ class GemmLstm {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_GEMM_LSTM_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_GEMM_LSTM_H_

@@ -12,8 +12,8 @@
 // the best the CPU has, so one binary serves every x86-64 machine at its own vector width.
 //
 // Thread-safety: pure functions on caller-owned buffers.
-#ifndef REEL_PLUGINS_BILSTM_LSTM_GATES_H_
-#define REEL_PLUGINS_BILSTM_LSTM_GATES_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_LSTM_GATES_H_
+#define REEL_PLUGINS_BILSTM_SRC_LSTM_GATES_H_
 
 #include <cstdint>
 
@@ -73,4 +73,4 @@ void Backward(const GatesGradStep& s, const float* zeros);
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_LSTM_GATES_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_LSTM_GATES_H_

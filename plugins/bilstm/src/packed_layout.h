@@ -8,8 +8,8 @@
 // In both, the sequences carrying state from the previous step are the first rows of the step.
 //
 // Thread-safety: immutable after construction.
-#ifndef REEL_PLUGINS_BILSTM_PACKED_LAYOUT_H_
-#define REEL_PLUGINS_BILSTM_PACKED_LAYOUT_H_
+#ifndef REEL_PLUGINS_BILSTM_SRC_PACKED_LAYOUT_H_
+#define REEL_PLUGINS_BILSTM_SRC_PACKED_LAYOUT_H_
 
 #include <cstdint>
 #include <span>
@@ -49,4 +49,4 @@ class PackedLayout {
 
 }  // namespace reel::bilstm
 
-#endif  // REEL_PLUGINS_BILSTM_PACKED_LAYOUT_H_
+#endif  // REEL_PLUGINS_BILSTM_SRC_PACKED_LAYOUT_H_

@@ -8,8 +8,8 @@
 // Parameters: "head/w", "head/b" (logistic) or "head/gates/w", "head/experts/{w,b}" (moe).
 // Ownership: keeps a pointer to the arena given to DeclareParams(), which must outlive it.
 // Thread-safety: one thread per instance; instances are independent.
-#ifndef REEL_PLUGINS_MOE_VIDEO_LEVEL_MODEL_H_
-#define REEL_PLUGINS_MOE_VIDEO_LEVEL_MODEL_H_
+#ifndef REEL_PLUGINS_MOE_SRC_VIDEO_LEVEL_MODEL_H_
+#define REEL_PLUGINS_MOE_SRC_VIDEO_LEVEL_MODEL_H_
 
 #include <memory>
 #include <string>
@@ -54,4 +54,4 @@ class VideoLevelModel final : public Model {
 
 }  // namespace reel::moe
 
-#endif  // REEL_PLUGINS_MOE_VIDEO_LEVEL_MODEL_H_
+#endif  // REEL_PLUGINS_MOE_SRC_VIDEO_LEVEL_MODEL_H_

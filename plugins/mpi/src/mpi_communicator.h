@@ -40,8 +40,8 @@
 //
 // Thread-safety: as Communicator (Send and Recv from any threads at once, MPI_THREAD_MULTIPLE;
 // collectives from one thread).
-#ifndef REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_
-#define REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_
+#ifndef REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
+#define REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
 
 #include <mpi.h>
 
@@ -153,4 +153,4 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace reel::mpi
 
-#endif  // REEL_PLUGINS_MPI_MPI_COMMUNICATOR_H_
+#endif  // REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_

@@ -15,8 +15,8 @@
 // with that id and breaks MPI's message ordering there.
 //
 // Thread-safety: every function may be called from any thread.
-#ifndef REEL_PLUGINS_MPI_MPI_LEAVE_H_
-#define REEL_PLUGINS_MPI_MPI_LEAVE_H_
+#ifndef REEL_PLUGINS_MPI_SRC_MPI_LEAVE_H_
+#define REEL_PLUGINS_MPI_SRC_MPI_LEAVE_H_
 
 #include <cstdint>
 #include <map>
@@ -50,4 +50,4 @@ void ForgetLeftRanks(int64_t generation);
 
 }  // namespace reel::mpi
 
-#endif  // REEL_PLUGINS_MPI_MPI_LEAVE_H_
+#endif  // REEL_PLUGINS_MPI_SRC_MPI_LEAVE_H_

@@ -13,8 +13,8 @@
 // The plugin is loaded with RTLD_NODELETE, so the exit handler's code outlives every unload.
 //
 // Thread-safety: every function may be called from any thread.
-#ifndef REEL_PLUGINS_MPI_MPI_RUNTIME_H_
-#define REEL_PLUGINS_MPI_MPI_RUNTIME_H_
+#ifndef REEL_PLUGINS_MPI_SRC_MPI_RUNTIME_H_
+#define REEL_PLUGINS_MPI_SRC_MPI_RUNTIME_H_
 
 #include <mpi.h>
 
@@ -47,4 +47,4 @@ bool Finalized();
 
 }  // namespace reel::mpi
 
-#endif  // REEL_PLUGINS_MPI_MPI_RUNTIME_H_
+#endif  // REEL_PLUGINS_MPI_SRC_MPI_RUNTIME_H_

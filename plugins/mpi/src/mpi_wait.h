@@ -8,8 +8,8 @@
 // enough that a transfer in flight keeps moving.
 //
 // Thread-safety: a Backoff belongs to one waiting thread.
-#ifndef REEL_PLUGINS_MPI_MPI_WAIT_H_
-#define REEL_PLUGINS_MPI_MPI_WAIT_H_
+#ifndef REEL_PLUGINS_MPI_SRC_MPI_WAIT_H_
+#define REEL_PLUGINS_MPI_SRC_MPI_WAIT_H_
 
 #include <sched.h>
 
@@ -47,4 +47,4 @@ class Backoff {
 
 }  // namespace reel::mpi
 
-#endif  // REEL_PLUGINS_MPI_MPI_WAIT_H_
+#endif  // REEL_PLUGINS_MPI_SRC_MPI_WAIT_H_

@@ -14,8 +14,8 @@
 // sharing one DNS and TLS-session cache. Thread-safety: Execute() may be called from any number
 // of threads at once; the client must outlive every reader and writer made from it (they hold
 // a shared_ptr).
-#ifndef REEL_PLUGINS_S3_S3_CLIENT_H_
-#define REEL_PLUGINS_S3_S3_CLIENT_H_
+#ifndef REEL_PLUGINS_S3_SRC_S3_CLIENT_H_
+#define REEL_PLUGINS_S3_SRC_S3_CLIENT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -111,4 +111,4 @@ Result<ListPage> ParseListPage(std::string_view xml, std::string_view where);
 
 }  // namespace reel::s3
 
-#endif  // REEL_PLUGINS_S3_S3_CLIENT_H_
+#endif  // REEL_PLUGINS_S3_SRC_S3_CLIENT_H_

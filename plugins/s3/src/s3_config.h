@@ -6,8 +6,8 @@
 // for the selected profile. No credentials at all means unsigned (anonymous) requests.
 //
 // Thread-safety: S3Config is a value; resolution reads the environment and files only.
-#ifndef REEL_PLUGINS_S3_S3_CONFIG_H_
-#define REEL_PLUGINS_S3_S3_CONFIG_H_
+#ifndef REEL_PLUGINS_S3_SRC_S3_CONFIG_H_
+#define REEL_PLUGINS_S3_SRC_S3_CONFIG_H_
 
 #include <cstdint>
 #include <functional>
@@ -50,4 +50,4 @@ Result<S3Config> ResolveS3Config(const Options& options, const EnvLookup& env);
 
 }  // namespace reel::s3
 
-#endif  // REEL_PLUGINS_S3_S3_CONFIG_H_
+#endif  // REEL_PLUGINS_S3_SRC_S3_CONFIG_H_

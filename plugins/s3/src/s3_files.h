@@ -10,8 +10,8 @@
 // PutObject; otherwise it starts a multipart upload and sends each full part as it fills, and
 // Close() sends the rest and completes the upload. A failed Close(), or destruction without
 // Close(), aborts the multipart upload, so the key never shows a partial object. Single-threaded.
-#ifndef REEL_PLUGINS_S3_S3_FILES_H_
-#define REEL_PLUGINS_S3_S3_FILES_H_
+#ifndef REEL_PLUGINS_S3_SRC_S3_FILES_H_
+#define REEL_PLUGINS_S3_SRC_S3_FILES_H_
 
 #include <memory>
 #include <string>
@@ -30,4 +30,4 @@ std::unique_ptr<WritableFile> MakeS3Writer(std::shared_ptr<S3Client> client, std
 
 }  // namespace reel::s3
 
-#endif  // REEL_PLUGINS_S3_S3_FILES_H_
+#endif  // REEL_PLUGINS_S3_SRC_S3_FILES_H_

@@ -9,8 +9,8 @@
 //
 // Thread-safety: every method may be called concurrently; the storage shares one S3Client (and
 // its connection pool) with the files it opens, which keep it alive.
-#ifndef REEL_PLUGINS_S3_S3_STORAGE_H_
-#define REEL_PLUGINS_S3_S3_STORAGE_H_
+#ifndef REEL_PLUGINS_S3_SRC_S3_STORAGE_H_
+#define REEL_PLUGINS_S3_SRC_S3_STORAGE_H_
 
 #include <memory>
 #include <string>
@@ -35,4 +35,4 @@ Result<std::unique_ptr<Storage>> MakeS3Storage(S3Config config);
 
 }  // namespace reel::s3
 
-#endif  // REEL_PLUGINS_S3_S3_STORAGE_H_
+#endif  // REEL_PLUGINS_S3_SRC_S3_STORAGE_H_

@@ -8,8 +8,8 @@
 //
 // FakeHttpServer answers each request on 127.0.0.1 with whatever its handler returns (raw HTTP
 // bytes) and closes the connection. Thread-safety: requests() may be read while it runs.
-#ifndef REEL_PLUGINS_S3_S3_TEST_ENV_H_
-#define REEL_PLUGINS_S3_S3_TEST_ENV_H_
+#ifndef REEL_PLUGINS_S3_TESTS_S3_TEST_ENV_H_
+#define REEL_PLUGINS_S3_TESTS_S3_TEST_ENV_H_
 
 #include <sys/types.h>
 
@@ -106,4 +106,4 @@ std::string RandomBytes(size_t n, uint32_t seed);
 
 }  // namespace reel::s3::testing
 
-#endif  // REEL_PLUGINS_S3_S3_TEST_ENV_H_
+#endif  // REEL_PLUGINS_S3_TESTS_S3_TEST_ENV_H_

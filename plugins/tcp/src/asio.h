@@ -1,6 +1,6 @@
 // The parts of Boost.Asio the tcp plugin uses, in one place.
-#ifndef REEL_PLUGINS_TCP_ASIO_H_
-#define REEL_PLUGINS_TCP_ASIO_H_
+#ifndef REEL_PLUGINS_TCP_SRC_ASIO_H_
+#define REEL_PLUGINS_TCP_SRC_ASIO_H_
 
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>, so <utility> must
 // come first.
@@ -27,4 +27,4 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_ASIO_H_
+#endif  // REEL_PLUGINS_TCP_SRC_ASIO_H_

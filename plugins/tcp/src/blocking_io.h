@@ -6,8 +6,8 @@
 //
 // Thread-safety: a socket may be used by one calling thread at a time (and by no asynchronous
 // operation of the io thread meanwhile).
-#ifndef REEL_PLUGINS_TCP_BLOCKING_IO_H_
-#define REEL_PLUGINS_TCP_BLOCKING_IO_H_
+#ifndef REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
+#define REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
 
 #include <cstddef>
 #include <span>
@@ -63,4 +63,4 @@ Status ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::str
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_BLOCKING_IO_H_
+#endif  // REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_

@@ -14,8 +14,8 @@
 //
 // Thread-safety: every method may be called from any thread. Inbound objects are used by one
 // reader thread each.
-#ifndef REEL_PLUGINS_TCP_MAILBOX_H_
-#define REEL_PLUGINS_TCP_MAILBOX_H_
+#ifndef REEL_PLUGINS_TCP_SRC_MAILBOX_H_
+#define REEL_PLUGINS_TCP_SRC_MAILBOX_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -138,4 +138,4 @@ class Mailbox::Inbound {
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_MAILBOX_H_
+#endif  // REEL_PLUGINS_TCP_SRC_MAILBOX_H_

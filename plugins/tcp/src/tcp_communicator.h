@@ -9,8 +9,8 @@
 // Threads: the io thread (runs the io_context: accepting, authenticating, reading), the heartbeat
 // thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
 // Send and Recv may be called from any threads at once; sends to one rank are serialised.
-#ifndef REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_
-#define REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_
+#ifndef REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_
+#define REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -117,4 +117,4 @@ class TcpCommunicator final : public Communicator {
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_TCP_COMMUNICATOR_H_
+#endif  // REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_

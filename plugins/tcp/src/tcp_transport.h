@@ -1,8 +1,8 @@
 // The tcp transport: ranks in separate processes or hosts, a full mesh of TCP connections formed
 // through a rendezvous at rank 0 (torchrun style), every connection authenticated both ways with
 // a shared secret. See README.md for the user's view and wire.h for the protocol.
-#ifndef REEL_PLUGINS_TCP_TCP_TRANSPORT_H_
-#define REEL_PLUGINS_TCP_TCP_TRANSPORT_H_
+#ifndef REEL_PLUGINS_TCP_SRC_TCP_TRANSPORT_H_
+#define REEL_PLUGINS_TCP_SRC_TCP_TRANSPORT_H_
 
 #include <chrono>
 #include <memory>
@@ -33,4 +33,4 @@ std::unique_ptr<Transport> MakeTcpTransport(TcpOptions options);
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_TCP_TRANSPORT_H_
+#endif  // REEL_PLUGINS_TCP_SRC_TCP_TRANSPORT_H_

@@ -1,8 +1,8 @@
 // Waiting until a Deadline on a condition variable or a future. The far-future deadline
 // (NoDeadline()) waits without a timeout, because converting time_point::max() for a timed wait
 // can overflow.
-#ifndef REEL_PLUGINS_TCP_WAITING_H_
-#define REEL_PLUGINS_TCP_WAITING_H_
+#ifndef REEL_PLUGINS_TCP_SRC_WAITING_H_
+#define REEL_PLUGINS_TCP_SRC_WAITING_H_
 
 #include <condition_variable>
 #include <future>
@@ -73,4 +73,4 @@ bool WaitUntil(std::future<T>& f, Deadline deadline) {
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_WAITING_H_
+#endif  // REEL_PLUGINS_TCP_SRC_WAITING_H_

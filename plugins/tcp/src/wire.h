@@ -24,8 +24,8 @@
 //    A failure notice says that another rank failed: its tag field carries that rank, its payload
 //    (<= kMaxNoticeBytes) the reason, so every rank blames the rank that failed first, not the
 //    one that gave up because of it.
-#ifndef REEL_PLUGINS_TCP_WIRE_H_
-#define REEL_PLUGINS_TCP_WIRE_H_
+#ifndef REEL_PLUGINS_TCP_SRC_WIRE_H_
+#define REEL_PLUGINS_TCP_SRC_WIRE_H_
 
 #include <array>
 #include <cstddef>
@@ -144,4 +144,4 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes);
 
 }  // namespace reel::tcp
 
-#endif  // REEL_PLUGINS_TCP_WIRE_H_
+#endif  // REEL_PLUGINS_TCP_SRC_WIRE_H_

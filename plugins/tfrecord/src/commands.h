@@ -3,8 +3,8 @@
 //   reel inspect FILES... [--json] [--limit N] [--compression C] [--id-key K]
 //
 // Thread-safety: each Command is run once from the host's main thread.
-#ifndef REEL_PLUGINS_TFRECORD_COMMANDS_H_
-#define REEL_PLUGINS_TFRECORD_COMMANDS_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_COMMANDS_H_
+#define REEL_PLUGINS_TFRECORD_SRC_COMMANDS_H_
 
 #include <memory>
 
@@ -17,4 +17,4 @@ std::unique_ptr<Command> MakeInspectCommand();
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_COMMANDS_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_COMMANDS_H_

@@ -8,8 +8,8 @@
 // size of holes per rank, so the text stays short.
 //
 // Thread-safety: a const ConsumedSet may be read from several threads.
-#ifndef REEL_PLUGINS_TFRECORD_CONSUMED_SET_H_
-#define REEL_PLUGINS_TFRECORD_CONSUMED_SET_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_CONSUMED_SET_H_
+#define REEL_PLUGINS_TFRECORD_SRC_CONSUMED_SET_H_
 
 #include <cstdint>
 #include <map>
@@ -41,4 +41,4 @@ class ConsumedSet {
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_CONSUMED_SET_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_CONSUMED_SET_H_

@@ -7,8 +7,8 @@
 // output is handed to another thread.
 //
 // Thread-safety: all functions are pure (they touch only their arguments).
-#ifndef REEL_PLUGINS_TFRECORD_DEQUANTIZE_H_
-#define REEL_PLUGINS_TFRECORD_DEQUANTIZE_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_DEQUANTIZE_H_
+#define REEL_PLUGINS_TFRECORD_SRC_DEQUANTIZE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -51,4 +51,4 @@ void StoreFence();
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_DEQUANTIZE_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_DEQUANTIZE_H_

@@ -14,8 +14,8 @@
 //
 // Ownership: borrows its StreamConfig (and the Storage pointers in it), which must outlive it.
 // Thread-safety: none; used by one thread at a time (the prefetch thread or the caller).
-#ifndef REEL_PLUGINS_TFRECORD_RECORD_STREAM_H_
-#define REEL_PLUGINS_TFRECORD_RECORD_STREAM_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_RECORD_STREAM_H_
+#define REEL_PLUGINS_TFRECORD_SRC_RECORD_STREAM_H_
 
 #include <cstdint>
 #include <memory>
@@ -111,4 +111,4 @@ uint64_t MixSeed(uint64_t a, uint64_t b);
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_RECORD_STREAM_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_RECORD_STREAM_H_

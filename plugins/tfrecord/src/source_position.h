@@ -17,8 +17,8 @@
 // the number of ranks that resumes it.
 // Version 1 ("tfrecord/v1 fp=F epoch=E records=N", fp including the shard) is still read, for a
 // resume on the same number of ranks.
-#ifndef REEL_PLUGINS_TFRECORD_SOURCE_POSITION_H_
-#define REEL_PLUGINS_TFRECORD_SOURCE_POSITION_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_SOURCE_POSITION_H_
+#define REEL_PLUGINS_TFRECORD_SRC_SOURCE_POSITION_H_
 
 #include <cstdint>
 #include <span>
@@ -56,4 +56,4 @@ Result<ConsumedSet> ConsumedBy(const StreamConfig& config, std::span<const std::
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_SOURCE_POSITION_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_SOURCE_POSITION_H_

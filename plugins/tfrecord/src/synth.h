@@ -12,8 +12,8 @@
 // Records go round-robin to `shards` files named <out>/<prefix>NNNN.tfrecord (".gz" / ".zlib"
 // appended when compressed). Output is a deterministic function of the options.
 // Thread-safety: WriteSynthetic may run concurrently for different outputs.
-#ifndef REEL_PLUGINS_TFRECORD_SYNTH_H_
-#define REEL_PLUGINS_TFRECORD_SYNTH_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_SYNTH_H_
+#define REEL_PLUGINS_TFRECORD_SRC_SYNTH_H_
 
 #include <cstdint>
 #include <ostream>
@@ -59,4 +59,4 @@ Result<std::vector<std::string>> WriteSynthetic(StorageResolver& storage,
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_SYNTH_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_SYNTH_H_

@@ -15,8 +15,8 @@
 // consumed, and deals the rest of the epoch out among the new ranks (record_stream.h).
 //
 // Thread-safety: as DataSource (one driving thread); the prefetch thread is internal.
-#ifndef REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
-#define REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_TFRECORD_SOURCE_H_
+#define REEL_PLUGINS_TFRECORD_SRC_TFRECORD_SOURCE_H_
 
 #include <memory>
 
@@ -34,4 +34,4 @@ Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_TFRECORD_SOURCE_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_TFRECORD_SOURCE_H_

@@ -8,8 +8,8 @@
 // keys are skipped (real shards end every Example with an empty field 2).
 //
 // Thread-safety: pure functions; a VideoRecord is a value owned by its caller.
-#ifndef REEL_PLUGINS_TFRECORD_YT8M_H_
-#define REEL_PLUGINS_TFRECORD_YT8M_H_
+#ifndef REEL_PLUGINS_TFRECORD_SRC_YT8M_H_
+#define REEL_PLUGINS_TFRECORD_SRC_YT8M_H_
 
 #include <cstdint>
 #include <string>
@@ -89,4 +89,4 @@ Status SummarizeRecord(std::string_view payload, std::string_view id_key,
 
 }  // namespace reel::tfrecord
 
-#endif  // REEL_PLUGINS_TFRECORD_YT8M_H_
+#endif  // REEL_PLUGINS_TFRECORD_SRC_YT8M_H_
