@@ -30,7 +30,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
   # A paused rank would outlive the test: wake it before killing.
-  for ns in "$name-r2"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -CONT 2>/dev/null || true; done
+  ip netns pids "$name-r2" 2>/dev/null | xargs -r kill -CONT 2>/dev/null || true
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   "$here/netns.sh" down "$name"
   rm -rf "$work"
@@ -88,7 +88,7 @@ fail() { echo "FAIL: $*"; show_logs; exit 1; }
 # Training is under way: a few steps are in the metrics log (waits generously; not a timing
 # assertion). Then rank 2 pauses: from here no rank can finish before it continues.
 for ((i = 0; i < 1500; i++)); do
-  (($(cat "$work/metrics.jsonl" 2>/dev/null | wc -l) >= 5)) && break
+  (($( (wc -l <"$work/metrics.jsonl") 2>/dev/null || echo 0) >= 5)) && break
   for r in 0 1 2; do kill -0 "${pids[$r]}" 2>/dev/null || fail "node $r ended before the fault"; done
   sleep 0.1
 done
