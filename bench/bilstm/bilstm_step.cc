@@ -5,9 +5,11 @@
 //   reel_bilstm_step --shape video|audio --lengths 300,300,... [--steps 3] [--warmup 1]
 //                    [--impl gemm|dnnl_rnn]
 //   reel_bilstm_step --sgemm [--steps 5]
+//   reel_bilstm_step --stream [--steps 5]
 //
 // Threads: oneDNN's OpenMP runtime, so OMP_NUM_THREADS sets them.
 #include <dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -72,6 +74,31 @@ double Loss(const reel::Tensor& logits, const reel::Batch& batch, std::vector<fl
     }
   }
   return loss / static_cast<double>(b_n);
+}
+
+// The memory bound of the phases that stream arrays once (the head's weights at batch 32, the
+// update rule's state): a read-modify-write stream a += s*b over two 128 MiB arrays on the OpenMP
+// threads, the access pattern of an update rule (every line written was read, so no extra read
+// for ownership), counting two reads and one write per element.
+int Stream(int steps) {
+  const int64_t n = int64_t{32} << 20;
+  std::vector<float> a(n), b(n, 1.0f);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[i] = 0.0f;  // first touch by the thread that will use it
+  std::vector<double> times;
+  for (int i = 0; i < steps + 1; ++i) {
+    auto t0 = Clock::now();
+    float* __restrict pa = a.data();
+    const float* __restrict pb = b.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < n; ++j) pa[j] += 0.5f * pb[j];
+    if (i > 0) times.push_back(Seconds(t0, Clock::now()));
+  }
+  const double best = *std::min_element(times.begin(), times.end());
+  std::printf("{\"stream_bytes\": %ld, \"threads\": %d, \"best_s\": %.6f, \"gbps\": %.3f}\n",
+              static_cast<long>(3 * n * sizeof(float)), omp_get_max_threads(), best,
+              3.0 * static_cast<double>(n) * sizeof(float) / best / 1e9);
+  return 0;
 }
 
 int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup,
@@ -175,7 +202,7 @@ int main(int argc, char** argv) {
   std::string shape = "video";
   std::vector<int32_t> lengths;
   int steps = 3, warmup = 1;
-  bool sgemm = false;
+  bool sgemm = false, stream = false;
   std::string impl = "gemm";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -199,12 +226,15 @@ int main(int argc, char** argv) {
       impl = next();
     } else if (a == "--sgemm") {
       sgemm = true;
+    } else if (a == "--stream") {
+      stream = true;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
     }
   }
   if (sgemm) return Sgemm(steps);
+  if (stream) return Stream(steps);
   if ((shape != "video" && shape != "audio") || lengths.empty()) {
     std::fprintf(stderr, "usage: reel_bilstm_step --shape video|audio --lengths L1,L2,...\n");
     return 2;

@@ -44,10 +44,25 @@ void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx,
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < out_; ++j) db[j] += dy[i * out_ + j];
   }
-  if (dx != nullptr) {
-    const float* w = arena_->values(w_).data();
+  if (dx == nullptr) return;
+  const float* w = arena_->values(w_).data();
+  if (batch > kShortBatch) {
     Gemm(false, true, batch, in_, out_, 1.0f, dy, out_, w, out_, accumulate_dx ? 1.0f : 0.0f, dx,
          in_);
+    return;
+  }
+  // A short batch against a wide layer (32 videos, a 3862-class head): dnnl_sgemm reads W^T
+  // [out, in] slowly in this shape, so compute dx^T = W dy^T [in, batch] as W is stored and
+  // transpose the small result: 1.3 ms against 1.9 (in 256) and 4.6 against 10.8 (in 512) for the
+  // MoE head's 19310 columns at batch 32 on 2 threads.
+  dx_t_.resize(static_cast<size_t>(in_ * batch));
+  Gemm(false, true, in_, batch, out_, 1.0f, w, out_, dy, out_, 0.0f, dx_t_.data(), batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    float* row = dx + i * in_;
+    for (int64_t j = 0; j < in_; ++j) {
+      const float v = dx_t_[static_cast<size_t>(j * batch + i)];
+      row[j] = accumulate_dx ? row[j] + v : v;
+    }
   }
 }
 

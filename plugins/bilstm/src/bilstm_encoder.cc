@@ -171,10 +171,18 @@ Status BiLstmEncoder::Forward(const Feature& feature, bool train, float* enc, in
   const Layer& top = layers_.back();
   argmax_fwd_.resize(static_cast<size_t>(batch_ * h));
   argmax_bwd_.resize(argmax_fwd_.size());
-  layers::PoolForward(config_.pooling, top.fwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
-                      col, argmax_fwd_.data());
-  layers::PoolForward(config_.pooling, top.bwd.out.data(), steps_, batch_, h, lengths_, enc, enc_ld,
-                      col + h, argmax_bwd_.data());
+  // Each direction pools into its own columns, on its own thread.
+  REEL_RETURN_IF_ERROR(RunBoth(
+      [&] {
+        layers::PoolForward(config_.pooling, top.fwd.out.data(), steps_, batch_, h, lengths_, enc,
+                            enc_ld, col, argmax_fwd_.data());
+        return Status::Ok();
+      },
+      [&] {
+        layers::PoolForward(config_.pooling, top.bwd.out.data(), steps_, batch_, h, lengths_, enc,
+                            enc_ld, col + h, argmax_bwd_.data());
+        return Status::Ok();
+      }));
   trained_ = train;
   return Status::Ok();
 }
@@ -205,10 +213,17 @@ Status BiLstmEncoder::Backward(const float* denc, int64_t enc_ld, int64_t col) {
   ScopedFlushDenormals flush;
   dout_fwd_.resize(static_cast<size_t>(n));
   dout_bwd_.resize(static_cast<size_t>(n));
-  layers::PoolBackward(config_.pooling, denc, enc_ld, col, steps_, batch_, h, lengths_,
-                       argmax_fwd_.data(), dout_fwd_.data());
-  layers::PoolBackward(config_.pooling, denc, enc_ld, col + h, steps_, batch_, h, lengths_,
-                       argmax_bwd_.data(), dout_bwd_.data());
+  REEL_RETURN_IF_ERROR(RunBoth(
+      [&] {
+        layers::PoolBackward(config_.pooling, denc, enc_ld, col, steps_, batch_, h, lengths_,
+                             argmax_fwd_.data(), dout_fwd_.data());
+        return Status::Ok();
+      },
+      [&] {
+        layers::PoolBackward(config_.pooling, denc, enc_ld, col + h, steps_, batch_, h, lengths_,
+                             argmax_bwd_.data(), dout_bwd_.data());
+        return Status::Ok();
+      }));
   if (config_.impl == LstmImpl::kGemm) return BackwardGemm();
   return BackwardDnnl();
 }

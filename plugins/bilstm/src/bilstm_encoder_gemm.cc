@@ -16,41 +16,44 @@ Status BiLstmEncoder::ForwardGemm(const Feature& feature) {
   layout_.Pack(feature.values.data(), feature.values.dim(1), width, packed_input_.data());
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& layer = layers_[k];
+    const bool top = k + 1 == layers_.size();
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
     layer.packed_out.resize(static_cast<size_t>(rows * 2 * h));
-    auto run = [&](Dir& d, int64_t col) {
+    if (top) {
+      layer.fwd.out.resize(static_cast<size_t>(steps_ * batch_ * h));
+      layer.bwd.out.resize(layer.fwd.out.size());
+    }
+    auto run = [&](Dir& d, int64_t col, bool reversed) {
       d.gemm->Forward(layout_, in, arena_->values(d.wx).data(), arena_->values(d.wh).data(),
                       arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h);
+      // Pooling (and TopOutputs()) read [T, B, H] in each direction's own time order; each
+      // direction's thread unpacks its own columns, so the copy runs on both cores.
+      if (top) layout_.ToTbd(layer.packed_out.data() + col, 2 * h, h, reversed, d.out.data());
       return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
-        RunBoth([&] { return run(layer.fwd, 0); }, [&] { return run(layer.bwd, h); }));
+        RunBoth([&] { return run(layer.fwd, 0, false); }, [&] { return run(layer.bwd, h, true); }));
   }
-  // Pooling (and TopOutputs()) read [T, B, H] in each direction's own time order.
-  Layer& top = layers_.back();
-  top.fwd.out.resize(static_cast<size_t>(steps_ * batch_ * h));
-  top.bwd.out.resize(top.fwd.out.size());
-  layout_.ToTbd(top.packed_out.data(), 2 * h, h, false, top.fwd.out.data());
-  layout_.ToTbd(top.packed_out.data() + h, 2 * h, h, true, top.bwd.out.data());
   return Status::Ok();
 }
 
 Status BiLstmEncoder::BackwardGemm() {
   const int64_t h = config_.hidden, rows = layout_.rows();
   dpacked_.resize(static_cast<size_t>(rows * 2 * h));
-  layout_.FromTbd(dout_fwd_.data(), h, false, dpacked_.data(), 2 * h);
-  layout_.FromTbd(dout_bwd_.data(), h, true, dpacked_.data() + h, 2 * h);
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& layer = layers_[k];
+    const bool top = k + 1 == layers_.size();
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
-    auto run = [&](Dir& d, int64_t col) {
+    auto run = [&](Dir& d, const std::vector<float>& dout, int64_t col, bool reversed) {
+      // The pooled gradient, [T, B, H] in the direction's own order, into its packed columns.
+      if (top) layout_.FromTbd(dout.data(), h, reversed, dpacked_.data() + col, 2 * h);
       d.gemm->Backward(layout_, in, arena_->values(d.wh).data(), layer.packed_out.data() + col,
                        2 * h, dpacked_.data() + col, 2 * h, arena_->grads(d.wx).data(),
                        arena_->grads(d.wh).data(), arena_->grads(d.b).data());
       return Status::Ok();
     };
-    REEL_RETURN_IF_ERROR(
-        RunBoth([&] { return run(layer.fwd, 0); }, [&] { return run(layer.bwd, h); }));
+    REEL_RETURN_IF_ERROR(RunBoth([&] { return run(layer.fwd, dout_fwd_, 0, false); },
+                                 [&] { return run(layer.bwd, dout_bwd_, h, true); }));
     if (k == 0) break;  // the features need no gradient
     // The gradient reaching layer k-1's outputs: dA_fwd Wx_fwd^T + dA_bwd Wx_bwd^T, on all threads.
     const auto start = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "reel/param_arena.h"
 #include "reel/status.h"
@@ -39,6 +40,9 @@ class Dense {
   bool has_bias_;
   ParamArena* arena_ = nullptr;
   ParamArena::BlockId w_ = -1, b_ = -1;
+  // Batches up to this size take Backward()'s transposed route to dx (see dense.cc).
+  static constexpr int64_t kShortBatch = 64;
+  std::vector<float> dx_t_;  // Backward() scratch: dx^T [in, batch]
 };
 
 }  // namespace reel::layers
