@@ -151,6 +151,7 @@ def main():
     for rep in range(args.reps):
         print(f"rep {rep + 1}/{args.reps}", flush=True)
         samples["sgemm"].append(run([reel_bin, "--sgemm", "--steps", "5"], env["2"], args.timeout))
+        samples.setdefault("stream", []).append(run([reel_bin, "--stream", "--steps", "5"], env["2"], args.timeout))
         for shape, kind, lengths in cases:
             lens = ",".join(map(str, lengths))
             key = f"{shape}_{kind}"
@@ -201,6 +202,8 @@ def render(meta, samples, out_dir):
 
     sgemm = stats([s["gflops"] for s in samples["sgemm"]])
     meta["sgemm_gflops"] = sgemm
+    stream = stats([s["gbps"] for s in samples["stream"]]) if samples.get("stream") else None
+    meta["stream_gbps"] = stream
     loads = [s["load_1min"] for v in samples.values() for s in v if "load_1min" in s]
     meta["load_1min_range"] = [min(loads), max(loads)] if loads else []
     results = []
@@ -236,6 +239,17 @@ def render(meta, samples, out_dir):
             t = r["reel_gemm_phases_s"][phase]
             r[f"{phase}_gflops_per_thread"] = flops / t / 1e9 if t > 0 else 0
             r[f"{phase}_fraction_of_bound"] = r[f"{phase}_gflops_per_thread"] / per_thread
+        if stream:
+            # Memory-bound phases against the streaming rate: at batch 32 the head reads its
+            # weights twice (forward, dx) and writes their gradient once; Adam reads parameters,
+            # gradients and both moments and writes back parameters and moments (28 bytes each).
+            head_w = 2 * h * CLASSES * (2 * EXPERTS + 1)
+            params = statistics.median(s["params"] for s in samples[f"{key}/reel_gemm"] if "params" in s)
+            for phase, nbytes in (("head", 3 * 4 * head_w), ("update", 28 * params)):
+                bound = nbytes / (stream["median"] * 1e9)
+                t = r["reel_gemm_phases_s"][phase]
+                r[f"{phase}_memory_bound_s"] = bound
+                r[f"{phase}_fraction_of_bound"] = bound / t if t > 0 else 0
         r["reel_gemm_cpu_s"] = statistics.median(s.get("cpu_s", 0) for s in samples[f"{key}/reel_gemm"])
         results.append(r)
     os.makedirs(out_dir, exist_ok=True)
@@ -300,6 +314,19 @@ def write_md(meta, results, sgemm, timeout, out_dir):
         lines.append(f"| {r['case']} | {r['lengths']} | {r['projections_gflops_per_thread']:.1f} | "
                      f"{100 * r['projections_fraction_of_bound']:.0f}% | {r['recurrence_gflops_per_thread']:.1f} | "
                      f"{100 * r['recurrence_fraction_of_bound']:.0f}% |")
+    if meta.get("stream_gbps"):
+        st = meta["stream_gbps"]
+        lines += ["", f"Memory-bound phases against the streaming rate (`--stream`: a += s*b on 2 threads, "
+                  f"min/median/max {st['min']:.1f} / **{st['median']:.1f}** / {st['max']:.1f} GB/s). The head "
+                  "at batch 32 moves its weights three times (read for the forward and for dx, gradient "
+                  "written); Adam moves 28 bytes per parameter:", "",
+                  "| case | lengths | head s | head bound s | of bound | update s | update bound s | of bound |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in results:
+            ph = r["reel_gemm_phases_s"]
+            lines.append(f"| {r['case']} | {r['lengths']} | {f3(ph['head'])} | {f3(r['head_memory_bound_s'])} | "
+                         f"{100 * r['head_fraction_of_bound']:.0f}% | {f3(ph['update'])} | "
+                         f"{f3(r['update_memory_bound_s'])} | {100 * r['update_fraction_of_bound']:.0f}% |")
     lines += ["",
               "FLOPs count valid frames only. \"3x fwd\" is the targets' convention: 3x the forward FLOPs "
               "(LSTM: 2 directions x 2 x frames x 4H(D+H); plus the MoE head). \"executed\" counts what impl=gemm "

@@ -16,6 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "reel/options.h"
 #include "reel/status.h"
 
@@ -56,6 +60,8 @@ class UpdateRule {
   // params -= f(grads, state) for learning rate `lr`. REQUIRES: equal sizes, constant across calls.
   virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
   virtual int64_t steps() const { return steps_; }
+  // Arenas of this many floats or more are updated on all OpenMP threads (see ForBlocks()).
+  static constexpr size_t kSplitMin = size_t{1} << 20;
 
   // The rule's state (step count and moments) as bytes, and back.
   std::string SaveState() const {
@@ -98,12 +104,30 @@ class UpdateRule {
   // pointers, so its loop has a constant trip count and no aliasing: GCC vectorises it even at -O2
   // (whose cost model skips loops of unknown trip count), and an update streams at memory speed
   // instead of waiting on scalar square roots and divisions.
+  //
+  // An update streams its arrays once, and one core does not reach the memory rate: Adam over
+  // the audio BiLSTM's 5.2M parameters took 7.8-8.0 ms on one thread and 4.0-5.9 on two (2 cores,
+  // AVX-512). Compiled with OpenMP (the core and the oneDNN models are), an arena of kSplitMin
+  // floats or more is split over the OpenMP threads, whose pool is already warm from the model's
+  // own regions; the blocks write disjoint ranges. Inside a parallel region, or without OpenMP,
+  // it runs on the calling thread.
   template <typename F>
   static void ForBlocks(size_t n, F&& block) {
     constexpr size_t kBlock = 64;
-    size_t i = 0;
-    for (; i + kBlock <= n; i += kBlock) block.template operator()<kBlock>(i);
-    for (; i < n; ++i) block.template operator()<1>(i);
+    const int64_t blocks = static_cast<int64_t>(n / kBlock);
+#if defined(_OPENMP)
+    if (n >= kSplitMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b)
+        block.template operator()<kBlock>(static_cast<size_t>(b) * kBlock);
+    } else
+#endif
+    {
+      for (int64_t b = 0; b < blocks; ++b)
+        block.template operator()<kBlock>(static_cast<size_t>(b) * kBlock);
+    }
+    for (size_t i = static_cast<size_t>(blocks) * kBlock; i < n; ++i)
+      block.template operator()<1>(i);
   }
   void Ensure(std::vector<float>& s, size_t n, float fill = 0.0f) {
     if (s.size() != n) s.assign(n, fill);
