@@ -28,8 +28,9 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
     return made.status().WithContext("optimizer '" + opt.name() + "' on rank " +
                                      std::to_string(rank));
   Owned<Optimizer> optimizer = std::move(*made);
-  std::unique_ptr<Communicator> group;  // the training ranks, when some ranks only serve
-  if (optimizer->HasServerOnlyRanks()) {
+  // The training ranks, when some ranks only serve or the training ranks step independently.
+  std::unique_ptr<Communicator> group;
+  if (optimizer->HasServerOnlyRanks() || optimizer->TrainsIndependently()) {
     REEL_ASSIGN_OR_RETURN(
         group, comm->Split(optimizer->IsServerOnly() ? 1 : 0, rank, DeadlineIn(options.timeout)));
   }

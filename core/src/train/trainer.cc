@@ -36,7 +36,7 @@ class Loop {
         r_(r),
         group_(r.group != nullptr ? r.group : r.comm),
         trains_(r.optimizer == nullptr || !r.optimizer->IsServerOnly()),
-        independent_(trains_ && r.optimizer != nullptr && r.optimizer->HasServerOnlyRanks() &&
+        independent_(trains_ && r.optimizer != nullptr && r.optimizer->TrainsIndependently() &&
                      group_->size() > 1),
         storage_(s),
         progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
@@ -164,9 +164,10 @@ Result<bool> Loop::ResumeFromCheckpoint() {
 Status Loop::Init() {
   if ((trains_ && !r_.train) || !r_.model || !r_.arena || !r_.optimizer || !r_.comm)
     return InvalidArgumentError("trainer: a rank component is missing");
-  if (r_.optimizer->HasServerOnlyRanks() && r_.group == nullptr)
+  if (r_.optimizer->TrainsIndependently() && r_.group == nullptr)
     return InvalidArgumentError(
-        "trainer: the optimizer has server-only ranks but no training group was split off");
+        "trainer: the optimizer's training ranks step independently but no training group was "
+        "split off");
   if (!r_.arena->finalized()) return FailedPreconditionError("trainer: arena is not finalized");
   if (o_.steps < 0 || (o_.steps == 0 && o_.epochs <= 0))
     return InvalidArgumentError(
@@ -188,6 +189,9 @@ Status Loop::Init() {
   if (o_.resume && !checkpoints_)
     return InvalidArgumentError("--resume needs trainer.checkpoint_dir");
   optimizer_clips_ = r_.optimizer->AcceptGradientClipping(o_.clip_norm);
+  if (checkpoints_)
+    r_.optimizer->OfferCheckpoints(
+        {&storage_, o_.checkpoint_dir, o_.checkpoint_every_steps, o_.keep_checkpoints, o_.resume});
   bool resumed = false;
   if (o_.resume) {
     REEL_ASSIGN_OR_RETURN(resumed, ResumeFromCheckpoint());
@@ -321,8 +325,8 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   std::vector<std::string> positions;
   if (independent_) {
     if (!rank0()) return Report(ReportKind::kCheckpoint, my_position);
-    // The other ranks' positions at this step (they may still be on their way to it).
-    REEL_RETURN_IF_ERROR(reports_->CatchUp(step_));
+    // The other ranks' newest reported positions, without waiting for slower ones.
+    REEL_RETURN_IF_ERROR(reports_->Poll());
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
     positions = reports_->Positions(my_position);
   } else {
@@ -376,7 +380,14 @@ Status Loop::Report(ReportKind kind, const std::string& position) {
   r.step = step_;
   r.examples = examples_ + window_examples_;
   r.position = position;
-  return SendWorkerReport(*group_, r, o_.timeout);
+  Status s = SendWorkerReport(*group_, r, o_.timeout);
+  if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded) return s;
+  // The lead is not replaced: it alone evaluates and writes checkpoints. Stop, so that the run
+  // fails visibly instead of training on without them.
+  return UnavailableError(
+      "the lead (training rank 0) was lost, and nothing evaluates or writes checkpoints without "
+      "it: `reel train --resume` continues from the newest checkpoint (" +
+      s.ToString() + ")");
 }
 
 Status Loop::FinishIndependently(bool interrupted, const std::string& position_before) {
@@ -385,9 +396,12 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
     REEL_ASSIGN_OR_RETURN(position, r_.train->Position());
   }
   if (!rank0()) {
-    // Done with the servers first, so that the lead's final pull holds every push of this rank.
-    REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
-    return Report(ReportKind::kFinal, position);
+    // Every push of this rank applied first, so that the lead's final pull holds them; Finish()
+    // only after the report, since it may wait for the lead (a rank that also serves a shard
+    // serves until every rank, the lead too, is done).
+    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the final report"));
+    REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
+    return r_.optimizer->Finish();
   }
   REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
   const int64_t budget =
@@ -420,6 +434,9 @@ Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   if (!trains_) return Serve();
   if (independent_) {
+    // The newest parameters, from ranks that serve them (a rank that also serves a shard starts
+    // serving here, so that the others need not wait for its first step).
+    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the first step"));
     REEL_ASSIGN_OR_RETURN(std::string start, r_.train->Position());
     REEL_RETURN_IF_ERROR(Report(ReportKind::kStart, start));
   }

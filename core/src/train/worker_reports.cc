@@ -32,37 +32,55 @@ Status SendWorkerReport(Communicator& group, const WorkerReport& report,
 WorkerReports::WorkerReports(Communicator& group, std::chrono::milliseconds timeout)
     : group_(group), timeout_(timeout), views_(static_cast<size_t>(group.size())) {}
 
+Result<bool> WorkerReports::ReadOne(int w, View& v, Deadline deadline, bool timeout_loses) {
+  Result<Message> m = group_.Recv(w, kWorkerReportTag, deadline);
+  if (!m.ok()) {
+    const StatusCode code = m.status().code();
+    if (code == StatusCode::kDeadlineExceeded && !timeout_loses) return false;
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded)
+      return m.status().WithContext("the lead waiting for training rank " + std::to_string(w));
+    v.lost = m.status().ToString();
+    return false;
+  }
+  ReportHeader h;
+  if (m->payload.size() < sizeof h)
+    return DataLossError("training rank " + std::to_string(w) + " sent a report of " +
+                         std::to_string(m->payload.size()) + " bytes");
+  std::memcpy(&h, m->payload.data(), sizeof h);
+  if (h.kind < static_cast<uint32_t>(ReportKind::kStart) ||
+      h.kind > static_cast<uint32_t>(ReportKind::kFinal))
+    return DataLossError("training rank " + std::to_string(w) + " sent a report of kind " +
+                         std::to_string(h.kind));
+  v.last.kind = static_cast<ReportKind>(h.kind);
+  v.last.rank = h.rank;
+  v.last.step = h.step;
+  v.last.examples = h.examples;
+  v.last.position.assign(reinterpret_cast<const char*>(m->payload.data()) + sizeof h,
+                         m->payload.size() - sizeof h);
+  if (v.last.kind == ReportKind::kStart) v.start_step = h.step;
+  v.final = v.last.kind == ReportKind::kFinal;
+  return true;
+}
+
 Status WorkerReports::CatchUp(int64_t step) {
   for (int w = 1; w < group_.size(); ++w) {
     View& v = views_[static_cast<size_t>(w)];
-    bool started = v.last.rank >= 0;
-    while (v.lost.empty() && !v.final && (!started || v.last.step < step)) {
-      Result<Message> m = group_.Recv(w, kWorkerReportTag, DeadlineIn(timeout_));
-      if (!m.ok()) {
-        const StatusCode code = m.status().code();
-        if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded)
-          return m.status().WithContext("the lead waiting for training rank " + std::to_string(w));
-        v.lost = m.status().ToString();
-        break;
-      }
-      ReportHeader h;
-      if (m->payload.size() < sizeof h)
-        return DataLossError("training rank " + std::to_string(w) + " sent a report of " +
-                             std::to_string(m->payload.size()) + " bytes");
-      std::memcpy(&h, m->payload.data(), sizeof h);
-      if (h.kind < static_cast<uint32_t>(ReportKind::kStart) ||
-          h.kind > static_cast<uint32_t>(ReportKind::kFinal))
-        return DataLossError("training rank " + std::to_string(w) + " sent a report of kind " +
-                             std::to_string(h.kind));
-      v.last.kind = static_cast<ReportKind>(h.kind);
-      v.last.rank = h.rank;
-      v.last.step = h.step;
-      v.last.examples = h.examples;
-      v.last.position.assign(reinterpret_cast<const char*>(m->payload.data()) + sizeof h,
-                             m->payload.size() - sizeof h);
-      if (v.last.kind == ReportKind::kStart) v.start_step = h.step;
-      v.final = v.last.kind == ReportKind::kFinal;
-      started = true;
+    while (v.lost.empty() && !v.final && (v.last.rank < 0 || v.last.step < step)) {
+      REEL_ASSIGN_OR_RETURN(bool read, ReadOne(w, v, DeadlineIn(timeout_), true));
+      if (!read) break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status WorkerReports::Poll() {
+  for (int w = 1; w < group_.size(); ++w) {
+    View& v = views_[static_cast<size_t>(w)];
+    while (v.lost.empty() && !v.final) {
+      // An expired deadline still takes a report that has arrived.
+      REEL_ASSIGN_OR_RETURN(bool read,
+                            ReadOne(w, v, DeadlineIn(std::chrono::milliseconds(0)), false));
+      if (!read) break;
     }
   }
   return Status::Ok();

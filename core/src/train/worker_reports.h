@@ -52,6 +52,10 @@ class WorkerReports {
   // Reads every other rank's reports until it has one at `step` or later, its final one, or the
   // rank is lost (kFinal: until the final one). Errors only for a malformed report.
   Status CatchUp(int64_t step);
+  // Reads the reports that have arrived, waiting for none: a checkpoint then holds each rank's
+  // newest reported position without holding the lead for slower ranks (a rank's data since its
+  // last report is trained again after a resume). Errors only for a malformed report.
+  Status Poll();
   // Every training rank's newest position, group rank 0's being `lead_position`.
   std::vector<std::string> Positions(const std::string& lead_position) const;
   // Examples the other ranks reported having trained on.
@@ -60,6 +64,11 @@ class WorkerReports {
   std::vector<LostRank> Lost(int64_t budget_steps) const;
 
  private:
+  struct View;
+  // Reads one report of group rank `w` into `v` by `deadline`. False if none came: the rank is
+  // then lost (its connection failed, or `timeout_loses` and the deadline passed).
+  Result<bool> ReadOne(int w, View& v, Deadline deadline, bool timeout_loses);
+
   struct View {
     WorkerReport last;
     int64_t start_step = 0;  // its step when this session started

@@ -51,6 +51,31 @@ TEST(WorkerReportsTest, TheLeadReadsReportsUpToTheStepItNeeds) {
   EXPECT_TRUE(reports.Lost(30).empty());
 }
 
+// A checkpoint's Poll takes what has arrived and waits for no rank: rank 2, behind, keeps its
+// start position (and is not lost); what it sends later is read by the next Poll.
+TEST(WorkerReportsTest, PollTakesWhatArrivedAndWaitsForNoRank) {
+  auto group = CreateInprocGroup(3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Communicator& one = *(*group)[1];
+  Communicator& two = *(*group)[2];
+  ASSERT_TRUE(SendWorkerReport(one, Make(ReportKind::kStart, 1, 0, 0, "one@0"), kTimeout).ok());
+  ASSERT_TRUE(
+      SendWorkerReport(one, Make(ReportKind::kCheckpoint, 1, 20, 80, "one@20"), kTimeout).ok());
+  ASSERT_TRUE(
+      SendWorkerReport(one, Make(ReportKind::kCheckpoint, 1, 40, 160, "one@40"), kTimeout).ok());
+  ASSERT_TRUE(SendWorkerReport(two, Make(ReportKind::kStart, 2, 0, 0, "two@0"), kTimeout).ok());
+  WorkerReports reports(*(*group)[0], kTimeout);
+  ASSERT_TRUE(reports.Poll().ok());
+  EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "one@40", "two@0"}));
+  EXPECT_EQ(reports.Examples(), 160);
+  EXPECT_TRUE(reports.Lost(100).empty());
+  ASSERT_TRUE(
+      SendWorkerReport(two, Make(ReportKind::kCheckpoint, 2, 20, 80, "two@20"), kTimeout).ok());
+  ASSERT_TRUE(reports.Poll().ok());
+  EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "one@40", "two@20"}));
+  EXPECT_TRUE(reports.Lost(100).empty());
+}
+
 TEST(WorkerReportsTest, ARankThatLeavesIsLostWithTheShareItDidNotTrain) {
   auto group = CreateInprocGroup(3);
   ASSERT_TRUE(group.ok()) << group.status();

@@ -34,6 +34,11 @@ OptionSchema AsyncOptions() {
   s.push_back(BoolOption("overlap", false,
                          "push and pull on a thread of their own while the next step computes "
                          "(its weights are then one step older; frequency: step only)"));
+  s.push_back(IntOption("server_checkpoint_every", 0,
+                        "updates of its shard between the checkpoints each server writes of its "
+                        "own shard into trainer.checkpoint_dir; 0: about as often as "
+                        "trainer.checkpoint_every_steps (its steps x workers / push_every), "
+                        "-1: never"));
   s.push_back(IntOption("timeout_ms", 600000,
                         "deadline of each message in milliseconds (a lost peer fails the call "
                         "instead of hanging); 0 waits forever"));
@@ -54,6 +59,11 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
   c.max_staleness = o.GetInt("max_staleness");
   c.timeout_ms = o.GetInt("timeout_ms");
   c.overlap = o.GetBool("overlap");
+  c.server_checkpoint_every = o.GetInt("server_checkpoint_every");
+  if (c.server_checkpoint_every < -1)
+    return Bad("server_checkpoint_every", std::to_string(c.server_checkpoint_every) +
+                                              " is below -1 (0: the trainer's "
+                                              "cadence, -1: never)");
   if (frequency != "step" && frequency != "epoch")
     return Bad("frequency", "'" + frequency + "' is neither 'step' nor 'epoch'");
   c.per_epoch = frequency == "epoch";

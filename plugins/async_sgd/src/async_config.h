@@ -24,6 +24,8 @@ struct AsyncConfig {
   int64_t max_staleness = 0;  // 0: no bound
   bool overlap = false;       // a step's push and pull run while the next step computes
   int64_t timeout_ms = 600000;
+  // Shard updates between a server's own checkpoints (0: from the trainer's cadence, -1: never).
+  int64_t server_checkpoint_every = 0;
 };
 
 OptionSchema AsyncOptions();

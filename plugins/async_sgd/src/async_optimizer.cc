@@ -1,6 +1,8 @@
 // The async_sgd optimizer (see async_optimizer.h).
 #include "async_optimizer.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -69,6 +71,12 @@ Status AsyncOptimizer::Setup(ParamArena& arena, Communicator& comm) {
                           ShardServer::Create(config_, roles_, comm, ctx_.rank,
                                               arena.values().subspan(static_cast<size_t>(r.offset),
                                                                      static_cast<size_t>(r.size))));
+  }
+  if (offered_ && offered_->storage != nullptr && !offered_->dir.empty()) {
+    shard_checkpoints_ =
+        std::make_shared<ShardCheckpoints>(*offered_->storage, offered_->dir, offered_->keep);
+    if (server_ && ServerCheckpointEvery() > 0)
+      server_->WriteCheckpoints(shard_checkpoints_, ServerCheckpointEvery());
   }
   if (roles_.trains(ctx_.rank)) {
     REEL_ASSIGN_OR_RETURN(worker_, Worker::Create(config_, roles_, comm, arena));
@@ -203,6 +211,66 @@ Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_vie
   return parts;
 }
 
+// About as often as the trainer's checkpoints: each worker step (push_every of them per push)
+// updates every shard once per worker; an epoch's delta once per worker and epoch.
+int64_t AsyncOptimizer::ServerCheckpointEvery() const {
+  if (config_.server_checkpoint_every != 0)
+    return std::max<int64_t>(0, config_.server_checkpoint_every);
+  if (!offered_ || offered_->every_steps <= 0) return 0;
+  if (config_.per_epoch) return roles_.workers();
+  return std::max<int64_t>(1, offered_->every_steps * roles_.workers() / config_.push_every);
+}
+
+Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versions) {
+  // A rank that cannot list the sets still joins the agreement below (-2), so that the others
+  // fail with it instead of waiting for it.
+  int64_t chosen = -1;
+  Status listed = Status::Ok();
+  if (shard_checkpoints_) {
+    Result<std::vector<int64_t>> sets = shard_checkpoints_->CompleteSets(roles_.servers);
+    if (!sets.ok()) {
+      listed = sets.status().WithContext("async_sgd rank " + std::to_string(ctx_.rank) +
+                                         ": listing the servers' shard checkpoints");
+      chosen = -2;
+    } else {
+      const int64_t restored = *std::max_element(versions.begin(), versions.end());
+      if (!sets->empty() && sets->back() > restored) chosen = sets->back();
+      if (ctx_.rank == 0)
+        std::fprintf(stderr,
+                     "async_sgd: newest complete shard set in %s: %s; the checkpoint's shards "
+                     "are at version %lld at most: resuming the shards from %s\n",
+                     shard_checkpoints_->dir().c_str(),
+                     sets->empty() ? "none" : ("version " + std::to_string(sets->back())).c_str(),
+                     static_cast<long long>(restored),
+                     chosen < 0 ? "the checkpoint" : "the shard set");
+    }
+  }
+  // Every rank must have seen the same set (a rank on another disk may not see it at all).
+  std::vector<int64_t> all(static_cast<size_t>(comm_->size()));
+  const Deadline d = config_.timeout_ms == 0
+                         ? NoDeadline()
+                         : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
+  REEL_RETURN_IF_ERROR(comm_
+                           ->AllGather(std::as_bytes(std::span<const int64_t>(&chosen, 1)),
+                                       std::as_writable_bytes(std::span<int64_t>(all)), d)
+                           .WithContext("async_sgd: agreeing on the shard set to resume from"));
+  REEL_RETURN_IF_ERROR(listed);
+  for (int r = 0; r < comm_->size(); ++r)
+    if (all[static_cast<size_t>(r)] != chosen) {
+      auto name = [](int64_t v) {
+        return v == -2 ? std::string("none (it could not list them)")
+               : v < 0 ? std::string("none")
+                       : "version " + std::to_string(v);
+      };
+      return FailedPreconditionError("async_sgd: rank " + std::to_string(ctx_.rank) +
+                                     " resumes from shard set " + name(chosen) + ", rank " +
+                                     std::to_string(r) + " from " +
+                                     name(all[static_cast<size_t>(r)]) +
+                                     "; every rank must see the same checkpoint directory");
+    }
+  return chosen;
+}
+
 // The servers take their shard's values from the arena as it is then: the trainer restores the
 // checkpoint's parameters before Setup().
 Status AsyncOptimizer::RestoreState(std::string_view state) {
@@ -216,15 +284,33 @@ Status AsyncOptimizer::RestoreState(std::string_view state) {
     int64_t v;
     std::memcpy(&v, parts[s].data(), sizeof v);
     versions.push_back(v);
-    if (server_ && static_cast<int>(s) == ctx_.rank) {
-      const ShardRange r = ShardOf(arena_->total_size(), roles_.servers, ctx_.rank);
-      REEL_RETURN_IF_ERROR(server_->Restore(
-          parts[s],
-          arena_->values().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size))));
+  }
+  // A resume of the trainer's (on every rank): the servers' own checkpoints may be newer.
+  int64_t set = -1;
+  if (offered_ && offered_->resume) {
+    REEL_ASSIGN_OR_RETURN(set, NewerShardSet(versions));
+  }
+  if (server_) {
+    const ShardRange r = ShardOf(arena_->total_size(), roles_.servers, ctx_.rank);
+    auto mine =
+        arena_->values().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
+    if (set < 0) {
+      REEL_RETURN_IF_ERROR(server_->Restore(parts[static_cast<size_t>(ctx_.rank)], mine));
+    } else {
+      REEL_ASSIGN_OR_RETURN(ShardSnapshot snap,
+                            shard_checkpoints_->Read(set, ctx_.rank, roles_.servers));
+      REEL_RETURN_IF_ERROR(server_->Restore(snap.state, snap.values));
     }
   }
-  if (worker_) worker_->SetVersions(std::move(versions));
-  return Status::Ok();
+  if (!worker_) return Status::Ok();
+  if (set < 0) {
+    worker_->SetVersions(std::move(versions));
+    return Status::Ok();
+  }
+  // The arena holds the trainer checkpoint's older parameters: pull the set's before training.
+  worker_->SetVersions(std::vector<int64_t>(versions.size(), set));
+  StartColocatedServer();
+  return worker_->Refresh().WithContext("async_sgd: pulling the resumed shards");
 }
 
 }  // namespace reel::async_sgd

@@ -11,6 +11,12 @@
 // it trains) until Finish(). The lead worker's CollectState() fetches every shard's state from
 // its server; RestoreState() hands each server its shard and each worker the versions.
 //
+// Servers' own checkpoints (shard_checkpoints.h): offered the run's checkpoint directory
+// (OfferCheckpoints), each server writes its shard every server_checkpoint_every updates. On a
+// resume every rank lists the complete sets; if the newest is newer than the checkpoint the
+// trainer restored (its shards' highest version), the servers take their shards from it and the
+// workers pull them before their first step. The ranks check they saw the same set.
+//
 // State format: "RASG" | uint32 version (1) | uint32 shards | per shard: uint64 length + the
 // shard's state (int64 version, then the update rule's state, reel/update_rule.h).
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_ASYNC_OPTIMIZER_H_
@@ -45,10 +51,15 @@ class AsyncOptimizer final : public Optimizer {
   Status RestoreState(std::string_view state) override;
   bool IsServerOnly() const override;
   bool HasServerOnlyRanks() const override { return !config_.colocated; }
+  // Colocated too: its ranks serve from threads, so none waits for another's step.
+  bool TrainsIndependently() const override { return true; }
   Status Serve() override;
   int64_t ScheduleStep(int64_t local_step) const override;
   Status Refresh() override;
   Result<std::string> CollectState() override;
+  void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) override {
+    offered_ = checkpoints;
+  }
 
   // For tests: this rank's server (null on a worker-only rank) and worker (null on a server).
   const ShardServer* server() const { return server_.get(); }
@@ -63,6 +74,11 @@ class AsyncOptimizer final : public Optimizer {
   void StartColocatedServer();
   Status JoinColocatedServer();
   static std::string Encode(const std::vector<std::string>& shards);
+  // Updates between a server's own checkpoints; 0: none.
+  int64_t ServerCheckpointEvery() const;
+  // The newest complete set of the servers' own checkpoints if it is newer than `versions`
+  // (the restored state's), agreed on by every rank; -1 if none is.
+  Result<int64_t> NewerShardSet(const std::vector<int64_t>& versions);
   // The per-shard parts of a state, checked against this run (format above).
   Result<std::vector<std::string_view>> SplitState(std::string_view state) const;
 
@@ -72,6 +88,8 @@ class AsyncOptimizer final : public Optimizer {
   Communicator* comm_ = nullptr;              // not owned
   ParamArena* arena_ = nullptr;               // not owned
   std::optional<std::string> pending_state_;  // RestoreState() before Setup()
+  std::optional<OptimizerCheckpoints> offered_;
+  std::shared_ptr<ShardCheckpoints> shard_checkpoints_;  // null without a checkpoint directory
   std::unique_ptr<ShardServer> server_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<std::thread> colocated_;

@@ -78,6 +78,11 @@ Result<Header> ShardServer::NextRequest(int worker) {
 }
 
 Status ShardServer::Run() {
+  // Files newer than the shard belong to a history this run abandoned (it started afresh or
+  // resumed from an older set): a later resume must not mistake them for this run's.
+  if (checkpoints_)
+    REEL_RETURN_IF_ERROR(checkpoints_->DeleteNewerThan(version_.load(), shard_, roles_.servers)
+                             .WithContext(Where()));
   const int n = roles_.workers();
   std::vector<Status> results(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -213,8 +218,25 @@ Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
       v.store(p - lr * (payload[i] + wd * p), std::memory_order_relaxed);
     }
   }
-  version_.fetch_add(1);
-  return Status::Ok();
+  const int64_t version = version_.fetch_add(1) + 1;
+  if (!checkpoints_ || version % checkpoint_every_ != 0) return Status::Ok();
+  // Copied under the lock (a consistent shard with locking), written after it.
+  const ShardSnapshot snapshot = Snapshot(version);
+  if (lock.owns_lock()) lock.unlock();
+  return checkpoints_->Write(snapshot).WithContext(Where());
+}
+
+ShardSnapshot ShardServer::Snapshot(int64_t version) {
+  ShardSnapshot s;
+  s.shard = shard_;
+  s.shards = roles_.servers;
+  s.version = version;
+  s.values.resize(values_.size());
+  for (size_t i = 0; i < values_.size(); ++i)
+    s.values[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
+  s.state.assign(reinterpret_cast<const char*>(&version), sizeof version);
+  s.state += rule_->SaveState();
+  return s;
 }
 
 Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {

@@ -10,6 +10,9 @@
 // on a server-only rank if any worker finished; it returns Unavailable naming the dropped ones if
 // none did, or when colocated (the dropped worker's rank also served a shard).
 //
+// With WriteCheckpoints(), the server writes its shard and rule state itself every `every`
+// updates (shard_checkpoints.h); a failed write fails Run() naming the file.
+//
 // Thread-safety: Run() on one thread; Save()/Restore() before Run() or from a worker's request.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
@@ -25,6 +28,7 @@
 
 #include "async_config.h"
 #include "reel/update_rule.h"
+#include "shard_checkpoints.h"
 #include "wire.h"
 
 namespace reel::async_sgd {
@@ -43,6 +47,12 @@ class ShardServer {
   // Makes Run() return soon (its receives wait in short slices and look at this between them),
   // for an owner that goes away before its workers said done. Thread-safe.
   void Stop() { stop_.store(true); }
+
+  // Before Run(): write this shard's checkpoint every `every` (> 0) updates into `checkpoints`.
+  void WriteCheckpoints(std::shared_ptr<ShardCheckpoints> checkpoints, int64_t every) {
+    checkpoints_ = std::move(checkpoints);
+    checkpoint_every_ = every;
+  }
 
   // The shard's state: int64 version, then the rule's state.
   std::string Save();
@@ -67,6 +77,8 @@ class ShardServer {
 
   Status ServeWorker(int worker);
   Status Apply(const Header& h, std::span<const float> payload);
+  // The shard as it is; the caller holds mu_ when locking.
+  ShardSnapshot Snapshot(int64_t version);
   Status ReplyPull(int worker, std::vector<float>& scratch);
   Status ReplyState(int worker);
   Deadline NextDeadline() const;
@@ -85,7 +97,9 @@ class ShardServer {
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;
-  std::vector<Tally> tallies_;  // by worker index; guarded by tally_mu_
+  std::vector<Tally> tallies_;                     // by worker index; guarded by tally_mu_
+  std::shared_ptr<ShardCheckpoints> checkpoints_;  // null: the server writes none
+  int64_t checkpoint_every_ = 0;
 };
 
 }  // namespace reel::async_sgd

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "async_optimizer.h"
 #include "reel/core/collectives.h"
+#include "reel/core/host.h"
 #include "reel/core/inproc.h"
 
 namespace reel::async_sgd {
@@ -296,6 +298,7 @@ TEST(AsyncSgdBadInput, RefusedBeforeTrainingWithTheOptionNamed) {
       {{{"overlap", "true"}, {"frequency", "epoch"}},
        3,
        "option 'overlap': true needs frequency 'step'"},
+      {{{"server_checkpoint_every", "-2"}}, 3, "option 'server_checkpoint_every': -2 is below -1"},
   };
   for (const Case& c : cases) {
     auto made = Make(c.options, 0, c.world);
@@ -320,6 +323,154 @@ TEST(AsyncSgdBadInput, MoreShardsThanParametersIsRefusedAtSetup) {
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << st[r];
     EXPECT_THAT(st[r].message(), HasSubstr("17 shards for a model of 16 parameter floats"));
+  }
+}
+
+// The servers' own checkpoints (shard_checkpoints.h) in a directory of local files.
+class ServerCheckpoints : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto host = core::Host::Create({});
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = std::move(*host);
+    dir_ = ::testing::TempDir() + "async_shards_" + std::to_string(getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  ShardSnapshot Shard(int64_t version, int shard, int shards) {
+    return {shard, shards, version, {1.0f, 2.0f}, std::string(8, '\0')};
+  }
+  OptimizerCheckpoints Offer(bool resume, const std::string& dir = "") {
+    return {host_.get(), dir.empty() ? dir_ : dir, 0, 0, resume};
+  }
+  std::unique_ptr<core::Host> host_;
+  std::string dir_;
+};
+
+// A set is complete only when every shard of the same version has its file; files of a run with
+// another number of shards, and other names, are not counted.
+TEST_F(ServerCheckpoints, ASetIsCompleteOnlyWithEveryShardOfOneVersion) {
+  ShardCheckpoints c(*host_, dir_, 0);
+  for (auto [v, s] : {std::pair{10, 0}, {10, 1}, {20, 1}, {30, 0}, {30, 1}, {40, 0}})
+    ASSERT_TRUE(c.Write(Shard(v, s, 2)).ok());
+  ASSERT_TRUE(c.Write(Shard(50, 0, 1)).ok());  // another run's layout: one shard
+  auto sets = c.CompleteSets(2);
+  ASSERT_TRUE(sets.ok()) << sets.status();
+  EXPECT_EQ(*sets, (std::vector<int64_t>{10, 30}));
+  auto read = c.Read(30, 1, 2);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->values, (std::vector<float>{1.0f, 2.0f}));
+  // A file that is not what its name says is refused, naming it.
+  std::filesystem::copy_file(dir_ + "/" + ShardFileName(30, 0, 2),
+                             dir_ + "/" + ShardFileName(60, 1, 2));
+  auto wrong = c.Read(60, 1, 2);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(wrong.status().message(), HasSubstr(ShardFileName(60, 1, 2)));
+  auto garbage = DecodeShard("RASX", "f.rasg");
+  EXPECT_EQ(garbage.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(garbage.status().message(), HasSubstr("f.rasg: not an async_sgd shard checkpoint"));
+}
+
+// A server keeps its newest max(keep, 2) files: with keep 1 a complete set still survives while
+// the next one is being written.
+TEST_F(ServerCheckpoints, PruningKeepsAtLeastTwoFilesPerShard) {
+  ShardCheckpoints c(*host_, dir_, 1);
+  for (int v : {5, 10, 15, 20}) ASSERT_TRUE(c.Write(Shard(v, 0, 1)).ok());
+  auto sets = c.CompleteSets(1);
+  ASSERT_TRUE(sets.ok());
+  EXPECT_EQ(*sets, (std::vector<int64_t>{15, 20}));
+}
+
+// Two servers, one worker (sgd, lr 1, integer gradients: exact). Each server writes its shard
+// every 3 updates. Shard 1's file of the last set is then removed (its server "died" before
+// writing it), and a resume from a lead checkpoint of version 2 takes the newest complete set
+// (version 6): the worker pulls exactly the parameters after 6 steps.
+TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompleteSet) {
+  constexpr int kWorld = 3, kSteps = 9;
+  const std::map<std::string, std::string> options = {
+      {"rule", "sgd"}, {"servers", "2"}, {"server_checkpoint_every", "3"}};
+  std::string lead_state;  // collected after 2 steps
+  auto train = [&](Communicator& c, ParamArena& arena) -> Status {
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+    opt->OfferCheckpoints(Offer(false));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    if (opt->IsServerOnly()) return opt->Serve();
+    for (int step = 0; step < kSteps; ++step) {
+      if (step == 2) {
+        REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
+      }
+      for (size_t i = 0; i < arena.grads().size(); ++i)
+        arena.grads()[i] = IntGrad(c.rank(), step, i);
+      REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+    }
+    return opt->Finish();
+  };
+  {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    auto st = RunOnRanks(comms, [&](Communicator& c) { return train(c, arenas[c.rank()]); });
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  }
+  ShardCheckpoints files(*host_, dir_, 0);
+  auto sets = files.CompleteSets(2);
+  ASSERT_TRUE(sets.ok());
+  EXPECT_EQ(*sets, (std::vector<int64_t>{3, 6, 9}));
+  std::filesystem::remove(dir_ + "/" + ShardFileName(9, 1, 2));
+
+  Communicators comms = Group(kWorld);
+  std::vector<ParamArena> arenas(kWorld);
+  for (auto& a : arenas) Declare(a);
+  std::vector<float> pulled;
+  auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[c.rank()];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+    opt->OfferCheckpoints(Offer(true));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    REEL_RETURN_IF_ERROR(opt->RestoreState(lead_state));
+    if (opt->IsServerOnly()) return opt->Serve();
+    pulled.assign(arena.values().begin(), arena.values().end());
+    return opt->Finish();
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  std::vector<float> want(pulled.size(), 0.0f);
+  for (int step = 0; step < 6; ++step)
+    for (size_t i = 0; i < want.size(); ++i) want[i] -= IntGrad(2, step, i);
+  EXPECT_EQ(pulled, want);
+  // Serving again from version 6 removed the servers' files of the abandoned version 9.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, 0, 2)));
+}
+
+// Ranks that see different checkpoint directories (here: rank 0 an empty one) refuse to resume
+// from different shards, every rank naming the disagreement.
+TEST_F(ServerCheckpoints, RanksThatSeeDifferentSetsRefuseToResume) {
+  constexpr int kWorld = 3;
+  const std::map<std::string, std::string> options = {{"rule", "sgd"}};
+  ShardCheckpoints c(*host_, dir_, 0);
+  ParamArena probe;
+  Declare(probe);
+  const ShardSnapshot shard{0, 1, 7, std::vector<float>(probe.total_size(), 1.0f),
+                            std::string(8, '\0')};
+  ASSERT_TRUE(c.Write(shard).ok());
+  std::string lead_state;
+  Communicators comms = Group(kWorld);
+  std::vector<ParamArena> arenas(kWorld);
+  for (auto& a : arenas) Declare(a);
+  auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+    opt->OfferCheckpoints(Offer(true, c.rank() == 0 ? dir_ + "_empty" : dir_));
+    REEL_RETURN_IF_ERROR(opt->Setup(arenas[c.rank()], c));
+    // The state of a fresh run: shard 0 at version 0.
+    std::string state("RASG\1\0\0\0\1\0\0\0", 12);
+    const uint64_t n = 8;
+    state.append(reinterpret_cast<const char*>(&n), sizeof n);
+    state.append(8, '\0');
+    return opt->RestoreState(state);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kFailedPrecondition) << "rank " << r << ": " << st[r];
+    EXPECT_THAT(st[r].message(), HasSubstr("every rank must see the same checkpoint directory"));
   }
 }
 

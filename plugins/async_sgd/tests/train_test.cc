@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -98,6 +99,22 @@ TEST_F(AsyncTrain, ThreeRanksAsThreadsBeatTheBaselineAndResume) {
   EXPECT_THAT(more.err, HasSubstr("resumed from"));
   EXPECT_THAT(more.err, HasSubstr("at step 60"));
   EXPECT_THAT(more.out, HasSubstr("trained 80 steps"));
+}
+
+// Colocated: every rank trains and serves a shard; the ranks step independently, the lead
+// evaluates and checkpoints, and a resume continues where it ended.
+TEST_F(AsyncTrain, ColocatedRanksLearnAndResume) {
+  const std::string run = dir_ + "/colocated";
+  const std::string config = Config(run, Opt("rule", "adagrad") + Opt("colocated", "true"),
+                                    "  steps: 60\n  local_ranks: 3\n");
+  RunResult t = Reel({"train", "--config", config});
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  EXPECT_THAT(t.out, HasSubstr("trained 60 steps"));
+  EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
+  RunResult more = Reel({"train", "--config", config, "--resume", "--set", "trainer.steps=70"});
+  ASSERT_EQ(more.code, 0) << more.out << more.err;
+  EXPECT_THAT(more.err, HasSubstr("at step 60"));
+  EXPECT_THAT(more.out, HasSubstr("trained 70 steps"));
 }
 
 TEST_F(AsyncTrain, PerEpochDeltasTwoServersLearnToo) {
@@ -188,6 +205,23 @@ int64_t NewestCheckpointStep(const std::string& dir) {
   return newest;
 }
 
+// The newest version for which `dir` holds every one of `shards` servers' own shard checkpoint
+// (async-shard-v<version>-<shard>-of-<shards>.rasg), -1 if none.
+int64_t NewestCompleteShardSet(const std::string& dir, int shards) {
+  std::map<int64_t, int> files;
+  const std::regex name("async-shard-v0*([0-9]+)-([0-9]+)-of-" + std::to_string(shards) +
+                        "\\.rasg");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, name)) ++files[std::stoll(m[1])];
+  }
+  int64_t newest = -1;
+  for (const auto& [version, n] : files)
+    if (n == shards) newest = version;
+  return newest;
+}
+
 // Four ranks under `reel launch --keep-going -- reel train --config C`, output to `log`. Once a
 // periodic checkpoint of step 20 or later exists in `run`/ckpt, rank `victim` is killed with
 // SIGKILL; then the launch is waited for (its wait status in *status). False if the victim was not
@@ -214,13 +248,16 @@ bool LaunchAndKillAfterCheckpoint(const std::string& config, const std::string& 
 
 // Four tcp processes (servers 0 and 1, workers 2 and 3). Server rank 1 is killed with SIGKILL once
 // a periodic checkpoint exists: both workers fail with Unavailable naming it instead of hanging,
-// the launch exits non-zero naming it, and `--resume` on a fresh launch continues from the newest
-// checkpoint (every shard as its server had it then) to the end.
+// the launch exits non-zero naming it, and `--resume` on a fresh launch continues to the end from
+// the newest checkpoint, with the shards from the newest complete set of the servers' own
+// checkpoints (every 10 updates) when that is newer.
 TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
   if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
   const std::string run = dir_ + "/killed";
   const std::string config =
-      Config(run, Opt("rule", "adagrad") + Opt("servers", "2") + Opt("timeout_ms", "60000"),
+      Config(run,
+             Opt("rule", "adagrad") + Opt("servers", "2") + Opt("timeout_ms", "60000") +
+                 Opt("server_checkpoint_every", "10"),
              "  steps: 1000000\n  checkpoint_every_steps: 20\n");
   const std::string log = run + ".log";
   int status = 0;
@@ -241,17 +278,22 @@ TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
         << out;
   const int64_t resume_at = NewestCheckpointStep(run + "/ckpt");
   ASSERT_GE(resume_at, 20);
+  // Both servers wrote their shards (the killed one too, before it died).
+  const int64_t set = NewestCompleteShardSet(run + "/ckpt", 2);
+  ASSERT_GE(set, 10) << "no complete set of the servers' own checkpoints in " << run << "/ckpt";
   const std::string until = std::to_string(resume_at + 20);
   RunResult again = Reel({"launch", "-n", "4", "--", "reel", "train", "--config", config,
                           "--resume", "--set", "trainer.steps=" + until});
   ASSERT_EQ(again.code, 0) << again.out << again.err;
   EXPECT_THAT(again.out + again.err, HasSubstr("at step " + std::to_string(resume_at)));
+  EXPECT_THAT(again.out + again.err, HasSubstr("newest complete shard set in " + run +
+                                               "/ckpt: version " + std::to_string(set) + ";"));
   EXPECT_THAT(again.out, HasSubstr("trained " + until + " steps"));
 }
 
 // Four tcp processes under `reel launch --keep-going` (server 0, workers 1-3, worker 1 the lead).
-// Worker rank 3 is killed with SIGKILL once a periodic checkpoint holds its report (it has
-// trained 20 steps then, and 180 remain): the server drops it, the lead writes the final
+// Worker rank 3 is killed with SIGKILL once the lead wrote a periodic checkpoint (of step 20 or
+// later; 200 steps are the budget): the server drops it, the lead writes the final
 // checkpoint without it, and the launch succeeds; the server, the lead's log and the summary
 // say what of its share was not trained.
 TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
@@ -275,10 +317,40 @@ TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
   ASSERT_TRUE(
       std::regex_search(out, m, std::regex("lost rank 3 after step ([0-9]+): ([0-9]+) steps")))
       << out;
-  EXPECT_GE(std::stoll(m[1]), 20);
+  // (The lead's checkpoints wait for no worker's report, so the last one it heard may be the
+  // victim's start.)
+  EXPECT_GE(std::stoll(m[1]), 0);
   EXPECT_EQ(std::stoll(m[1]) + std::stoll(m[2]), 200);
   EXPECT_EQ(NewestCheckpointStep(run + "/ckpt"), 200);
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
+}
+
+// Four tcp processes under `reel launch --keep-going` (server 0, workers 1-3, worker 1 the lead).
+// The lead is killed with SIGKILL once it wrote a periodic checkpoint: the other workers stop at
+// their next report naming the lost lead (nothing would evaluate or checkpoint their work), the
+// launch fails, and `--resume` on a fresh launch continues to the end.
+TEST_F(AsyncTrain, AKilledLeadStopsTheRunNamingItAndResumeContinues) {
+  if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
+  const std::string run = dir_ + "/lost_lead";
+  const std::string config = Config(run, Opt("rule", "adagrad") + Opt("timeout_ms", "60000"),
+                                    "  steps: 200\n  checkpoint_every_steps: 20\n");
+  const std::string log = run + ".log";
+  int status = 0;
+  ASSERT_TRUE(LaunchAndKillAfterCheckpoint(config, run, 1, log, &status)) << ReadFile(log);
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_THAT(out, HasSubstr("rank 1 was killed by signal 9"));
+  for (const char* worker : {"2", "3"})
+    EXPECT_THAT(out, HasSubstr(std::string("[rank ") + worker +
+                               "] reel train: UNAVAILABLE: the lead (training rank 0) was lost"))
+        << out;
+  const int64_t resume_at = NewestCheckpointStep(run + "/ckpt");
+  ASSERT_GE(resume_at, 20);
+  RunResult again =
+      Reel({"launch", "-n", "4", "--", "reel", "train", "--config", config, "--resume"});
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out + again.err, HasSubstr("at step " + std::to_string(resume_at)));
+  EXPECT_THAT(again.out, HasSubstr("trained 200 steps"));
 }
 
 TEST_F(AsyncTrain, BadOptionsStopTheRunBeforeTraining) {

@@ -11,12 +11,20 @@
 // checkpoints.
 //
 // Roles: by default every rank trains. An optimizer with server-only ranks says so on every rank
-// (HasServerOnlyRanks); the host then splits the training ranks into their own group
-// (Communicator::Split) for data shards and checkpoint positions, lets them step independently
-// (no per-step agreement, a lost one is dropped: reel/core/trainer.h) and calls Serve() on
-// server-only ranks. The lead (rank 0 of the training group) writes checkpoints: it calls
+// (HasServerOnlyRanks) and calls Serve() on server-only ranks. One whose training ranks step
+// independently (TrainsIndependently, true with server-only ranks) has the host split the
+// training ranks into their own group (Communicator::Split) for data shards and checkpoint
+// positions and let them step on their own (no per-step agreement, a lost one is dropped:
+// reel/core/trainer.h). The lead (rank 0 of the training group) writes checkpoints: it calls
 // Refresh() and CollectState(), which may fetch state from the ranks that hold it; on resume
 // every rank gets RestoreState() with the whole state and keeps its own part.
+//
+// Checkpoints of its own: when the run has a checkpoint directory, the trainer offers it to the
+// optimizer before Setup() (OfferCheckpoints) with the storage, the cadence and whether this is a
+// resume, on every rank. An optimizer whose state lives on several ranks (parameter servers) may
+// then have each rank write its own part there on a cadence of its own, and on a resume pick the
+// newest complete set of those parts in RestoreState(). The default ignores the offer, so
+// optimizers written before it compile and behave as before.
 //
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
@@ -28,6 +36,7 @@
 
 #include "reel/param_arena.h"
 #include "reel/status.h"
+#include "reel/storage.h"
 #include "reel/transport.h"
 
 namespace reel {
@@ -36,6 +45,15 @@ namespace reel {
 struct OptimizerContext {
   int rank = 0;
   int world_size = 1;
+};
+
+// The run's checkpoint directory, offered to an optimizer (Optimizer::OfferCheckpoints).
+struct OptimizerCheckpoints {
+  StorageResolver* storage = nullptr;  // outlives the optimizer
+  std::string dir;                     // trainer.checkpoint_dir: a URI or path
+  int64_t every_steps = 0;             // trainer.checkpoint_every_steps (0: only at the end)
+  int keep = 0;                        // trainer.keep_checkpoints (<= 0: all)
+  bool resume = false;                 // this run resumes (reel train --resume)
 };
 
 class Optimizer {
@@ -74,6 +92,10 @@ class Optimizer {
   virtual bool IsServerOnly() const { return false; }
   // True on every rank if any rank of the world is server-only (the same answer everywhere).
   virtual bool HasServerOnlyRanks() const { return false; }
+  // True on every rank if the training ranks step on their own, with no per-step collective
+  // among them (the same answer everywhere): they report to the lead instead (see the top). An
+  // optimizer with server-only ranks does; one whose every rank trains and also serves may.
+  virtual bool TrainsIndependently() const { return HasServerOnlyRanks(); }
   // Server-only ranks: after Setup(), answers the training ranks until all of them finished.
   virtual Status Serve() { return UnimplementedError("this optimizer has no serve loop"); }
 
@@ -86,6 +108,8 @@ class Optimizer {
   // The state a checkpoint stores, called on the lead only. An optimizer whose state lives on
   // other ranks gathers it here.
   virtual Result<std::string> CollectState() { return SaveState(); }
+  // Called on every rank before Setup() when the run has a checkpoint directory (see the top).
+  virtual void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) { (void)checkpoints; }
 };
 
 }  // namespace reel

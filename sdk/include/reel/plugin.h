@@ -122,7 +122,10 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //    allreduce).
 // 5: Communicator::Split; Optimizer gained EndEpoch, Serve, HasServerOnlyRanks, ScheduleStep,
 //    Refresh and CollectState, and its factory an OptimizerContext (rank and world size).
-inline constexpr uint32_t kPluginAbiVersion = 5;
+// 6: Optimizer gained OfferCheckpoints (the run's checkpoint directory, for state that ranks
+//    other than the lead save themselves) and TrainsIndependently (training ranks that step on
+//    their own without server-only ranks).
+inline constexpr uint32_t kPluginAbiVersion = 6;
 
 using RegisterFn = Status (*)(Registrar&) noexcept;
 

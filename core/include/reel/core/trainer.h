@@ -10,8 +10,8 @@
 // one was interrupted, so they always leave an epoch and stop together. Rank 0 alone prints,
 // logs and writes checkpoints (gathering every rank's data position into them).
 //
-// An optimizer with server-only ranks (Optimizer::HasServerOnlyRanks, e.g. async_sgd) keeps its
-// training ranks together through its servers, so they step independently: no per-step
+// An optimizer whose training ranks step independently (Optimizer::TrainsIndependently: one with
+// server-only ranks, or async_sgd colocated) keeps them together through its servers: no per-step
 // agreement, each leaves its epoch when its own share ends, its logging window is its own, and
 // it sends the lead point-to-point reports (train/worker_reports.h) at its start, at checkpoint
 // steps and at its end instead of joining collectives. The lead evaluates alone on the whole
@@ -87,8 +87,8 @@ struct RankComponents {
   ParamArena* arena = nullptr;
   Optimizer* optimizer = nullptr;
   Communicator* comm = nullptr;  // with working collectives; size 1 for a single process
-  // The training ranks' own group (Communicator::Split) when the optimizer has server-only ranks
-  // (Optimizer::HasServerOnlyRanks), null otherwise. On a server-only rank `train` may be null.
+  // The training ranks' own group (Communicator::Split) when they step independently
+  // (Optimizer::TrainsIndependently), null otherwise. On a server-only rank `train` may be null.
   Communicator* group = nullptr;
 };
 

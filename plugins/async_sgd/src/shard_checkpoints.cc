@@ -1,0 +1,157 @@
+// The servers' own checkpoints of their shards (see shard_checkpoints.h).
+#include "shard_checkpoints.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace reel::async_sgd {
+namespace {
+
+constexpr char kMagic[4] = {'R', 'A', 'S', 'S'};
+constexpr uint32_t kFormat = 1;
+
+// Parses a file name (the last segment of `uri`); false if it is not a shard file.
+bool ParseName(std::string_view uri, int64_t* version, int* shard, int* shards) {
+  const size_t slash = uri.rfind('/');
+  const std::string name(slash == std::string_view::npos ? uri : uri.substr(slash + 1));
+  char tail[8] = {};
+  return std::sscanf(name.c_str(), "async-shard-v%" SCNd64 "-%d-of-%d.%5s", version, shard, shards,
+                     tail) == 4 &&
+         std::strcmp(tail, "rasg") == 0 && ShardFileName(*version, *shard, *shards) == name;
+}
+
+}  // namespace
+
+std::string ShardFileName(int64_t version, int shard, int shards) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "async-shard-v%012" PRId64 "-%d-of-%d.rasg", version, shard,
+                shards);
+  return buf;
+}
+
+std::string EncodeShard(const ShardSnapshot& s) {
+  std::string out(kMagic, sizeof kMagic);
+  auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(kFormat);
+  put(static_cast<uint32_t>(s.shard));
+  put(static_cast<uint32_t>(s.shards));
+  put(s.version);
+  put(static_cast<uint64_t>(s.values.size()));
+  out.append(reinterpret_cast<const char*>(s.values.data()), s.values.size() * sizeof(float));
+  out += s.state;
+  return out;
+}
+
+Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where) {
+  auto bad = [&](const std::string& why) { return DataLossError(std::string(where) + ": " + why); };
+  auto take = [&bytes](void* dst, size_t n) {
+    if (bytes.size() < n) return false;
+    std::memcpy(dst, bytes.data(), n);
+    bytes.remove_prefix(n);
+    return true;
+  };
+  char magic[4];
+  uint32_t format = 0, shard = 0, shards = 0;
+  uint64_t floats = 0;
+  ShardSnapshot s;
+  if (!take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+    return bad("not an async_sgd shard checkpoint (no 'RASS' header)");
+  if (!take(&format, sizeof format) || !take(&shard, sizeof shard) ||
+      !take(&shards, sizeof shards) || !take(&s.version, sizeof s.version) ||
+      !take(&floats, sizeof floats))
+    return bad("truncated header");
+  if (format != kFormat)
+    return bad("format " + std::to_string(format) + ", this build reads " +
+               std::to_string(kFormat));
+  if (floats > bytes.size() / sizeof(float))
+    return bad("holds " + std::to_string(bytes.size()) + " bytes after its header, too few for " +
+               std::to_string(floats) + " floats");
+  s.shard = static_cast<int>(shard);
+  s.shards = static_cast<int>(shards);
+  s.values.resize(floats);
+  take(s.values.data(), floats * sizeof(float));
+  s.state.assign(bytes);
+  return s;
+}
+
+std::string ShardCheckpoints::Uri(const std::string& name) const {
+  if (dir_.empty() || dir_.back() == '/') return dir_ + name;
+  return dir_ + "/" + name;
+}
+
+Status ShardCheckpoints::Write(const ShardSnapshot& s) {
+  REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
+  REEL_RETURN_IF_ERROR(storage->CreateDir(dir_));
+  const std::string uri = Uri(ShardFileName(s.version, s.shard, s.shards));
+  REEL_RETURN_IF_ERROR(
+      WriteAll(*storage, uri, EncodeShard(s)).WithContext("writing shard checkpoint " + uri));
+  if (keep_ == 0) return Status::Ok();
+  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(s.shard, s.shards, nullptr));
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < versions.size(); ++i) {
+    Status d = storage->Delete(Uri(ShardFileName(versions[i], s.shard, s.shards)));
+    // Another of this server's threads may have pruned it already.
+    if (!d.ok() && d.code() != StatusCode::kNotFound) return d;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> ShardCheckpoints::Versions(int shard, int shards,
+                                                        std::vector<int>* of_shard) {
+  REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
+  REEL_ASSIGN_OR_RETURN(
+      std::vector<ObjectInfo> objects,
+      storage->Glob(Uri("async-shard-v*-of-" + std::to_string(shards) + ".rasg")));
+  std::vector<std::pair<int64_t, int>> found;
+  for (const ObjectInfo& o : objects) {
+    int64_t v = 0;
+    int s = 0, n = 0;
+    if (!ParseName(o.uri, &v, &s, &n) || n != shards || (shard >= 0 && s != shard)) continue;
+    found.emplace_back(v, s);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<int64_t> out;
+  for (const auto& [v, s] : found) {
+    out.push_back(v);
+    if (of_shard) of_shard->push_back(s);
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> ShardCheckpoints::CompleteSets(int shards) {
+  std::vector<int> of_shard;
+  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(-1, shards, &of_shard));
+  std::map<int64_t, std::set<int>> sets;
+  for (size_t i = 0; i < versions.size(); ++i) sets[versions[i]].insert(of_shard[i]);
+  std::vector<int64_t> out;
+  for (const auto& [v, have] : sets)
+    if (static_cast<int>(have.size()) == shards) out.push_back(v);
+  return out;
+}
+
+Result<ShardSnapshot> ShardCheckpoints::Read(int64_t version, int shard, int shards) {
+  REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
+  const std::string uri = Uri(ShardFileName(version, shard, shards));
+  REEL_ASSIGN_OR_RETURN(std::string bytes, ReadAll(*storage, uri));
+  REEL_ASSIGN_OR_RETURN(ShardSnapshot s, DecodeShard(bytes, uri));
+  if (s.shard != shard || s.shards != shards || s.version != version)
+    return DataLossError(uri + ": holds shard " + std::to_string(s.shard) + " of " +
+                         std::to_string(s.shards) + " at version " + std::to_string(s.version) +
+                         ", its name says otherwise");
+  return s;
+}
+
+Status ShardCheckpoints::DeleteNewerThan(int64_t version, int shard, int shards) {
+  REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
+  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(shard, shards, nullptr));
+  for (int64_t v : versions) {
+    if (v <= version) continue;
+    Status d = storage->Delete(Uri(ShardFileName(v, shard, shards)));
+    if (!d.ok() && d.code() != StatusCode::kNotFound) return d;
+  }
+  return Status::Ok();
+}
+
+}  // namespace reel::async_sgd

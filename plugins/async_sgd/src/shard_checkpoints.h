@@ -1,0 +1,73 @@
+// Checkpoints the parameter servers write of their own shards (option server_checkpoint_every),
+// so that a resume does not depend on the lead worker having collected every shard recently.
+//
+// A server writes "async-shard-v<version>-<shard>-of-<shards>.rasg" into the run's checkpoint
+// directory each time its shard's version (updates applied) reaches a multiple of the cadence.
+// Every push goes to every shard, so every shard passes every multiple: the files of one version
+// form a set, complete when each of the run's shards has its file of that version. A resume
+// takes the newest complete set if it is newer than the trainer's checkpoint; an incomplete one
+// (a server died before it wrote its file) is skipped. Each server keeps its newest max(keep, 2)
+// files and deletes older ones, so a complete set survives while the next one is written, and
+// at the start of serving it deletes its files newer than its shard (left by an abandoned run).
+//
+// File: "RASS" | uint32 format (1) | uint32 shard | uint32 shards | int64 version | uint64 floats
+// | the floats | the shard's state (ShardServer::Save: int64 version, the rule's state).
+//
+// Thread-safety: a ShardCheckpoints may be used from several threads at once.
+#ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_CHECKPOINTS_H_
+#define REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_CHECKPOINTS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reel/status.h"
+#include "reel/storage.h"
+
+namespace reel::async_sgd {
+
+struct ShardSnapshot {
+  int shard = 0;
+  int shards = 1;
+  int64_t version = 0;
+  std::vector<float> values;
+  std::string state;  // ShardServer::Save()
+};
+
+// "async-shard-v000000000120-1-of-2.rasg".
+std::string ShardFileName(int64_t version, int shard, int shards);
+std::string EncodeShard(const ShardSnapshot& s);
+// DataLoss naming `where` for a malformed or truncated file.
+Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where);
+
+class ShardCheckpoints {
+ public:
+  ShardCheckpoints(StorageResolver& storage, std::string dir, int keep)
+      : storage_(storage), dir_(std::move(dir)), keep_(keep <= 0 ? 0 : std::max(keep, 2)) {}
+
+  // Writes the snapshot's file, then deletes this shard's files beyond the newest `keep`.
+  Status Write(const ShardSnapshot& s);
+  // Versions for which every one of `shards` shards has a file, oldest first.
+  Result<std::vector<int64_t>> CompleteSets(int shards);
+  // The file of `shard` at `version`, checked to be that shard of that many shards.
+  Result<ShardSnapshot> Read(int64_t version, int shard, int shards);
+  // Deletes `shard`'s files of versions above `version`.
+  Status DeleteNewerThan(int64_t version, int shard, int shards);
+
+  std::string Uri(const std::string& name) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  // Versions of `shard`'s files (all shards' if shard < 0, with their shard in `of_shard`).
+  Result<std::vector<int64_t>> Versions(int shard, int shards, std::vector<int>* of_shard);
+
+  StorageResolver& storage_;
+  const std::string dir_;
+  const int keep_;  // 0: all
+};
+
+}  // namespace reel::async_sgd
+
+#endif  // REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_CHECKPOINTS_H_
