@@ -40,13 +40,15 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
 PROGRAMS = {  # name -> (links it runs on, description)
     "reel_tcp": (("loopback", "netns"), "reel, transport tcp (core ring allreduce)"),
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
+    "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
+                        "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
     "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
     "mpi_tcp": (("loopback",), "Open MPI MPI_Allreduce, --mca btl tcp,self"),
     "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
     "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
 }
 RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_mpi", "mpi"),
-          ("reel_tcp", "reel_tcp_base")]
+          ("reel_mpi_polled", "mpi"), ("reel_tcp", "reel_tcp_base")]
 
 
 def free_port():
@@ -91,10 +93,15 @@ def run(program, n, link, args, netns_name):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
-    if program in ("mpi", "mpi_tcp", "reel_mpi"):
+    if program in ("mpi", "mpi_tcp", "reel_mpi", "reel_mpi_polled"):
         cmd = MPIRUN + (["--mca", "btl", "tcp,self"] if program == "mpi_tcp" else []) + ["-n", str(n)]
-        cmd += ([os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"] if program == "reel_mpi"
-                else [os.path.join(b, "mpi_allreduce_peer")])
+        if program == "reel_mpi":
+            cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"]
+        elif program == "reel_mpi_polled":
+            cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi",
+                    "--option", "polled_allreduce=true"]
+        else:
+            cmd += [os.path.join(b, "mpi_allreduce_peer")]
         out, err = run_ranks([cmd + sweep], [env], args.timeout)
         return out, err
     addr = (lambda i: "127.0.0.1") if link == "loopback" else (

@@ -1,15 +1,23 @@
 // The mpi Communicator's collectives: every rank first agrees on arrival and arguments (polled,
-// so the deadline holds), then the blocking native MPI call moves the data (mpi_communicator.h).
+// so the deadline holds), then the blocking native MPI call moves the data; or, for a polled
+// AllReduce, the one nonblocking native call (mpi_communicator.h).
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 #include "mpi_communicator.h"
 #include "mpi_runtime.h"
+#include "mpi_wait.h"
 
 namespace reel::mpi {
 namespace {
 
 // MPI counts are ints: longer buffers go in pieces of this many elements (alike on every rank).
 constexpr size_t kMaxPiece = size_t{1} << 30;
+
+// A polled AllReduce spins this long before it yields (mpi_wait.h): about as long as a large
+// allreduce takes on a loaded machine.
+constexpr std::chrono::microseconds kSpinForData{1000000};
 
 MPI_Op MpiOp(ReduceOp op) {
   switch (op) {
@@ -26,10 +34,11 @@ MPI_Op MpiOp(ReduceOp op) {
 }  // namespace
 
 Status MpiCommunicator::CollectivesUsable(const char* collective) {
-  if (late_barrier_) {  // the late ranks may have arrived meanwhile
+  if (late_collective_) {  // the late ranks may have arrived meanwhile
     int done = 0;
-    if (MPI_Test(&*late_barrier_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
-      late_barrier_.reset();
+    if (MPI_Test(&*late_collective_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+      late_collective_.reset();
+      if (std::exchange(late_noted_, false)) NoteAbandonedCollectiveCompleted();
       collectives_failed_.clear();
       ++collectives_completed_;
     }
@@ -79,6 +88,7 @@ Status MpiCommunicator::Agree(const char* collective, const std::vector<NamedArg
 }
 
 Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
+  if (options_.polled_allreduce) return PolledAllReduce(data, op, deadline);
   REEL_RETURN_IF_ERROR(
       Agree("AllReduce",
             {{"size", static_cast<int64_t>(data.size())}, {"operation", static_cast<int64_t>(op)}},
@@ -89,6 +99,40 @@ Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
         MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_),
         Where() + ": AllReduce"));
   }
+  return Status::Ok();
+}
+
+// No arrival round (mpi_communicator.h): the data moves in the one nonblocking native call,
+// polled against the deadline.
+Status MpiCommunicator::PolledAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
+  REEL_RETURN_IF_ERROR(CollectivesUsable("AllReduce"));
+  const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
+  // At least one call, also for no data: every rank takes part in every collective.
+  for (size_t at = 0; at == 0 || at < data.size(); at += kMaxPiece) {
+    const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
+    MPI_Request request;
+    REEL_RETURN_IF_ERROR(MpiStatus(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT,
+                                                  MpiOp(op), collective_, &request),
+                                   what));
+    Status done = Await(
+        &request, deadline, what + " (waiting for every rank)",
+        [&] { return CollectivePeerGone(what); }, /*cancellable=*/false, kSpinForData);
+    if (!done.ok()) {
+      // Still posted: complete (and usable again) once the late ranks arrive, if they do; till
+      // then MPI may write `data`, the caller's memory, as after a RecvInto past its deadline.
+      collectives_failed_ = "AllReduce failed: " + done.message();
+      if (at + static_cast<size_t>(n) < data.size()) {  // later pieces never started: stuck
+        NoteAbandonedCollective();
+        Abandon(&request, nullptr);
+        return done;
+      }
+      late_collective_ = request;
+      late_noted_ = true;
+      NoteAbandonedCollective();
+      return done;
+    }
+  }
+  ++collectives_completed_;
   return Status::Ok();
 }
 
@@ -132,7 +176,7 @@ Status MpiCommunicator::Barrier(Deadline deadline) {
       [&] { return CollectivePeerGone(what); }, /*cancellable=*/false);
   if (!arrived.ok()) {
     // No data phase: once the late ranks arrive it is complete (CollectivesUsable checks).
-    late_barrier_ = request;
+    late_collective_ = request;
     collectives_failed_ = "Barrier failed: " + arrived.message();
     return arrived;
   }

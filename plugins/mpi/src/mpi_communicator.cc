@@ -20,17 +20,35 @@ std::string SourceName(int source) {
 
 class MpiTransport final : public Transport {
  public:
+  explicit MpiTransport(MpiOptions options) : options_(options) {}
   Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
                                                 Deadline deadline) override {
-    return MpiCommunicator::Connect(ctx, deadline);
+    return MpiCommunicator::Connect(options_, ctx, deadline);
   }
+
+ private:
+  const MpiOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> MakeMpiTransport() { return std::make_unique<MpiTransport>(); }
+OptionSchema MpiOptionSchema() {
+  return {BoolOption("polled_allreduce", false,
+                     "AllReduce as one MPI_Iallreduce polled against its deadline, without the "
+                     "round that first checks every rank arrived with the same size (as in raw "
+                     "MPI, ranks must agree on it)")};
+}
 
-Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const TransportContext& ctx,
+MpiOptions MpiOptionsFrom(const Options& options) {
+  return {.polled_allreduce = options.GetBool("polled_allreduce")};
+}
+
+std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options) {
+  return std::make_unique<MpiTransport>(options);
+}
+
+Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions& options,
+                                                               const TransportContext& ctx,
                                                                Deadline deadline) {
   REEL_RETURN_IF_ERROR(EnsureInitialized());
   int rank = 0, size = 0;
@@ -61,12 +79,17 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const TransportCo
   REEL_ASSIGN_OR_RETURN(MPI_Comm user, DuplicateWorld(what, deadline));
   REEL_ASSIGN_OR_RETURN(MPI_Comm collective, DuplicateWorld(what, deadline));
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(rank, size, ++generation, user, collective));
+      new MpiCommunicator(options, rank, size, ++generation, user, collective));
 }
 
-MpiCommunicator::MpiCommunicator(int rank, int size, int64_t generation, MPI_Comm user,
-                                 MPI_Comm collective)
-    : rank_(rank), size_(size), generation_(generation), user_(user), collective_(collective) {}
+MpiCommunicator::MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation,
+                                 MPI_Comm user, MPI_Comm collective)
+    : options_(options),
+      rank_(rank),
+      size_(size),
+      generation_(generation),
+      user_(user),
+      collective_(collective) {}
 
 MpiCommunicator::~MpiCommunicator() {
   if (Finalized()) return;  // MPI is gone; so are the peers' means to hear from us
@@ -120,8 +143,9 @@ Status MpiCommunicator::SenderGone(int source, int tag, const std::string& what)
 }
 
 Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std::string& what,
-                              const std::function<Status()>& gone, bool cancellable) {
-  Backoff backoff;
+                              const std::function<Status()>& gone, bool cancellable,
+                              std::chrono::microseconds spin_for) {
+  Backoff backoff(spin_for);
   Status failure;
   for (uint32_t polls = 1;; ++polls) {
     int done = 0;

@@ -24,14 +24,22 @@
 //     moves the data as fast as raw MPI. Only the arrival can time out: once every rank is in,
 //     the data phase depends on no one being late. Disagreeing arguments are InvalidArgument on
 //     every rank, and the communicator stays usable.
+//   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
+//     costs a synchronisation per call (much of a small allreduce; on ranks that outnumber the
+//     cores, a time slice). The native MPI_Iallreduce is posted on the caller's memory at once and
+//     polled against the deadline and for leave notices. Like MPI, it takes every rank to pass the
+//     same size and operation (a disagreement is an MPI error or the deadline, not a check of its
+//     own). Open MPI's nonblocking allreduce has its own algorithms, slower than the blocking
+//     one's at some sizes: measure before choosing (bench/allreduce, program reel_mpi_polled).
 //
-// When a collective's arrival times out or a peer leaves meanwhile, MPI cannot take this rank's
-// contribution back: the other ranks may still complete the arrival and then wait in the data
-// phase for this rank, which never comes. So the collectives of this communicator are failed from
-// then on (FailedPrecondition naming the first failure; point-to-point still works), MPI is left
-// unfinalised at exit (mpi_runtime.h) and the launcher ends the job. A Barrier is the exception:
-// it has no data phase, so once the late ranks have arrived it is complete and the communicator's
-// collectives work again.
+// When a collective's arrival (or a polled AllReduce) times out or a peer leaves meanwhile, MPI
+// cannot take this rank's contribution back: the other ranks may still complete the arrival and
+// then wait in the data phase for this rank, which never comes. So the collectives of this
+// communicator are failed from then on (FailedPrecondition naming the first failure; point-to-point
+// still works), MPI is left unfinalised at exit (mpi_runtime.h) and the launcher ends the job. A
+// Barrier or a polled AllReduce that timed out is the exception: it is the whole collective, so
+// once the late ranks have arrived it is complete and the communicator's collectives work again
+// (the AllReduce then has written its result into the caller's buffer, which must still be alive).
 //
 // Leaving. The destructor tells every peer how many messages it sent them per tag (mpi_leave.h). A
 // receive waiting for a rank that has left returns Unavailable naming it once every message that
@@ -45,6 +53,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -56,19 +65,27 @@
 #include <utility>
 #include <vector>
 
+#include "reel/options.h"
 #include "reel/transport.h"
 
 namespace reel::mpi {
 
+struct MpiOptions {
+  bool polled_allreduce = false;  // AllReduce without the arrival round (see above)
+};
+OptionSchema MpiOptionSchema();
+MpiOptions MpiOptionsFrom(const Options& options);
+
 // The `mpi` transport: Connect() is MpiCommunicator::Connect.
-std::unique_ptr<Transport> MakeMpiTransport();
+std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
 
 class MpiCommunicator final : public Communicator {
  public:
   // Joins MPI_COMM_WORLD: initialises MPI if needed (mpi_runtime.h), checks `ctx` against MPI's
   // rank and size (kDiscover accepts MPI's; any other disagreement is InvalidArgument naming both)
   // and duplicates the world communicator, which every rank must do, within the deadline.
-  static Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
+  static Result<std::unique_ptr<Communicator>> Connect(const MpiOptions& options,
+                                                       const TransportContext& ctx,
                                                        Deadline deadline);
   ~MpiCommunicator() override;
 
@@ -92,7 +109,9 @@ class MpiCommunicator final : public Communicator {
     std::vector<std::byte> buffer;  // owned memory of the operation, if any
   };
 
-  MpiCommunicator(int rank, int size, int64_t generation, MPI_Comm user, MPI_Comm collective);
+  MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation, MPI_Comm user,
+                  MPI_Comm collective);
+  Status PolledAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
 
   std::string Where() const { return "mpi rank " + std::to_string(rank_); }
   Status CheckPeer(int peer, const char* what, bool any_allowed) const;
@@ -101,8 +120,10 @@ class MpiCommunicator final : public Communicator {
   // Polls `*request` until it completes (OK), the deadline passes, or `gone()` returns an error.
   // On failure it cancels the request if `cancellable` and MPI can; *request stays set when the
   // operation is still posted.
+  // `spin_for`: how long it spins before it yields the core or sleeps (mpi_wait.h).
   Status Await(MPI_Request* request, Deadline deadline, const std::string& what,
-               const std::function<Status()>& gone, bool cancellable);
+               const std::function<Status()>& gone, bool cancellable,
+               std::chrono::microseconds spin_for = std::chrono::microseconds(0));
   // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
   void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
 
@@ -134,6 +155,7 @@ class MpiCommunicator final : public Communicator {
   Status Agree(const char* collective, const std::vector<NamedArg>& args, Deadline deadline);
   Status CollectivesUsable(const char* collective);
 
+  const MpiOptions options_;
   const int rank_, size_;
   // Which communicator of this process this is (1, 2, ...), as leave notices name it.
   const int64_t generation_;
@@ -146,9 +168,12 @@ class MpiCommunicator final : public Communicator {
 
   // Collectives run on one thread per rank (the contract), so these need no lock (the destructor
   // reads collectives_completed_ after the last collective returned).
-  int64_t collectives_completed_ = 0;        // arrivals completed (Agree, Barrier)
-  std::string collectives_failed_;           // why collectives are unusable; empty if usable
-  std::optional<MPI_Request> late_barrier_;  // an abandoned Barrier that may yet complete
+  int64_t collectives_completed_ = 0;  // arrivals completed (Agree, Barrier)
+  std::string collectives_failed_;     // why collectives are unusable; empty if usable
+  // An abandoned Barrier or AllReduce that may yet complete; `late_noted_`: it was counted by
+  // NoteAbandonedCollective (an AllReduce, which MPI_Finalize might wait for).
+  std::optional<MPI_Request> late_collective_;
+  bool late_noted_ = false;
 };
 
 }  // namespace reel::mpi

@@ -9,13 +9,13 @@
 namespace reel::mpi {
 namespace {
 
-std::atomic<bool> abandoned_collective{false};
+std::atomic<int> abandoned_collectives{0};  // still posted
 
 void FinalizeAtExit() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!initialized || finalized || abandoned_collective.load()) return;
+  if (!initialized || finalized || abandoned_collectives.load() > 0) return;
   MPI_Finalize();
 }
 
@@ -110,7 +110,9 @@ Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline) {
   return comm;
 }
 
-void NoteAbandonedCollective() { abandoned_collective.store(true); }
+void NoteAbandonedCollective() { abandoned_collectives.fetch_add(1); }
+
+void NoteAbandonedCollectiveCompleted() { abandoned_collectives.fetch_sub(1); }
 
 bool Finalized() {
   int finalized = 0;

@@ -39,8 +39,11 @@ Status MpiStatus(int code, std::string_view what);
 // (MPI_Comm_idup, polled). Collective: every rank must call it. `what` prefixes errors.
 Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline);
 
-// Records that a collective was abandoned, so the exit handler leaves MPI unfinalised.
+// Records that a collective was abandoned, so the exit handler leaves MPI unfinalised (MPI_Finalize
+// could wait for it for ever) ...
 void NoteAbandonedCollective();
+// ... unless it completed after all (the late ranks arrived): one call per noted collective.
+void NoteAbandonedCollectiveCompleted();
 
 // True once MPI_Finalize has run (in this process, by anyone): MPI may no longer be called.
 bool Finalized();

@@ -10,9 +10,9 @@ reel::Status Register(reel::Registrar& r) {
       {"mpi",
        "one rank per process of an MPI job (mpirun, srun): rank and size from MPI, native "
        "allreduce, broadcast, allgather and barrier",
-       {}},
-      [](const reel::Options&) -> reel::Result<std::unique_ptr<reel::Transport>> {
-        return reel::mpi::MakeMpiTransport();
+       reel::mpi::MpiOptionSchema()},
+      [](const reel::Options& o) -> reel::Result<std::unique_ptr<reel::Transport>> {
+        return reel::mpi::MakeMpiTransport(reel::mpi::MpiOptionsFrom(o));
       });
 }
 

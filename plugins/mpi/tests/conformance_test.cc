@@ -7,8 +7,13 @@ namespace reel::mpi {
 namespace {
 
 Result<conformance::Group> World() { return conformance::Group{MakeMpiTransport(), ""}; }
+Result<conformance::Group> PolledWorld() {
+  return conformance::Group{MakeMpiTransport({.polled_allreduce = true}), ""};
+}
 
 REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiWorld, conformance::RankPerProcess("mpi", World));
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiPolledAllReduce,
+                                       conformance::RankPerProcess("mpi_polled", PolledWorld));
 
 }  // namespace
 }  // namespace reel::mpi

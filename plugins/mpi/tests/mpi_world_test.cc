@@ -21,9 +21,9 @@ using namespace std::chrono_literals;
 // Long enough never to fire on a loaded machine; only tests that expect a timeout use short ones.
 Deadline Far() { return DeadlineIn(60s); }
 
-std::unique_ptr<Communicator> Join() {
+std::unique_ptr<Communicator> Join(MpiOptions options = {}) {
   Result<std::unique_ptr<Communicator>> c =
-      MpiCommunicator::Connect({kDiscover, kDiscover, ""}, Far());
+      MpiCommunicator::Connect(options, {kDiscover, kDiscover, ""}, Far());
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
@@ -52,7 +52,7 @@ TEST(MpiTransport, DiscoversRankAndSizeFromMpi) {
   EXPECT_TRUE(caps.native_allreduce && caps.native_broadcast && caps.native_allgather &&
               caps.native_barrier);
   // The host may name the rank and size too, as long as MPI agrees.
-  auto named = MpiCommunicator::Connect({rank, size, ""}, Far());
+  auto named = MpiCommunicator::Connect({}, {rank, size, ""}, Far());
   EXPECT_TRUE(named.ok()) << named.status();
 }
 
@@ -61,14 +61,22 @@ TEST(MpiTransport, RefusesARankOrSizeThatDisagreesWithMpi) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int other = (rank + 1) % size;
-  auto wrong_rank = MpiCommunicator::Connect({other, kDiscover, ""}, Far());
+  auto wrong_rank = MpiCommunicator::Connect({}, {other, kDiscover, ""}, Far());
   EXPECT_EQ(wrong_rank.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_rank.status().message(), HasSubstr("rank " + std::to_string(other) +
                                                        ", MPI says rank " + std::to_string(rank)));
-  auto wrong_size = MpiCommunicator::Connect({kDiscover, size + 1, ""}, Far());
+  auto wrong_size = MpiCommunicator::Connect({}, {kDiscover, size + 1, ""}, Far());
   EXPECT_EQ(wrong_size.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_size.status().message(),
               HasSubstr(std::to_string(size + 1) + " ranks, MPI says " + std::to_string(size)));
+}
+
+// After a collective timed out on this rank, the next one is refused without being posted.
+void ExpectCollectivesRefusedSince(Communicator& c, const std::string& failure) {
+  std::vector<float> data(3, 1.0f);
+  Status refused = c.AllReduce(data, ReduceOp::kSum, Far());
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr(failure));
 }
 
 // An allreduce every rank can check: each contributes its rank + 1 to every element.
@@ -103,10 +111,7 @@ TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
     Status s = c->Barrier(DeadlineIn(50ms));
     EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
     EXPECT_THAT(s.message(), HasSubstr("mpi rank 0: Barrier"));
-    std::vector<float> data(3, 1.0f);
-    Status refused = c->AllReduce(data, ReduceOp::kSum, Far());
-    EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused;
-    EXPECT_THAT(refused.message(), HasSubstr("Barrier failed"));
+    ExpectCollectivesRefusedSince(*c, "Barrier failed");
     for (int r = 1; r < c->size(); ++r) ASSERT_TRUE(c->Send(r, 1, {}, Far()).ok());
     for (int r = 1; r < c->size(); ++r) ASSERT_TRUE(c->Recv(r, 2, Far()).ok());  // they arrived
   } else {
@@ -114,6 +119,50 @@ TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
     ASSERT_TRUE(c->Barrier(Far()).ok());
     ASSERT_TRUE(c->Send(0, 2, {}, Far()).ok());
   }
+  ExpectAllReduceWorks(*c);
+}
+
+// With polled_allreduce: every rank's data moves in one MPI_Iallreduce, also none at all.
+TEST(MpiTransport, PolledAllReduceSumsEverySize) {
+  auto c = Join({.polled_allreduce = true});
+  ASSERT_NE(c, nullptr);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 18}) {
+    std::vector<float> data(n, static_cast<float>(c->rank() + 1));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() * (c->size() + 1) / 2));
+    data.assign(n, static_cast<float>(c->rank()));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMax, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() - 1));
+  }
+}
+
+// With polled_allreduce, an AllReduce that times out on one rank (the others have not arrived)
+// stays posted: when they arrive it completes, writes its result into the caller's buffer, and the
+// collectives work again.
+TEST(MpiTransport, PolledAllReducePastItsDeadlineCompletesWhenTheOthersArrive) {
+  auto c = Join({.polled_allreduce = true});
+  ASSERT_NE(c, nullptr);
+  std::vector<float> data(1000, static_cast<float>(c->rank() + 1));
+  const float sum = static_cast<float>(c->size() * (c->size() + 1) / 2);
+  if (c->rank() == 0) {
+    Status s = c->AllReduce(data, ReduceOp::kSum, DeadlineIn(50ms));
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(s.message(), HasSubstr("mpi rank 0: AllReduce of 1000 floats"));
+    ExpectCollectivesRefusedSince(*c, "AllReduce failed");
+    for (int r = 1; r < c->size(); ++r) ASSERT_TRUE(c->Send(r, 1, {}, Far()).ok());
+    for (int r = 1; r < c->size(); ++r) ASSERT_TRUE(c->Recv(r, 2, Far()).ok());  // they are done
+    // Usable again once MPI has finished this rank's part too (each refused call polls it).
+    Status barrier;
+    while ((barrier = c->Barrier(Far())).code() == StatusCode::kFailedPrecondition) {
+    }
+    ASSERT_TRUE(barrier.ok()) << barrier;
+  } else {
+    ASSERT_TRUE(c->Recv(0, 1, Far()).ok());  // rank 0 has given up
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok());
+    ASSERT_TRUE(c->Send(0, 2, {}, Far()).ok());
+    ASSERT_TRUE(c->Barrier(Far()).ok());
+  }
+  for (float v : data) ASSERT_EQ(v, sum);
   ExpectAllReduceWorks(*c);
 }
 
