@@ -12,7 +12,15 @@
      async with 2 workers, the exchange in line with the step or overlapped with the next step's
      compute (option overlap), wall time of a fixed number of steps.
 
+  4. simulated hosts (--link netns): every rank in its own network namespace, the links limited
+     to --rate (default 1gbit) with tc tbf (tests/netns/netns.sh; needs root), each rank started
+     with `ip netns exec` instead of `reel launch`;
+  5. a harder dataset (--data hard): 32 classes, up to 3 labels a video, weak class patterns
+     (amplitude 0.15) in noise (sigma 1.0), so that the configurations need several
+     evaluations to reach a target.
+
   bench/async_sgd/run_async_bench.py [--build build] [--reps 3] [--out bench/results]
+      [--link loopback|netns] [--rate 1gbit] [--data easy|hard]
 
 Every repetition runs every case once, in turn, so drift on this shared machine hits all alike.
 Writes OUT/async_sgd.json; the table in OUT/async_sgd.md is written by hand from it.
@@ -21,6 +29,8 @@ import argparse
 import json
 import os
 import re
+import secrets
+import socket
 import statistics
 import subprocess
 import sys
@@ -30,12 +40,39 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
+NETNS = os.path.join(ROOT, "tests", "netns", "netns.sh")
+DATA = {  # reel synth arguments besides --out
+    "easy": ["--videos", "600", "--classes", "8", "--level", "frame", "--shards", "5",
+             "--min-frames", "4", "--max-frames", "8", "--max-labels", "2", "--seed", "11"],
+    "hard": ["--videos", "1200", "--classes", "32", "--level", "frame", "--shards", "5",
+             "--min-frames", "4", "--max-frames", "8", "--max-labels", "3", "--amplitude", "0.15",
+             "--noise", "1.0", "--seed", "11"],
+}
+CLASSES = {"easy": 8, "hard": 32}
+NETNS_NAME = None  # the namespaces of --link netns, once up
+
+
 def launch(reel, n, command, timeout=900):
-    out = subprocess.run([reel, "launch", "-n", str(n), "--"] + command, capture_output=True,
-                         text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise RuntimeError(f"launch -n {n} {' '.join(command)} failed:\n{out.stdout}\n{out.stderr}")
-    return out.stdout + out.stderr
+    if NETNS_NAME is None:
+        out = subprocess.run([reel, "launch", "-n", str(n), "--"] + command, capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise RuntimeError(f"launch -n {n} {' '.join(command)} failed:\n{out.stdout}\n{out.stderr}")
+        return out.stdout + out.stderr
+    # Simulated hosts: rank i in namespace NAME-ri, rank 0's address the coordinator's.
+    addr0 = subprocess.check_output([NETNS, "addr", "0"], text=True).strip()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, REEL_WORLD_SIZE=str(n), REEL_COORDINATOR=f"{addr0}:{port}",
+               REEL_SECRET=secrets.token_hex(16))
+    procs = [subprocess.Popen(["ip", "netns", "exec", f"{NETNS_NAME}-r{i}"] + command,
+                              env=dict(env, REEL_RANK=str(i)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(n)]
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError(f"netns ranks {' '.join(command)} failed:\n" + "\n".join(outs))
+    return "\n".join(outs)
 
 
 def push_pull(reel, bench, workers, floats, iters):
@@ -59,18 +96,20 @@ eval_data {{ name: "tfrecord" options {{ key: "files" value: "{data}/train0004.t
   options {{ key: "level" value: "frame" }} options {{ key: "max_frames" value: "8" }} }}
 model {{ name: "bilstm_video" options {{ key: "hidden" value: "16" }} }}
 optimizer {{ name: "{optimizer}" {options} }}
-trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: 8 learning_rate {{ base: 0.01 }}
+{transport}
+trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: {classes} learning_rate {{ base: 0.01 }}
   log_every_steps: 10 eval_every_steps: {eval_every} metrics_log: "{run}/metrics.jsonl" }}
 """
 
 
-def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target):
+def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target, classes):
     run = tempfile.mkdtemp(prefix=name + "-", dir=work)
     opts = " ".join(f'options {{ key: "{k}" value: "{v}" }}' for k, v in options.items())
     config = os.path.join(run, "run.pbtxt")
     with open(config, "w") as f:
         f.write(CONFIG.format(data=data, optimizer=optimizer, options=opts, steps=steps,
-                              eval_every=eval_every, run=run))
+                              eval_every=eval_every, run=run, classes=classes,
+                              transport='transport { name: "tcp" }' if NETNS_NAME else ""))
     start = time.time()
     launch(reel, ranks, [reel, "train", "--config", config, "--quiet"])
     wall = time.time() - start
@@ -107,7 +146,25 @@ def main():
                     help="evaluation interval in steps (0: only the final one)")
     ap.add_argument("--json", default="async_sgd.json", help="result file name in --out")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--link", default="loopback", choices=("loopback", "netns"))
+    ap.add_argument("--rate", default="1gbit", help="tc rate of each link with --link netns")
+    ap.add_argument("--data", default="easy", choices=sorted(DATA))
     args = ap.parse_args()
+    if args.link == "netns":
+        global NETNS_NAME
+        name = f"reelasync{os.getpid()}"
+        up = subprocess.run([NETNS, "up", name, "4", args.rate], capture_output=True, text=True)
+        if up.returncode != 0:
+            sys.exit(f"cannot create the namespaces: {up.stderr.strip()}")
+        NETNS_NAME = name
+    try:
+        run_all(args)
+    finally:
+        if NETNS_NAME:
+            subprocess.run([NETNS, "down", NETNS_NAME])
+
+
+def run_all(args):
     reel = os.path.join(args.build, "bin", "reel")
     bench = os.path.join(args.build, "bench", "async_sgd", "ps_push_pull")
     if not os.path.exists(bench):
@@ -117,9 +174,10 @@ def main():
                "loads": [os.getloadavg()], "push_pull": {}, "train": {}}
     work = tempfile.mkdtemp(prefix="reel-async-bench-")
     data = os.path.join(work, "data")
-    subprocess.run([reel, "synth", "--out", data, "--videos", "600", "--classes", "8", "--level",
-                    "frame", "--shards", "5", "--min-frames", "4", "--max-frames", "8",
-                    "--max-labels", "2", "--seed", "11"], check=True, capture_output=True)
+    subprocess.run([reel, "synth", "--out", data] + DATA[args.data], check=True,
+                   capture_output=True)
+    results.update(link=args.link, rate=args.rate if args.link == "netns" else None,
+                   data=args.data)
     cases = [("sync_1", 1, "sync", {"rule": "adam"}),
              ("sync_2", 2, "sync", {"rule": "adam"}),
              ("sync_3", 3, "sync", {"rule": "adam"}),
@@ -140,7 +198,7 @@ def main():
         if "train" not in skip:
             for name, ranks, optimizer, options in cases:
                 row = train(reel, work, data, name, ranks, optimizer, options, args.steps,
-                            args.eval_every or args.steps, args.target)
+                            args.eval_every or args.steps, args.target, CLASSES[args.data])
                 results["train"].setdefault(name, []).append(row)
                 print(f"rep {rep} {name}: {row}", flush=True)
         results["loads"].append(os.getloadavg())
