@@ -19,11 +19,13 @@
 
 namespace reel {
 
+// One feature of a batch: its values for every video, padded to the longest.
 struct Feature {
   Tensor values;                 // [B, T, D]; frames at t >= lengths[b] are zero
   std::vector<int32_t> lengths;  // [B]; 1 <= lengths[b] <= T
 };
 
+// B videos: ids, features by name and labels (see the file comment for the layout).
 struct Batch {
   std::vector<std::string> ids;            // [B]
   std::map<std::string, Feature> features;  // by feature name

@@ -14,12 +14,14 @@
 
 namespace reel {
 
+// What the host lends a command for one Run(); every pointer outlives the call.
 struct CommandContext {
   StorageResolver* storage = nullptr;  // not owned; resolves file://, s3://, ... URIs
   std::ostream* out = nullptr;         // results
   std::ostream* err = nullptr;         // diagnostics and progress
 };
 
+// A plugin's subcommand, built by a CommandFactory for one run of the host's command line.
 class Command {
  public:
   virtual ~Command() = default;

@@ -23,11 +23,13 @@
 
 namespace reel {
 
+// Which share of the input this reader reads; the source divides its input among the ranks.
 struct ShardSpec {
   int rank = 0;        // this process's index among the readers
   int world_size = 1;  // number of readers; every record is read by exactly one of them per epoch
 };
 
+// What the factory learns from the host: its shard, a seed and the storage to read through.
 struct DataSourceContext {
   ShardSpec shard;
   uint64_t seed = 0;                   // for shuffling; combined with the epoch
@@ -41,6 +43,7 @@ struct DataStats {
   int64_t bytes = 0;            // input bytes consumed in this epoch
 };
 
+// Yields batches epoch after epoch and can say (Position) and resume (Restore) where it is.
 class DataSource {
  public:
   virtual ~DataSource() = default;

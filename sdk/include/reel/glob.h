@@ -18,6 +18,7 @@ inline std::string_view GlobPrefix(std::string_view pattern) {
   return pos == std::string_view::npos ? pattern : pattern.substr(0, pos);
 }
 
+// True when `text` matches `pattern` whole, by the rules above (no wildcard matches '/').
 inline bool GlobMatch(std::string_view pattern, std::string_view text) {
   size_t p = 0, t = 0, star_p = std::string_view::npos, star_t = 0;
   auto match_class = [&](size_t& pp, char c) -> int {  // 1 match, 0 no, -1 malformed

@@ -22,6 +22,7 @@
 
 namespace reel {
 
+// What the factory learns from the host about the run the model is built for.
 struct ModelContext {
   int64_t num_classes = 3862;  // the width of the logits
   // Compute threads the model may use in Forward/Backward (e.g. OpenMP threads of its kernels);
@@ -30,8 +31,10 @@ struct ModelContext {
   int threads = 0;
 };
 
+// kTrain: Backward() follows (keep what it needs); kInfer: logits only.
 enum class Mode { kTrain, kInfer };
 
+// A classifier built by a ModelFactory; its life is in the file comment.
 class Model {
  public:
   virtual ~Model() = default;

@@ -56,6 +56,7 @@ struct OptimizerCheckpoints {
   bool resume = false;                 // this run resumes (reel train --resume)
 };
 
+// A training algorithm built by an OptimizerFactory; its life and roles are in the file comment.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

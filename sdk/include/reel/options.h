@@ -24,8 +24,10 @@
 
 namespace reel {
 
+// The type an option's text must parse as.
 enum class OptionType { kBool, kInt, kFloat, kString, kStringList };
 
+// "bool", "int", "float", "string", "string list": how schemas and errors name a type.
 inline std::string_view OptionTypeName(OptionType t) {
   switch (t) {
     case OptionType::kBool: return "bool";
@@ -37,6 +39,7 @@ inline std::string_view OptionTypeName(OptionType t) {
   return "?";
 }
 
+// One option of a schema; build it with the helpers below.
 struct OptionSpec {
   std::string name;
   OptionType type = OptionType::kString;
@@ -45,6 +48,7 @@ struct OptionSpec {
   bool required = false;
 };
 
+// A component's options, in the order `reel plugins show` lists them.
 using OptionSchema = std::vector<OptionSpec>;
 
 // Builders that keep schemas readable: {IntOption("hidden", 256, "units per direction"), ...}.
@@ -71,8 +75,10 @@ inline OptionSpec Required(OptionSpec spec) {
   return spec;
 }
 
+// A parsed value: the alternative matches the OptionType (kStringList: vector<string>).
 using OptionValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>>;
 
+// Parsed options: a typed value for every option of the schema (ParseOptions fills it).
 class Options {
  public:
   bool Has(std::string_view name) const { return values_.find(name) != values_.end(); }

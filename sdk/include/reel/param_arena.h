@@ -25,6 +25,7 @@
 
 namespace reel {
 
+// Named parameter blocks over one value and one gradient buffer; see the file comment.
 class ParamArena {
  public:
   // Position of a declared block; cheap to copy.

@@ -42,8 +42,10 @@
 
 namespace reel {
 
+// The six kinds of component a plugin may register.
 enum class ComponentKind { kStorage, kDataSource, kModel, kOptimizer, kTransport, kCommand };
 
+// The kind as `reel plugins` prints it: "storage", "data", "model", ...
 inline const char* ComponentKindName(ComponentKind k) {
   switch (k) {
     case ComponentKind::kStorage: return "storage";
@@ -69,12 +71,15 @@ using CommandFactory = std::function<Result<std::unique_ptr<Command>>()>;
 using AnyFactory = std::variant<StorageFactory, DataSourceFactory, ModelFactory, OptimizerFactory,
                                 TransportFactory, CommandFactory>;
 
+// What a component says about itself when registered: `reel plugins show` prints it, and
+// configs are checked against its option schema.
 struct ComponentInfo {
   std::string name;         // unique per kind across every loaded plugin, e.g. "bilstm_video"
   std::string description;  // one line
   OptionSchema options;
 };
 
+// The factory type of component kind T: Registrar::Add<T> takes one.
 template <typename T> struct FactoryFor;
 template <> struct FactoryFor<Storage> { using type = StorageFactory; };
 template <> struct FactoryFor<DataSource> { using type = DataSourceFactory; };
@@ -127,6 +132,7 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //    their own without server-only ranks).
 inline constexpr uint32_t kPluginAbiVersion = 6;
 
+// The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;
 
 // Returned by the entry point. abi_version is the first member on purpose: the host reads it
@@ -141,6 +147,7 @@ struct PluginDescriptor {
   RegisterFn register_components;
 };
 
+// The type of the exported entry point.
 using PluginEntryFn = const PluginDescriptor* (*)() noexcept;
 
 // The exported symbol's name.
@@ -148,6 +155,8 @@ inline constexpr const char* kPluginEntrySymbol = "reel_plugin_entry";
 
 }  // namespace reel
 
+// Defines the plugin's entry point (see the file comment): once per plugin, at global scope of one
+// of its source files.
 #define REEL_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FN)                                  \
   namespace {                                                                                \
   ::reel::Status reel_plugin_register_(::reel::Registrar& r) noexcept {                     \

@@ -46,6 +46,8 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n);
 // True when Crc32cExtend() runs on the hardware instruction.
 bool Crc32cHardwareAvailable();
 
+// TFRecord's CRC masking (see the wire format above): stored CRCs are masked so a CRC over
+// bytes that themselves contain CRCs stays well distributed.
 inline constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
 inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta; }
 inline uint32_t UnmaskCrc(uint32_t masked) {
@@ -55,6 +57,7 @@ inline uint32_t UnmaskCrc(uint32_t masked) {
 
 // ---- Compression ----
 
+// How the whole record stream of a file is wrapped.
 enum class Compression { kNone, kZlib, kGzip };
 
 // "none", "zlib", "gzip".
@@ -70,6 +73,7 @@ inline constexpr uint64_t kRecordOverhead = 16;
 
 // ---- Reading ----
 
+// How a RecordReader reads; the defaults suit files of any size.
 struct RecordReaderOptions {
   Compression compression = Compression::kNone;
   // Read-ahead for uncompressed files. Small on purpose: a payload that is not in the buffer is
@@ -78,6 +82,7 @@ struct RecordReaderOptions {
   size_t inflate_chunk = 256 << 10;  // compressed files: file bytes per read and inflate output
 };
 
+// Reads records one after another from a RandomAccessFile it borrows.
 class RecordReader {
  public:
   // `file` must remain live while the reader is used.
@@ -135,12 +140,14 @@ Status DataCrcMismatchError(std::string_view uri, bool compressed, uint64_t offs
 
 // ---- Writing ----
 
+// How a RecordWriter frames and compresses.
 struct RecordWriterOptions {
   Compression compression = Compression::kNone;
   int level = -1;                  // zlib level 0..9; -1 is zlib's default (6)
   size_t buffer_size = 256 << 10;  // bytes collected before one Append() to the file
 };
 
+// Appends records to a WritableFile it owns; nothing is visible before Close() succeeds.
 class RecordWriter {
  public:
   // Takes ownership of `file`. InvalidArgument for a bad level; Internal if zlib cannot start.

@@ -18,6 +18,7 @@
 
 namespace reel {
 
+// What kind of failure a Status reports; callers branch on the code, people read the message.
 enum class StatusCode : int {
   kOk = 0,
   kInvalidArgument = 1,    // the caller passed something wrong: a bad option, shape or config
@@ -37,6 +38,8 @@ enum class StatusCode : int {
 // Upper-case name of a code, e.g. "DATA_LOSS".
 std::string_view StatusCodeName(StatusCode code);
 
+// OK, or a code and a message naming what failed (file, offset, option, rank). Cheap to copy:
+// OK holds nothing, an error shares one immutable state.
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
@@ -72,6 +75,7 @@ class [[nodiscard]] Status {
   std::shared_ptr<const State> state_;  // null means OK; shared because Status is immutable
 };
 
+// Prints ToString(): "OK" or "CODE: message".
 inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 // Constructors named after the codes, e.g. DataLossError("file.tfrecord: offset 12: bad CRC").
@@ -152,6 +156,7 @@ inline std::string Status::ToString() const {
 
 }  // namespace reel
 
+// Helpers of the macros below: a unique local name per line.
 #define REEL_STATUS_CONCAT_INNER_(a, b) a##b
 #define REEL_STATUS_CONCAT_(a, b) REEL_STATUS_CONCAT_INNER_(a, b)
 

@@ -20,11 +20,13 @@
 
 namespace reel {
 
+// One object a Glob found.
 struct ObjectInfo {
   std::string uri;   // full URI (or path, as the user wrote it) of the object
   uint64_t size = 0;
 };
 
+// An object opened for reading at any offset; Read() may be called from several threads at once.
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
@@ -45,6 +47,8 @@ class WritableFile {
   virtual Status Close() = 0;
 };
 
+// Objects under one URI scheme ("file", "s3", ...), built by a StorageFactory; the host keeps
+// one per scheme and hands it out through its StorageResolver.
 class Storage {
  public:
   virtual ~Storage() = default;
@@ -87,6 +91,7 @@ inline Result<std::string> ReadAll(Storage& storage, std::string_view uri) {
   return out;
 }
 
+// Writes `data` as the whole object `uri`, visible at once when this returns OK.
 inline Status WriteAll(Storage& storage, std::string_view uri, std::string_view data) {
   REEL_ASSIGN_OR_RETURN(auto file, storage.OpenWrite(uri));
   REEL_RETURN_IF_ERROR(file->Append(std::as_bytes(std::span<const char>(data.data(), data.size()))));

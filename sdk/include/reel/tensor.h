@@ -22,8 +22,10 @@
 
 namespace reel {
 
+// Dimensions, outermost first, e.g. {B, T, D}.
 using Shape = std::vector<int64_t>;
 
+// The product of the dimensions (1 for a scalar's empty shape).
 inline int64_t NumElements(const Shape& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
 }
@@ -38,6 +40,7 @@ inline std::string ShapeToString(const Shape& shape) {
   return s + "]";
 }
 
+// A dense float array of a Shape, row-major: owning its values or viewing someone else's.
 class Tensor {
  public:
   static constexpr size_t kAlignment = 64;  // of storage from Uninitialized() (a cache line)

@@ -25,6 +25,7 @@
 
 namespace reel {
 
+// A pool of tensor storage; create it with Create() (it must be owned by a shared_ptr).
 class TensorPool : public std::enable_shared_from_this<TensorPool> {
  public:
   static std::shared_ptr<TensorPool> Create(size_t max_free) {

@@ -34,12 +34,15 @@
 
 namespace reel {
 
+// Deadlines of blocking calls: points on the steady clock, so a clock change moves none.
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
+// The deadline of a call that may wait as long as it takes, and one `timeout` from now.
 inline Deadline NoDeadline() { return Deadline::max(); }
 inline Deadline DeadlineIn(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
 
+// Recv's source for "whichever rank sends first".
 constexpr int kAnySource = -1;
 
 // Tags: every backend carries tags in [0, kMaxTag]; 32767 is the largest tag MPI guarantees
@@ -60,14 +63,17 @@ constexpr int kCollectiveTagBase = 16384;
 constexpr int kSubgroupTagBase = 24576;
 constexpr int kSubgroupUserTags = 1024;
 
+// How Allreduce combines the ranks' values, element by element.
 enum class ReduceOp { kSum, kMax, kMin };
 
+// A received point-to-point message: who sent it, under which tag, and its bytes.
 struct Message {
   int source = 0;
   int tag = 0;
   std::vector<std::byte> payload;
 };
 
+// Which collectives the backend runs natively (the host's ring algorithms run the others).
 struct CommunicatorCapabilities {
   bool native_allreduce = false;
   bool native_broadcast = false;
@@ -75,6 +81,7 @@ struct CommunicatorCapabilities {
   bool native_barrier = false;
 };
 
+// This rank's membership of a group, returned by Transport::Connect(); see the file comment.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -144,6 +151,7 @@ struct TransportContext {
   bool isolate_failures = false;
 };
 
+// A backend (inproc, tcp, mpi, ...), built by a TransportFactory; Connect() forms the group.
 class Transport {
  public:
   virtual ~Transport() = default;

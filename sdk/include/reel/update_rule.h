@@ -25,6 +25,7 @@
 
 namespace reel {
 
+// Which rule and its hyper-parameters; the comment after each field says which rule reads it.
 struct UpdateRuleConfig {
   std::string rule = "adam";  // sgd | momentum | adagrad | adam
   double momentum = 0.9;      // momentum
@@ -48,12 +49,14 @@ inline OptionSchema UpdateRuleOptions() {
           FloatOption("adagrad_initial", 0.1, "initial accumulator value (rule: adagrad)")};
 }
 
+// The config from options parsed with a schema that includes UpdateRuleOptions().
 inline UpdateRuleConfig UpdateRuleConfigFrom(const Options& o) {
   return {o.GetString("rule"),        o.GetFloat("momentum"),       o.GetBool("nesterov"),
           o.GetFloat("beta1"),        o.GetFloat("beta2"),          o.GetFloat("epsilon"),
           o.GetFloat("weight_decay"), o.GetFloat("adagrad_initial")};
 }
 
+// One update rule and its per-parameter state; MakeUpdateRule() builds the one a config names.
 class UpdateRule {
  public:
   virtual ~UpdateRule() = default;
@@ -138,6 +141,7 @@ class UpdateRule {
 
 namespace update_rule_internal {
 
+// params -= lr * (grad + weight_decay * params).
 class Sgd final : public UpdateRule {
  public:
   explicit Sgd(UpdateRuleConfig c) : c_(c) {}
@@ -158,6 +162,7 @@ class Sgd final : public UpdateRule {
   UpdateRuleConfig c_;
 };
 
+// Heavy-ball momentum, or Nesterov's variant: a velocity per parameter.
 class Momentum final : public UpdateRule {
  public:
   explicit Momentum(UpdateRuleConfig c) : c_(c) {}
@@ -187,6 +192,7 @@ class Momentum final : public UpdateRule {
   UpdateRuleConfig c_;
 };
 
+// Adagrad: a running sum of squared gradients per parameter scales each step.
 class Adagrad final : public UpdateRule {
  public:
   explicit Adagrad(UpdateRuleConfig c) : c_(c) {}

@@ -12,11 +12,13 @@
 #ifndef REEL_VERSION_H_
 #define REEL_VERSION_H_
 
+// This SDK's version, MAJOR.MINOR.PATCH (the rule above says what each part promises).
 #define REEL_SDK_VERSION_MAJOR 0
 #define REEL_SDK_VERSION_MINOR 1
 #define REEL_SDK_VERSION_PATCH 0
 #define REEL_SDK_VERSION "0.1.0"
 
+// Turns a macro's value into a string literal (helpers of the tags below).
 #define REEL_STRINGIFY_INNER_(x) #x
 #define REEL_STRINGIFY_(x) REEL_STRINGIFY_INNER_(x)
 
@@ -29,6 +31,7 @@
 #define REEL_CXX_RUNTIME_ "unknown"
 #endif
 
+// The compiler and its major version, for the build tag (informative: not part of the rule).
 #if defined(__clang__)
 #define REEL_COMPILER_ "clang-" REEL_STRINGIFY_(__clang_major__)
 #elif defined(__GNUC__)

@@ -21,6 +21,8 @@
 
 namespace reel::core {
 
+// Everything a checkpoint holds, decoded: what EncodeCheckpoint writes and DecodeCheckpoint
+// returns.
 struct CheckpointState {
   struct Block {
     std::string name;
@@ -59,6 +61,7 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
 // "ckpt-0000000100.reelckpt".
 std::string CheckpointName(int64_t step);
 
+// Saves and finds a run's checkpoints in one directory (any Storage), keeping the newest `keep`.
 class CheckpointManager {
  public:
   // `dir` is a URI or path; checkpoints beyond the newest `keep` are deleted (keep <= 0: all).

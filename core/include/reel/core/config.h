@@ -21,6 +21,7 @@
 
 namespace reel::core {
 
+// A parsed run configuration and where each of its fields came from, so errors name file and line.
 struct ConfigFile {
   config::RunConfig config;
   std::string path;                  // where it came from, for messages ("<flags>" if none)

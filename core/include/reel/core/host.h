@@ -31,6 +31,7 @@ namespace reel::core {
 // Options per storage scheme, e.g. {"s3", {{"endpoint", "http://127.0.0.1:4568"}}}.
 using StorageOptions = std::map<std::string, std::map<std::string, std::string>>;
 
+// How a host is built: where its plugins come from and its storages' options.
 struct HostOptions {
   // Plugin files loaded first, before any directory; one that is rejected fails Create() with
   // its reason (the caller named it). `reel plugins check FILE` loads the file under test so.
@@ -49,6 +50,9 @@ Status AddStorageFlag(std::string_view assignment, StorageOptions& options);
 // s3's `endpoint`. InvalidArgument naming the variable when it lacks the scheme or the option.
 Status AddStorageEnvironment(char* const* environ, StorageOptions& options);
 
+// The core for an application: a registry with the built-ins and the loaded plugins, and one
+// storage per URI scheme, handed to components as their StorageResolver (storage()). Build it
+// with Create().
 class Host : public StorageResolver {
  public:
   static Result<std::unique_ptr<Host>> Create(HostOptions options);

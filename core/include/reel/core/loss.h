@@ -15,6 +15,7 @@
 
 namespace reel::core {
 
+// The loss of one batch and its gradient with respect to the logits (what Model::Backward takes).
 struct LossResult {
   double loss = 0.0;  // mean over the batch of the per-video sum over classes
   Tensor dlogits;     // dLoss/dlogits, [B, C]

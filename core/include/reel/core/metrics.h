@@ -22,6 +22,7 @@
 
 namespace reel::core {
 
+// YouTube-8M's evaluation metrics over every video seen; `reel eval` prints them.
 struct EvalMetrics {
   double gap = 0.0;       // global average precision over pooled top-k predictions
   double hit_at_1 = 0.0;  // fraction of videos whose best class is a true label
@@ -31,6 +32,7 @@ struct EvalMetrics {
   int top_k = 0;  // the k of GAP@k and of mAP's per-class lists
 };
 
+// Collects predictions and labels batch by batch, then computes EvalMetrics over all of them.
 class MetricsAccumulator {
  public:
   explicit MetricsAccumulator(int64_t num_classes, int top_k = 20);

@@ -18,17 +18,21 @@
 
 namespace reel::core {
 
+// A plugin that was loaded and registered, as `reel plugins` lists it.
 struct LoadedPlugin {
   std::string path;
   std::string name, version, description, sdk_version, build_tag;
   std::vector<std::string> components;  // "model bilstm_video", ...
 };
 
+// A file the loader refused, and why (another ABI, not a plugin, a name taken, ...).
 struct RejectedFile {
   std::string path;
   std::string reason;  // one line
 };
 
+// Loads plugin files into a Registry by the rules above; what it loaded and what it refused stay
+// listed for `reel plugins`.
 class PluginLoader {
  public:
   explicit PluginLoader(Registry& registry) : registry_(registry) {}

@@ -26,6 +26,7 @@
 
 namespace reel::core {
 
+// The decision described above: the transport and this process's ranks.
 struct RankPlan {
   std::string transport;  // registry name
   std::string why;        // how `transport` was chosen when the config names none; else empty

@@ -30,6 +30,7 @@ struct KeepLibraryDeleter {
 template <typename T>
 using Owned = std::unique_ptr<T, KeepLibraryDeleter>;
 
+// One registered component: its kind, schema and factory, and who provided it.
 struct ComponentEntry {
   // First member, so it is destroyed last: the factory's code lives in this library.
   std::shared_ptr<const void> library;  // null for built-ins
@@ -40,6 +41,8 @@ struct ComponentEntry {
   std::string provider_path;  // the plugin file, empty for built-ins
 };
 
+// Every component the host knows, by kind and name: the built-ins and what plugins registered.
+// Builds components from options checked against their schemas.
 class Registry : public Registrar {
  public:
   Registry() = default;

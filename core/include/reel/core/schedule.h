@@ -15,6 +15,7 @@
 
 namespace reel::core {
 
+// The learning-rate schedule of a run, as its config gives it.
 struct LrScheduleConfig {
   double base = 0.001;
   std::string schedule = "constant";  // constant | exponential (staircase) | cosine
@@ -29,6 +30,7 @@ struct LrScheduleConfig {
   int64_t total_epochs = 0;
 };
 
+// The learning rate at each step, from a checked LrScheduleConfig.
 class LrSchedule {
  public:
   // InvalidArgument naming the field for an unknown schedule or inconsistent numbers.

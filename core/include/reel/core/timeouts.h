@@ -9,9 +9,11 @@
 
 namespace reel::core {
 
+// The defaults when the run config sets no timeout.
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout = std::chrono::minutes(5);
 inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 
+// The two waits of a run: for the group to form, and for each exchange after that.
 struct Timeouts {
   std::chrono::milliseconds connect = kDefaultConnectTimeout;  // Connect(): the group forms
   // Every collective or message after that: a step's agreement and allreduce, the evaluation's

@@ -27,6 +27,8 @@
 
 namespace reel::core {
 
+// How the host runs a job, beyond its config: resuming, what it prints, when to stop, and the
+// environment it reads.
 struct TrainJobOptions {
   bool resume = false;
   int verbosity = 1;

@@ -46,6 +46,7 @@
 
 namespace reel::core {
 
+// The trainer section of a run config, checked (reel/core/trainer_options.h builds it).
 struct TrainerOptions {
   int64_t steps = 0;   // step budget; 0: run `epochs` epochs
   int64_t epochs = 1;  // epoch budget when steps == 0
@@ -106,6 +107,7 @@ struct LostRank {
   std::string why;       // the error that showed it was lost
 };
 
+// What a finished (or stopped) run reports.
 struct TrainResult {
   int64_t steps = 0;     // steps completed, counting those before a resume
   int64_t examples = 0;  // over all ranks

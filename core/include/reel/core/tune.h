@@ -67,6 +67,7 @@ using TrialRunner = std::function<Result<TrialRun>(const TrialRequest&)>;
 // trial's folder. A loss that is not finite fails the trial ("diverged").
 TrialRunner TrainingTrialRunner(Host& host);
 
+// How `reel tune` runs a search (command-line choices; the search itself is in the config).
 struct TuneOptions {
   std::string workdir = "reel-tune";  // a local folder
   bool resume = false;                // continue the search whose journal is in workdir
@@ -80,6 +81,7 @@ struct TuneOptions {
   Communicator* comm = nullptr;
 };
 
+// One trial of the search: which configuration, at which rung and budget, and how it ended.
 struct TuneRow {
   int64_t config = 0;
   int rung = 0;
@@ -95,6 +97,7 @@ struct TuneRow {
   std::string dir;    // relative to the workdir
 };
 
+// The search's outcome: every trial, best first, and which one won.
 struct TuneResult {
   std::vector<TuneRow> rows;   // finished and failed trials, best metric first, failed last
   std::optional<size_t> best;  // index into rows of the best trial (the largest budget wins ties)

@@ -55,6 +55,7 @@
 
 namespace reel::conformance {
 
+// One communicator per rank of a group, in rank order.
 using Communicators = std::vector<std::unique_ptr<Communicator>>;
 
 // What a test connects to: a transport and the coordinator address its ranks are given.
@@ -63,14 +64,18 @@ struct Group {
   std::string coordinator;
 };
 
+// Where a suite's ranks run: as threads of this process, or one per process under a launcher.
 enum class Placement { kThreads, kProcesses };
 
+// A transport as the suite sees it: a name for the tests, where its ranks run, and how to form
+// a group.
 struct TransportUnderTest {
   std::string name;  // letters, digits and '_' only (it becomes part of test names)
   Placement placement = Placement::kThreads;
   std::function<Result<Group>()> group;
 };
 
+// The two placements, by name.
 inline TransportUnderTest RanksAsThreads(std::string name, std::function<Result<Group>()> group) {
   return {std::move(name), Placement::kThreads, std::move(group)};
 }
@@ -91,6 +96,8 @@ Result<Communicators> ConnectOnThreads(Transport& transport, int n, const std::s
 // every optimizer gets (user tags only).
 enum class Layer { kBackend, kWithCollectives };
 
+// The suite's fixture: each test forms groups of the transport under test and checks one promise
+// of reel/transport.h.
 class TransportConformance : public ::testing::TestWithParam<TransportUnderTest> {
  protected:
   // Runs fn on every rank of a group and records a failure naming the rank for every error:
