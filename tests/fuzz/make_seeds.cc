@@ -17,8 +17,8 @@
 #include "checkpoint.pb.h"
 #include "reel/core/checkpoint.h"
 #include "reel/recordio.h"
+#include "reel/testing/mem_file.h"
 #include "synth.h"
-#include "testing/mem_file.h"
 
 namespace reel {
 namespace {

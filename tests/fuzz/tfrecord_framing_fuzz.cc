@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "reel/recordio.h"
-#include "testing/mem_file.h"
+#include "reel/testing/mem_file.h"
 
 namespace reel::recordio {
 namespace {

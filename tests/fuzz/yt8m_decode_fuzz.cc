@@ -15,7 +15,7 @@
 #include "reel/batch.h"
 #include "reel/glob.h"
 #include "reel/recordio.h"
-#include "testing/mem_file.h"
+#include "reel/testing/mem_file.h"
 #include "tfrecord_source.h"
 #include "yt8m.h"
 

@@ -1,4 +1,5 @@
-// Helpers shared by the tfrecord tests: in-memory files, temporary directories, hex decoding.
+// Helpers shared by the tfrecord tests: in-memory files (reel/testing/mem_file.h) and temporary
+// directories.
 #ifndef REEL_PLUGINS_TFRECORD_TESTS_TEST_UTIL_H_
 #define REEL_PLUGINS_TFRECORD_TESTS_TEST_UTIL_H_
 
@@ -12,25 +13,9 @@
 #include <string>
 
 #include "reel/storage.h"
-#include "testing/mem_file.h"
+#include "reel/testing/mem_file.h"
 
 namespace reel::testing {
-
-inline std::string FromHex(std::string_view hex) {
-  std::string out;
-  int hi = -1;
-  for (char c : hex) {
-    if (c == ' ') continue;
-    int v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-    if (hi < 0) {
-      hi = v;
-    } else {
-      out += static_cast<char>(hi * 16 + v);
-      hi = -1;
-    }
-  }
-  return out;
-}
 
 // A fresh directory under the build tree's temp area, removed by the destructor.
 class TempDir {

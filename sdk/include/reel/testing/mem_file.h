@@ -1,9 +1,10 @@
-// In-memory files for tests and fuzz targets of the record reader and the tfrecord source: a
-// RandomAccessFile over a string and a WritableFile that hands its bytes over at Close(). No
-// GoogleTest here, so libFuzzer targets (tests/fuzz/) use it too.
+// In-memory files, the storage contract's test doubles (reel/storage.h): a RandomAccessFile over a
+// string and a WritableFile that hands its bytes over at Close(), for tests of anything that reads
+// or writes through the contract (record I/O, a data source) without touching the disk. Installed
+// with the SDK for plugin authors' tests; no GoogleTest here, so fuzz targets use it too.
 // Thread-safety: a MemFile may be read concurrently; a MemWritable is single-threaded.
-#ifndef REEL_PLUGINS_TFRECORD_TESTING_MEM_FILE_H_
-#define REEL_PLUGINS_TFRECORD_TESTING_MEM_FILE_H_
+#ifndef REEL_TESTING_MEM_FILE_H_
+#define REEL_TESTING_MEM_FILE_H_
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 namespace reel::testing {
 
+// Serves `data` under `uri`; data() lets a test corrupt or cut the bytes between reads.
 class MemFile : public RandomAccessFile {
  public:
   MemFile(std::string uri, std::string data) : uri_(std::move(uri)), data_(std::move(data)) {}
@@ -31,7 +33,8 @@ class MemFile : public RandomAccessFile {
   std::string uri_, data_;
 };
 
-// Collects appended bytes into *target when closed.
+// Collects appended bytes into *target when closed (not before: a test sees what a reader would
+// see after a successful Close()). `target` must outlive the MemWritable.
 class MemWritable : public WritableFile {
  public:
   explicit MemWritable(std::string* target) : target_(target) {}
@@ -51,4 +54,4 @@ class MemWritable : public WritableFile {
 
 }  // namespace reel::testing
 
-#endif  // REEL_PLUGINS_TFRECORD_TESTING_MEM_FILE_H_
+#endif  // REEL_TESTING_MEM_FILE_H_

@@ -7,15 +7,31 @@
 
 #include <random>
 
-#include "test_util.h"
+#include "reel/testing/mem_file.h"
 
 namespace reel::recordio {
 namespace {
 
-using ::reel::testing::FromHex;
 using ::reel::testing::MemFile;
 using ::reel::testing::MemWritable;
 using ::testing::HasSubstr;
+
+// "0300 b099..." -> the bytes; spaces only separate fields for the reader.
+std::string FromHex(std::string_view hex) {
+  std::string out;
+  int hi = -1;
+  for (char c : hex) {
+    if (c == ' ') continue;
+    int v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    if (hi < 0) {
+      hi = v;
+    } else {
+      out += static_cast<char>(hi * 16 + v);
+      hi = -1;
+    }
+  }
+  return out;
+}
 
 std::string Bytes(std::initializer_list<int> v) {
   std::string s;
