@@ -18,9 +18,10 @@ struct CliEnv {
   core::Host& host;
   std::ostream& out;
   std::ostream& err;
-  bool err_is_tty = false;               // progress lines redraw in place only on a terminal
-  std::vector<std::string> plugin_dirs;  // the --plugin-dir flags given
-  std::string argv0;                     // how reel was invoked, to start child processes
+  bool err_is_tty = false;                 // progress lines redraw in place only on a terminal
+  std::vector<std::string> plugin_dirs;    // the --plugin-dir flags given
+  std::vector<std::string> storage_flags;  // the --storage flags given (SCHEME.OPTION=VALUE)
+  std::string argv0;                       // how reel was invoked, to start child processes
   int exit_code = -1;  // a command that sets it decides the exit status (reel launch: a rank's)
 };
 

@@ -137,18 +137,18 @@ Result<std::string> RandomSecret() {
   return out;
 }
 
-// `reel` as the command means this very executable, with the --plugin-dir flags launch got.
+// `reel` as the command means this very executable, with the global flags launch got
+// (--plugin-dir, --storage), so `reel --storage s3.endpoint=URL launch -- reel train ...` trains
+// every rank against that endpoint. REEL_STORAGE_* variables reach the ranks with the environment.
 std::vector<std::string> ResolveCommand(const CliEnv& env, std::vector<std::string> command) {
   if (command[0] != "reel") return command;
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   command[0] = ec ? env.argv0 : self.string();
-  std::vector<std::string> dirs;
-  for (const std::string& d : env.plugin_dirs) {
-    dirs.push_back("--plugin-dir");
-    dirs.push_back(d);
-  }
-  command.insert(command.begin() + 1, dirs.begin(), dirs.end());
+  std::vector<std::string> global;
+  for (const std::string& d : env.plugin_dirs) global.insert(global.end(), {"--plugin-dir", d});
+  for (const std::string& s : env.storage_flags) global.insert(global.end(), {"--storage", s});
+  command.insert(command.begin() + 1, global.begin(), global.end());
   return command;
 }
 

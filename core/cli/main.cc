@@ -94,7 +94,8 @@ int Run(int argc, char** argv) {
     std::cerr << "reel: " << host.status() << "\n";
     return 1;
   }
-  CliEnv env{**host, std::cout, std::cerr, static_cast<bool>(::isatty(2)), plugin_dirs, argv[0]};
+  CliEnv env{**host,      std::cout,     std::cerr, static_cast<bool>(::isatty(2)),
+             plugin_dirs, storage_flags, argv[0]};
   std::vector<CliCommand> commands = CoreCommands();
 
   if (rest.empty() || rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help") {

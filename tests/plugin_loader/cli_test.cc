@@ -58,6 +58,30 @@ TEST(ReelCliTest, InterruptedPluginCommandExits130) {
   EXPECT_EQ(r.output, "reel hello: CANCELLED: stopped before greeting\n");
 }
 
+// `reel launch -- reel ...` gives the ranks the global flags it got: the plugin directory (else
+// `hello` would be unknown) and the storage options, which win over REEL_STORAGE_* variables in
+// the ranks as they do in launch itself; the variables reach the ranks with the environment.
+TEST(ReelCliTest, LaunchGivesReelRanksItsPluginDirsAndStorageOptions) {
+  const std::string launch = "--plugin-dir " + kDir + "/good ";
+  const std::string ranks = "launch -n 2 -- reel hello --from-storage";
+  CliRun plain = Reel(launch + ranks);
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("[rank 1] hello world\n"), std::string::npos) << plain.output;
+
+  ::setenv("REEL_STORAGE_GREETING_NAME", "from_environment", 1);
+  CliRun from_env = Reel(launch + ranks);
+  CliRun flag = Reel(launch + "--storage greeting.name=from_flag " + ranks);
+  ::unsetenv("REEL_STORAGE_GREETING_NAME");
+  for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
+    EXPECT_NE(from_env.output.find(rank + std::string("hello from_environment\n")),
+              std::string::npos)
+        << from_env.output;
+    EXPECT_NE(flag.output.find(rank + std::string("hello from_flag\n")), std::string::npos)
+        << flag.output;
+  }
+  EXPECT_EQ(flag.exit_code, 0) << flag.output;
+}
+
 // `reel train` loads the plugin_dirs of its config (here one whose plugin is refused, so the
 // command fails naming it) before anything else.
 TEST(ReelCliTest, TrainLoadsTheConfigsPluginDirs) {

@@ -38,15 +38,45 @@ class EchoModel final : public reel::Model {
   reel::ParamArena::BlockId w_ = 0;
 };
 
+// "greeting://" URIs: one object, named by the option `name`; shows which storage options a
+// process was given (`reel hello --from-storage`). Nothing can be read or written.
+class GreetingStorage final : public reel::Storage {
+ public:
+  explicit GreetingStorage(std::string name) : name_(std::move(name)) {}
+  reel::Result<std::vector<reel::ObjectInfo>> Glob(std::string_view) override {
+    return std::vector<reel::ObjectInfo>{{"greeting://" + name_, 0}};
+  }
+  reel::Result<std::unique_ptr<reel::RandomAccessFile>> OpenRead(std::string_view uri) override {
+    return reel::UnimplementedError(std::string(uri) + ": greeting storage is not readable");
+  }
+  reel::Result<std::unique_ptr<reel::WritableFile>> OpenWrite(std::string_view uri) override {
+    return reel::UnimplementedError(std::string(uri) + ": greeting storage is not writable");
+  }
+  reel::Status Delete(std::string_view uri) override {
+    return reel::UnimplementedError(std::string(uri) + ": greeting storage deletes nothing");
+  }
+
+ private:
+  std::string name_;
+};
+
 class HelloCommand final : public reel::Command {
  public:
-  std::string Usage() const override { return "reel hello [NAME | --as-if-interrupted]"; }
+  std::string Usage() const override {
+    return "reel hello [NAME | --from-storage | --as-if-interrupted]";
+  }
   reel::Status Run(const std::vector<std::string>& args, reel::CommandContext& ctx) override {
     // What a plugin command that stops on Ctrl-C returns.
     if (args.size() == 1 && args[0] == "--as-if-interrupted")
       return reel::CancelledError("stopped before greeting");
     if (args.size() > 1) return reel::InvalidArgumentError("hello takes at most one name");
-    *ctx.out << "hello " << (args.empty() ? "world" : args[0]) << "\n";
+    std::string name = args.empty() ? "world" : args[0];
+    if (name == "--from-storage") {  // the name the greeting storage was given
+      REEL_ASSIGN_OR_RETURN(reel::Storage * storage, ctx.storage->ForUri("greeting://"));
+      REEL_ASSIGN_OR_RETURN(auto objects, storage->Glob("greeting://*"));
+      name = objects.at(0).uri.substr(std::string("greeting://").size());
+    }
+    *ctx.out << "hello " << name << "\n";
     return reel::Status::Ok();
   }
 };
@@ -63,6 +93,13 @@ reel::Status Register(reel::Registrar& r) {
       {"throwing_model", "its factory throws", {}},
       [](const reel::Options&, const reel::ModelContext&)
           -> reel::Result<std::unique_ptr<reel::Model>> { throw std::runtime_error("boom"); }));
+  REEL_RETURN_IF_ERROR(r.Add<reel::Storage>(
+      {"greeting",
+       "one object named by its option",
+       {reel::StringOption("name", "world", "the one object's name")}},
+      [](const reel::Options& o) -> reel::Result<std::unique_ptr<reel::Storage>> {
+        return std::unique_ptr<reel::Storage>(new GreetingStorage(o.GetString("name")));
+      }));
   return r.Add<reel::Command>({"hello", "prints a greeting", {}},
                               []() -> reel::Result<std::unique_ptr<reel::Command>> {
                                 return std::unique_ptr<reel::Command>(new HelloCommand());
