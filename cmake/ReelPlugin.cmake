@@ -35,10 +35,14 @@ endfunction()
 
 # reel_add_plugin_check(NAME [ARGS ...]): a CTest, NAME_conformance, running `reel plugins check`
 # on plugin NAME's module (with ARGS, e.g. --option COMPONENT.KEY=VALUE or --root URI): the
-# descriptor and the conformance checks of every component it registers. The reel built here, or
-# out of tree the installed one (REEL_EXECUTABLE, from find_package(reel)).
+# descriptor and the conformance checks of every component it registers, and when the calling
+# folder has a README.md, that its option tables list exactly the options declared (--readme).
+# The reel built here, or out of tree the installed one (REEL_EXECUTABLE, from find_package(reel)).
 function(reel_add_plugin_check name)
   cmake_parse_arguments(ARG "" "" "ARGS" ${ARGN})
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/README.md)
+    list(APPEND ARG_ARGS --readme ${CMAKE_CURRENT_SOURCE_DIR}/README.md)
+  endif()
   if(TARGET reel)
     set(reel_exe $<TARGET_FILE:reel>)
   else()

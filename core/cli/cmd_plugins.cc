@@ -111,7 +111,7 @@ CliCommand PluginsCliCommand() {
       "plugins",
       "list the plugins found, their components and option schemas, and rejected files; check one",
       "reel plugins [list | show NAME | check FILE.so|--builtins [--option COMPONENT.KEY=VALUE]... "
-      "[--root URI] [--feature NAME=WIDTH[xFRAMES]]... [--classes N] [--world]]",
+      "[--root URI] [--feature NAME=WIDTH[xFRAMES]]... [--classes N] [--world] [--readme FILE]]",
       PluginsCommand};
 }
 

@@ -1,7 +1,9 @@
 // `reel plugins check FILE.so`: loads one plugin on its own, checks its descriptor, and runs the
 // conformance checks of every component it registers (reel/core/conformance.h; transports: the
 // transport conformance suite), printing pass, FAIL or skip per check with the reason.
-// `--builtins` checks the core's own components instead of a file.
+// `--builtins` checks the core's own components instead of a file. `--readme FILE` also checks that
+// the plugin's README documents exactly the options its components declare
+// (reel_add_plugin_check passes the plugin project's README.md).
 #include <iomanip>
 #include <map>
 #include <vector>
@@ -38,6 +40,7 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
       .Value("feature", true)
       .Value("root")
       .Value("classes")
+      .Value("readme")
       .Switch("world")
       .Switch("builtins");
   REEL_RETURN_IF_ERROR(args.Parse(words));
@@ -45,6 +48,8 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
   if (args.positional().size() != (builtins ? 0u : 1u))
     return InvalidArgumentError(builtins ? "--builtins takes no file"
                                          : "name one plugin file (FILE.so), or --builtins");
+  if (builtins && args.Has("readme"))
+    return InvalidArgumentError("--readme checks a plugin file's README, not the built-ins");
   core::ConformanceOptions base;
   base.storage_root = args.Get("root");
   REEL_ASSIGN_OR_RETURN(base.num_classes, args.GetInt("classes", base.num_classes));
@@ -76,9 +81,19 @@ Status PluginsCheck(CliEnv& env, const std::vector<std::string>& words) {
             << p.sdk_version << ", plugin ABI " << kPluginAbiVersion << ", " << p.build_tag << "\n";
     tally.Print(env.out, "descriptor: loads (plugin ABI, SDK version, C++ runtime)", true, false,
                 "");
-    core::CheckPluginDescriptor(p, host.registry(), [&](const core::CheckOutcome& o) {
+    const core::CheckSink print = [&](const core::CheckOutcome& o) {
       tally.Print(env.out, o.name, o.status.ok(), o.skipped, Reason(o));
-    });
+    };
+    core::CheckPluginDescriptor(p, host.registry(), print);
+    if (args.Has("readme")) {
+      const std::string readme = args.Get("readme");
+      Result<Storage*> storage = host.storage().ForUri(readme);
+      Result<std::string> text = storage.ok() ? ReadAll(**storage, readme) : storage.status();
+      if (text.ok())
+        core::CheckReadmeOptions(p, host.registry(), *text, readme, print);
+      else
+        tally.Print(env.out, "README: readable", false, false, text.status().ToString());
+    }
   }
   // Transports are checked after the other kinds, all in one run of the transport conformance
   // suite (GoogleTest registers its tests once per process), and reported one transport at a time.

@@ -236,6 +236,11 @@ TEST(PluginsCheckTest, BadArgumentsAreOneClearLine) {
       {"plugins check --builtins --frobnicate", "unknown flag '--frobnicate'"},
       {"plugins check --builtins --option sync.no_such=1",
        "FAIL creates and sets up on one rank: INVALID_ARGUMENT:"},
+      {"plugins check --builtins --readme README.md",
+       "--readme checks a plugin file's README, not the built-ins"},
+      {"plugins check " REEL_BINARY_DIR
+       "/test-plugins/good/libreel_test_good.so --readme /nonexistent/README.md",
+       "FAIL README: readable: NOT_FOUND: /nonexistent/README.md"},
   };
   for (const Case& c : cases) {
     CliRun r = Reel(c.args);

@@ -26,14 +26,17 @@
 
 namespace reel::core {
 
+// One check's result, as `reel plugins check` prints it (pass, FAIL or skip with the reason).
 struct CheckOutcome {
   std::string name;      // what was checked, e.g. "a write is invisible until Close"
   Status status;         // OK, or what went wrong
   bool skipped = false;  // status then says why
 };
 
+// Receives every outcome as soon as its check ends, so a caller prints progress as it goes.
 using CheckSink = std::function<void(const CheckOutcome&)>;
 
+// What the checks of one component need from the caller; the defaults suit most components.
 struct ConformanceOptions {
   // Options of the component under test, as a config would give them.
   std::map<std::string, std::string> options;
@@ -52,6 +55,14 @@ struct ConformanceOptions {
 // whose defaults parse as their types.
 void CheckPluginDescriptor(const LoadedPlugin& plugin, const Registry& registry,
                            const CheckSink& sink);
+
+// The plugin's README (`readme`, markdown; `readme_name` names it in the error) documents exactly
+// the options its components declare: the backquoted names in the first column of its option
+// tables (tables whose header row starts with "| option") against the schemas' names. A plugin
+// whose components take no options has no such table.
+void CheckReadmeOptions(const LoadedPlugin& plugin, const Registry& registry,
+                        std::string_view readme, const std::string& readme_name,
+                        const CheckSink& sink);
 
 // The checks of `entry`'s kind (storage, data source, model, optimizer, command); `storage`
 // resolves the URIs a data source reads. Transports: see the header comment.
