@@ -69,7 +69,7 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # shellcheck disable=SC2086 # flag lists (CXXFLAGS/LDFLAGS: a sanitizer build's, see CMakeLists.txt)
 g++ ${CXXFLAGS:-} "$here/recordio_plugin/masked_crc.cc" -o "$work/masked_crc" \
   $(pkg-config --cflags reel-recordio) $(pkg-config --libs reel-recordio) ${LDFLAGS:-}
-test "$("$work/masked_crc")" = "0xfebe8a61"
+test "$("$work/masked_crc")" = "0xfebe8a61 0xfebe8a61"
 echo "installed reel::recordio links into a plugin (CMake) and a program (pkg-config)"
 
 # The communicator conformance suite is installed too: a transport's tests outside the tree link
