@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "local_storage.h"
 #include "reel/recordio.h"
 #include "synth.h"
-#include "testing/local_storage.h"
 #include "tfrecord_source.h"
 #include "yt8m.h"
 

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "example.pb.h"
+#include "local_storage.h"
 #include "reel/recordio.h"
 #include "test_util.h"
-#include "testing/local_storage.h"
 #include "yt8m.h"
 
 namespace reel::tfrecord {

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "consumed_set.h"
+#include "local_storage.h"
 #include "synth.h"
 #include "test_util.h"
-#include "testing/local_storage.h"
 #include "tfrecord_source.h"
 
 namespace reel::tfrecord {

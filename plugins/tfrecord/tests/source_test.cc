@@ -9,11 +9,11 @@
 #include <set>
 
 #include "example.pb.h"
+#include "local_storage.h"
 #include "reel/recordio.h"
 #include "source_test_util.h"
 #include "synth.h"
 #include "test_util.h"
-#include "testing/local_storage.h"
 #include "tfrecord_source.h"
 
 namespace reel::tfrecord {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "local_storage.h"
 #include "reel/recordio.h"
 #include "synth.h"
 #include "test_util.h"
-#include "testing/local_storage.h"
 #include "tfrecord_source.h"
 
 namespace reel::tfrecord {

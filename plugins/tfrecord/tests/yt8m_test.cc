@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "example.pb.h"
+#include "local_storage.h"
 #include "reel/recordio.h"
 #include "test_util.h"
-#include "testing/local_storage.h"
 
 namespace reel::tfrecord {
 namespace {

@@ -3,8 +3,8 @@
 // Paths are plain paths; Glob supports wildcards in the last path segment only.
 //
 // Thread-safety: as Storage (stateless apart from the file descriptors of open files).
-#ifndef REEL_PLUGINS_TFRECORD_TESTING_LOCAL_STORAGE_H_
-#define REEL_PLUGINS_TFRECORD_TESTING_LOCAL_STORAGE_H_
+#ifndef REEL_PLUGINS_TFRECORD_TESTS_LOCAL_STORAGE_H_
+#define REEL_PLUGINS_TFRECORD_TESTS_LOCAL_STORAGE_H_
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -156,4 +156,4 @@ class LocalResolver : public StorageResolver {
 
 }  // namespace reel::testing
 
-#endif  // REEL_PLUGINS_TFRECORD_TESTING_LOCAL_STORAGE_H_
+#endif  // REEL_PLUGINS_TFRECORD_TESTS_LOCAL_STORAGE_H_
