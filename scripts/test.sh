@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian bookworm machine (as root): installs what is needed,
-# builds, runs every test with CTest, then
-#   * rebuilds the core and the plugins that parse outside bytes or talk to the network (tfrecord,
-#     tcp) under AddressSanitizer + UndefinedBehaviorSanitizer and runs their tests again
-#     (REEL_ASAN_PLUGINS="" REEL_ASAN_LABELS="" takes every plugin and test: the whole suite under
-#     the sanitizers; what made it fail is addressed (docs/reliability.md), but it has not yet
-#     run to its end, so it stays out of CI until it has);
-#   * rebuilds the tests of the threaded parts (core, tcp, tfrecord) under ThreadSanitizer and
-#     runs them again (REEL_TSAN_LABELS, default core|sdk|tcp|tfrecord);
+# builds everything (library, plugins, reel, benches, tests), runs the install tests (label
+# install) with CTest, then
+#   * rebuilds everything but the benches under AddressSanitizer + UndefinedBehaviorSanitizer and
+#     runs every other test there: each test runs once, under the sanitizers (REEL_ASAN_PLUGINS /
+#     REEL_ASAN_LABELS narrow this phase to some plugins / labels; then the first CTest run takes
+#     every test);
+#   * rebuilds the tests of the threaded parts (core, tcp, tfrecord, async_sgd) under
+#     ThreadSanitizer and runs them again (REEL_TSAN_LABELS, default core|sdk|tcp|tfrecord|async_sgd);
 #   * builds the libFuzzer targets (tests/fuzz/) and runs each briefly on its seed corpus, failing
 #     on any crash, leak or timeout (REEL_FUZZ_SECONDS each, default 15).
 # Each phase prints its wall time and the CPU seconds it used (children's user + system).
@@ -59,19 +59,28 @@ phase() {
 phase "build (RelWithDebInfo, $release_flags)"
 REEL_BUILD_DIR=build scripts/build.sh -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON -DREEL_PLUGINS= \
   -DREEL_BUILD_BENCH=ON -DREEL_SANITIZE=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
-phase "tests"
-ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+# Every test runs once: the install tests (label install: `cmake --install`, out-of-tree builds
+# against the install, the Debian package; they check files and builds, not memory) in this build,
+# every other test under the sanitizers below, which see all this build would and more. With a
+# subset under the sanitizers (REEL_ASAN_PLUGINS / REEL_ASAN_LABELS set), all run here too.
+asan_plugins=${REEL_ASAN_PLUGINS-}
+asan_labels=${REEL_ASAN_LABELS-}
+if [[ -z "$asan_plugins" && -z "$asan_labels" ]]; then
+  release_tests=(-L install) asan_tests=(-LE install)
+else
+  release_tests=() asan_tests=(${asan_labels:+-L "$asan_labels"})
+fi
+phase "tests${release_tests[*]:+ (${release_tests[*]})}"
+ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 "${release_tests[@]}"
 
 # Under ASan + UBSan, sdk_install_debian_package is not even registered: it packages the build with
 # cpack and runs the packaged reel, and nobody ships a sanitizer runtime. The out-of-tree builds of
 # the other install tests get the sanitizer flags (sdk/tests/install/CMakeLists.txt).
-asan_plugins=${REEL_ASAN_PLUGINS-tfrecord;tcp}
-asan_labels=${REEL_ASAN_LABELS-core|sdk|tfrecord|tcp}
 phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all}, $asan_flags)"
 REEL_BUILD_DIR=build-asan scripts/build.sh -DREEL_SANITIZE=ON -DREEL_BUILD_TESTS=ON \
   -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=$asan_plugins" -DREEL_BUILD_BENCH=OFF \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags"
-phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (labels: ${asan_labels:-all})"
+phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (${asan_tests[*]:-all})"
 # intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes some dynamic TLS blocks (those of
 # libraries loaded with dlopen: the plugins, oneDNN, libgomp) for glibc 2.19's layout and reads
 # the two words before them as an address and a size; LeakSanitizer's tracer then crashes at exit
@@ -79,24 +88,30 @@ phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (labels: ${asan
 # moe crashes without it and passes with it). Static TLS is still scanned.
 ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-  ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 900 ${asan_labels:+-L "$asan_labels"}
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 900 "${asan_tests[@]}"
 
 # ThreadSanitizer over the concurrent parts: the core (inproc transport, ring collectives, the
-# sync optimizer, ranks as threads, the trainer's and tuner's threads, checkpoints shared by
-# local ranks), the tcp transport (its io thread, mailbox, failure notices; the trainer over tcp
-# in job_test) and the tfrecord source's prefetch thread. Only those test binaries are built (not
-# `reel`: the tcp conformance run by `reel launch`, one rank per process, is left out).
+# sync optimizer, ranks as threads, the trainer's and tuner's threads (the distributed executor:
+# TuneTest's ranks as threads, workers that die), checkpoints shared by local ranks), the tcp
+# transport (its io thread, mailbox, failure notices; the trainer over tcp in job_test), the
+# tfrecord source's prefetch thread and the parameter server (async_sgd: its server threads over
+# inproc ranks, and `reel train` with it: ranks as threads, tcp processes under `reel launch`,
+# killed servers and workers). Only those tests and what they run are built (`reel` and the
+# plugins tcp, tfrecord, moe for its logistic model, async_sgd). Left out: the tcp conformance
+# run by `reel launch` (one rank per process) and the network-namespace runs (label netns: their
+# heartbeat timeouts are set for uninstrumented ranks).
 # Any report fails its test: TSan makes the process exit 66.
-tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord}
-phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord tests, $release_flags)"
-tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp"
+tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord|async_sgd}
+phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord, async_sgd tests, $release_flags)"
+tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
+  reel_async_sgd_tests reel_async_sgd_train_tests"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
-  -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord" -DREEL_BUILD_BENCH=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
+  -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord;moe;async_sgd" \
+  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4" \
   ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
-  -E '^tcp_conformance_world_'
+  -LE netns -E '^tcp_conformance_world_'
 
 phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
 scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}"
