@@ -60,38 +60,9 @@ CONFIG
 
 coordinator=$("$here/netns.sh" addr 0):29500
 export REEL_SECRET="netns-cut-$$-$RANDOM"
-# start_nodes LOG EXTRA...: one `reel launch` per namespace (rank r's output in $work/LOG$r.log),
-# each running `reel train --config ... EXTRA...`.
-start_nodes() {
-  local log=$1 r
-  shift
-  for r in 0 1 2; do
-    timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
-      --coordinator "$coordinator" --grace-seconds 10 -- \
-      reel train --config "$work/config.pbtxt" "$@" >"$work/$log$r.log" 2>&1 &
-    pids+=($!)
-  done
-}
-# wait_nodes: waits for every launch; their exit statuses in codes[0..2].
-wait_nodes() {
-  local r code
-  codes=()
-  for r in 0 1 2; do
-    code=0
-    wait "${pids[$r]}" || code=$?
-    codes+=("$code")
-  done
-  pids=()
-}
+# shellcheck source=tests/netns/three_nodes.sh
+source "$here/three_nodes.sh"
 start_nodes node
-
-show_logs() {
-  for r in 0 1 2; do
-    echo "---- node $r (namespace $name-r$r, $("$here/netns.sh" addr "$r"))"
-    cat "$work/node$r.log"
-  done
-}
-fail() { echo "FAIL: $*"; show_logs; exit 1; }
 
 # Mid-training: a checkpoint exists and a few steps have run (waits generously; not a timing
 # assertion).
@@ -100,7 +71,7 @@ for ((i = 0; i < 1500; i++)); do
      (($(wc -l <"$work/metrics.jsonl" 2>/dev/null || echo 0) >= 5)); then
     break
   fi
-  for r in 0 1 2; do kill -0 "${pids[$r]}" 2>/dev/null || fail "node $r ended before the cut"; done
+  nodes_alive "the cut"
   sleep 0.1
 done
 ls "$work/ckpt" | grep -q '\.reelckpt$' || fail "no checkpoint before the cut"

@@ -72,28 +72,19 @@ CONFIG
 
 coordinator=$("$here/netns.sh" addr 0):29500
 export REEL_SECRET="netns-survives-$$-$RANDOM"
-for r in 0 1 2; do
-  timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
-    --coordinator "$coordinator" -- reel train --config "$work/config.pbtxt" >"$work/node$r.log" 2>&1 &
-  pids+=($!)
-done
-show_logs() {
-  for r in 0 1 2; do
-    echo "---- node $r (namespace $name-r$r, $("$here/netns.sh" addr "$r"))"
-    cat "$work/node$r.log"
-  done
-}
-fail() { echo "FAIL: $*"; show_logs; exit 1; }
+# shellcheck source=tests/netns/three_nodes.sh
+source "$here/three_nodes.sh"
+start_nodes node
 
 # Training is under way: a few steps are in the metrics log (waits generously; not a timing
 # assertion). Then rank 2 pauses: from here no rank can finish before it continues.
 for ((i = 0; i < 1500; i++)); do
   (($( (wc -l <"$work/metrics.jsonl") 2>/dev/null || echo 0) >= 5)) && break
-  for r in 0 1 2; do kill -0 "${pids[$r]}" 2>/dev/null || fail "node $r ended before the fault"; done
+  nodes_alive "the fault"
   sleep 0.1
 done
 ip netns pids "$name-r2" | xargs -r kill -STOP
-for r in 0 1 2; do kill -0 "${pids[$r]}" 2>/dev/null || fail "node $r ended before the fault"; done
+nodes_alive "the fault"
 # Rank 2 (a worker in both modes) has not finished: the run (under async_sgd, the server) cannot.
 ! grep -q "^\[rank 2\] trained" "$work/node2.log" || fail "rank 2 finished before the fault"
 done_steps=$(wc -l <"$work/metrics.jsonl")
@@ -130,13 +121,7 @@ else
   echo "three intruders dropped by the parameter server (rank 0 of the workers at step $done_steps of $steps)"
 fi
 
-codes=()
-for r in 0 1 2; do
-  code=0
-  wait "${pids[$r]}" || code=$?
-  codes+=("$code")
-done
-pids=()
+wait_nodes
 for r in 0 1 2; do
   ((codes[r] == 0)) || fail "node $r exited ${codes[r]}"
   # Under async_sgd rank 0 serves and does not train.
