@@ -40,8 +40,8 @@ TEST_F(PluginLoaderTest, LoadsAGoodPluginAndItsComponents) {
   EXPECT_EQ(p.name, "good");
   EXPECT_EQ(p.version, "1.2.3");
   EXPECT_EQ(p.sdk_version, REEL_SDK_VERSION);
-  EXPECT_EQ(p.components, (std::vector<std::string>{"model echo_model", "model throwing_model",
-                                                    "command hello"}));
+  EXPECT_EQ(p.components, (std::vector<std::string>{"storage greeting", "model echo_model",
+                                                    "model throwing_model", "command hello"}));
   const ComponentEntry* e = registry_.Find(ComponentKind::kModel, "echo_model");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->provider, "good");
