@@ -179,18 +179,12 @@ Result<std::string> AsyncOptimizer::SaveState() const {
 }
 
 Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_view state) const {
-  auto take = [&state](void* dst, size_t n) {
-    if (state.size() < n) return false;
-    std::memcpy(dst, state.data(), n);
-    state.remove_prefix(n);
-    return true;
-  };
   char magic[4];
   uint32_t version = 0, shards = 0;
-  if (!take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+  if (!TakeBytes(state, magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
     return DataLossError(
         "async_sgd state: missing the 'RASG' header (saved by another optimizer?)");
-  if (!take(&version, sizeof version) || !take(&shards, sizeof shards))
+  if (!TakeBytes(state, &version, sizeof version) || !TakeBytes(state, &shards, sizeof shards))
     return DataLossError("async_sgd state is truncated");
   if (version != kStateVersion)
     return DataLossError("async_sgd state has version " + std::to_string(version) +
@@ -202,7 +196,7 @@ Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_vie
   std::vector<std::string_view> parts;
   for (uint32_t s = 0; s < shards; ++s) {
     uint64_t n = 0;
-    if (!take(&n, sizeof n) || n > state.size() || n < sizeof(int64_t))
+    if (!TakeBytes(state, &n, sizeof n) || n > state.size() || n < sizeof(int64_t))
       return DataLossError("async_sgd state: shard " + std::to_string(s) + " is truncated");
     parts.push_back(state.substr(0, n));
     state.remove_prefix(n);

@@ -47,21 +47,15 @@ std::string EncodeShard(const ShardSnapshot& s) {
 
 Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where) {
   auto bad = [&](const std::string& why) { return DataLossError(std::string(where) + ": " + why); };
-  auto take = [&bytes](void* dst, size_t n) {
-    if (bytes.size() < n) return false;
-    std::memcpy(dst, bytes.data(), n);
-    bytes.remove_prefix(n);
-    return true;
-  };
   char magic[4];
   uint32_t format = 0, shard = 0, shards = 0;
   uint64_t floats = 0;
   ShardSnapshot s;
-  if (!take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+  if (!TakeBytes(bytes, magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
     return bad("not an async_sgd shard checkpoint (no 'RASS' header)");
-  if (!take(&format, sizeof format) || !take(&shard, sizeof shard) ||
-      !take(&shards, sizeof shards) || !take(&s.version, sizeof s.version) ||
-      !take(&floats, sizeof floats))
+  if (!TakeBytes(bytes, &format, sizeof format) || !TakeBytes(bytes, &shard, sizeof shard) ||
+      !TakeBytes(bytes, &shards, sizeof shards) ||
+      !TakeBytes(bytes, &s.version, sizeof s.version) || !TakeBytes(bytes, &floats, sizeof floats))
     return bad("truncated header");
   if (format != kFormat)
     return bad("format " + std::to_string(format) + ", this build reads " +
@@ -72,7 +66,7 @@ Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where
   s.shard = static_cast<int>(shard);
   s.shards = static_cast<int>(shards);
   s.values.resize(floats);
-  take(s.values.data(), floats * sizeof(float));
+  TakeBytes(bytes, s.values.data(), floats * sizeof(float));
   s.state.assign(bytes);
   return s;
 }

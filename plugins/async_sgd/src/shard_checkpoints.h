@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,15 @@
 #include "reel/storage.h"
 
 namespace reel::async_sgd {
+
+// Moves the first n bytes of `in` to dst and drops them from `in`; false (nothing taken) if `in`
+// is shorter. This plugin's decoders (shard files, the lead's collected state) read with it.
+inline bool TakeBytes(std::string_view& in, void* dst, size_t n) {
+  if (in.size() < n) return false;
+  if (n > 0) std::memcpy(dst, in.data(), n);
+  in.remove_prefix(n);
+  return true;
+}
 
 struct ShardSnapshot {
   int shard = 0;
