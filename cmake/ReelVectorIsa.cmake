@@ -1,10 +1,10 @@
 # Element-wise kernels compiled once per x86-64 vector instruction set and picked at run time
-# (reel/layers/vector_isa.h): reel_vector_isa_sources(AVX512 a.cc AVX2 b.cc BASELINE c.cc) gives
+# (reel/layers/vector_isa.h): reel_vector_isa_sources(AVX512 a.cc ... AVX2 b.cc BASELINE c.cc) gives
 # each source its set's flags, -O3 and -fno-trapping-math (which lets GCC if-convert selects and
 # vectorise; results are unchanged). Call it in the folder whose target lists the sources (source
 # properties are per folder). Elsewhere than x86-64 all three are the baseline build.
 function(reel_vector_isa_sources)
-  cmake_parse_arguments(ARG "" "AVX512;AVX2;BASELINE" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "AVX512;AVX2;BASELINE" ${ARGN})
   set(common -O3 -fno-trapping-math)
   set(avx512 "")
   set(avx2 "")

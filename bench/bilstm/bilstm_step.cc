@@ -6,6 +6,7 @@
 //                    [--impl gemm|dnnl_rnn]
 //   reel_bilstm_step --sgemm [--steps 5]
 //   reel_bilstm_step --stream [--steps 5]
+//   reel_bilstm_step --short-gemm --width 256 [--steps 5]
 //
 // Threads: oneDNN's OpenMP runtime, so OMP_NUM_THREADS sets them.
 #include <dnnl.h>
@@ -23,6 +24,7 @@
 #include "bench_timing.h"
 #include "bilstm_model.h"
 #include "lstm_gates.h"
+#include "reel/layers/gemm.h"
 #include "reel/layers/init.h"
 #include "reel/update_rule.h"
 
@@ -98,6 +100,80 @@ int Stream(int steps) {
   std::printf("{\"stream_bytes\": %ld, \"threads\": %d, \"best_s\": %.6f, \"gbps\": %.3f}\n",
               static_cast<long>(3 * n * sizeof(float)), omp_get_max_threads(), best,
               3.0 * static_cast<double>(n) * sizeof(float) / best / 1e9);
+  return 0;
+}
+
+// The MoE head's products alone at batch 32 (its two dense layers, 3862 x 3 and 3862 x 2 columns,
+// `width` inputs): the forward y = x W, the weight gradient dW = x^T dy and the input gradient
+// dx = dy W^T, each by dnnl_sgemm (Gemm) and by ShortGemm*, alternated; medians of `steps` after
+// one warm-up.
+int ShortGemmBench(int64_t width, int steps) {
+  const int64_t batch = 32, classes = 3862;
+  const int64_t cols[2] = {classes * 3, classes * 2};
+  reel::layers::Rng rng(3);
+  std::vector<float> x(batch * width), dy[2], w[2], y[2];
+  for (float& v : x) v = rng.Symmetric(1);
+  for (int l = 0; l < 2; ++l) {
+    w[l].resize(width * cols[l]);
+    dy[l].resize(batch * cols[l]);
+    y[l].resize(batch * cols[l]);
+    for (float& v : w[l]) v = rng.Symmetric(1);
+    for (float& v : dy[l]) v = rng.Symmetric(1);
+  }
+  using reel::layers::Gemm;
+  auto forward = [&](bool own) {
+    for (int l = 0; l < 2; ++l) {
+      if (own)
+        reel::layers::ShortGemm(batch, cols[l], width, x.data(), width, w[l].data(), cols[l], false,
+                                y[l].data(), cols[l]);
+      else
+        Gemm(false, false, batch, cols[l], width, 1.0f, x.data(), width, w[l].data(), cols[l], 0.0f,
+             y[l].data(), cols[l]);
+    }
+  };
+  std::vector<float> dw[2] = {std::vector<float>(w[0].size()), std::vector<float>(w[1].size())};
+  auto grad = [&](bool own) {
+    for (int l = 0; l < 2; ++l) {
+      if (own)
+        reel::layers::ShortGemmAtB(width, cols[l], batch, x.data(), width, dy[l].data(), cols[l],
+                                   false, dw[l].data(), cols[l]);
+      else
+        Gemm(true, false, width, cols[l], batch, 1.0f, x.data(), width, dy[l].data(), cols[l], 0.0f,
+             dw[l].data(), cols[l]);
+    }
+  };
+  // dx = dy W^T: dnnl_sgemm as dx^T = W dy^T (the faster of its two routes at this shape, the
+  // small transposition not counted) against ShortGemmABt.
+  std::vector<float> dx(batch * width), dx_t(batch * width);
+  auto input_grad = [&](bool own) {
+    for (int l = 0; l < 2; ++l) {
+      if (own)
+        reel::layers::ShortGemmABt(batch, width, cols[l], dy[l].data(), cols[l], w[l].data(),
+                                   cols[l], l == 1, dx.data(), width);
+      else
+        Gemm(false, true, width, batch, cols[l], 1.0f, w[l].data(), cols[l], dy[l].data(), cols[l],
+             l == 1 ? 1.0f : 0.0f, dx_t.data(), batch);
+    }
+  };
+  std::vector<double> t[6];
+  for (int i = 0; i < steps + 1; ++i) {
+    for (int v = 0; v < 6; ++v) {
+      auto t0 = Clock::now();
+      if (v < 2)
+        forward(v == 1);
+      else if (v < 4)
+        grad(v == 3);
+      else
+        input_grad(v == 5);
+      if (i > 0) t[v].push_back(Seconds(t0, Clock::now()));
+    }
+  }
+  std::printf(
+      "{\"width\": %ld, \"weight_bytes\": %ld, \"forward_sgemm_s\": %.6f, "
+      "\"forward_short_s\": %.6f, \"dw_sgemm_s\": %.6f, \"dw_short_s\": %.6f, "
+      "\"dx_sgemm_s\": %.6f, \"dx_short_s\": %.6f}\n",
+      static_cast<long>(width), static_cast<long>(4 * width * (cols[0] + cols[1])), Median(t[0]),
+      Median(t[1]), Median(t[2]), Median(t[3]), Median(t[4]), Median(t[5]));
   return 0;
 }
 
@@ -202,7 +278,8 @@ int main(int argc, char** argv) {
   std::string shape = "video";
   std::vector<int32_t> lengths;
   int steps = 3, warmup = 1;
-  bool sgemm = false, stream = false;
+  bool sgemm = false, stream = false, short_gemm = false;
+  int64_t width = 256;
   std::string impl = "gemm";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -228,6 +305,10 @@ int main(int argc, char** argv) {
       sgemm = true;
     } else if (a == "--stream") {
       stream = true;
+    } else if (a == "--short-gemm") {
+      short_gemm = true;
+    } else if (a == "--width") {
+      width = std::stoi(next());
     } else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -235,6 +316,7 @@ int main(int argc, char** argv) {
   }
   if (sgemm) return Sgemm(steps);
   if (stream) return Stream(steps);
+  if (short_gemm) return ShortGemmBench(width, steps);
   if ((shape != "video" && shape != "audio") || lengths.empty()) {
     std::fprintf(stderr, "usage: reel_bilstm_step --shape video|audio --lengths L1,L2,...\n");
     return 2;

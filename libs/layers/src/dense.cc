@@ -31,39 +31,31 @@ void Dense::Forward(const float* x, int64_t batch, float* y) const {
     for (int64_t i = 0; i < batch; ++i) std::copy_n(b, out_, y + i * out_);
     beta = 1.0f;
   }
-  Gemm(false, false, batch, out_, in_, 1.0f, x, in_, w, out_, beta, y, out_);
+  if (batch <= kShortBatch)
+    ShortGemm(batch, out_, in_, x, in_, w, out_, /*accumulate=*/beta != 0.0f, y, out_);
+  else
+    Gemm(false, false, batch, out_, in_, 1.0f, x, in_, w, out_, beta, y, out_);
 }
 
 void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx,
                      bool accumulate_dx) {
   float* dw = arena_->grads(w_).data();
+  float* db = has_bias_ ? arena_->grads(b_).data() : nullptr;
+  const float* w = arena_->values(w_).data();
+  if (batch <= kShortBatch) {
+    ShortGemmAtB(in_, out_, batch, x, in_, dy, out_, /*accumulate=*/false, dw, out_, db);
+    if (dx != nullptr) ShortGemmABt(batch, in_, out_, dy, out_, w, out_, accumulate_dx, dx, in_);
+    return;
+  }
   Gemm(true, false, in_, out_, batch, 1.0f, x, in_, dy, out_, 0.0f, dw, out_);
   if (has_bias_) {
-    float* db = arena_->grads(b_).data();
     std::fill_n(db, out_, 0.0f);
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < out_; ++j) db[j] += dy[i * out_ + j];
   }
-  if (dx == nullptr) return;
-  const float* w = arena_->values(w_).data();
-  if (batch > kShortBatch) {
+  if (dx != nullptr)
     Gemm(false, true, batch, in_, out_, 1.0f, dy, out_, w, out_, accumulate_dx ? 1.0f : 0.0f, dx,
          in_);
-    return;
-  }
-  // A short batch against a wide layer (32 videos, a 3862-class head): dnnl_sgemm reads W^T
-  // [out, in] slowly in this shape, so compute dx^T = W dy^T [in, batch] as W is stored and
-  // transpose the small result: 1.3 ms against 1.9 (in 256) and 4.6 against 10.8 (in 512) for the
-  // MoE head's 19310 columns at batch 32 on 2 threads.
-  dx_t_.resize(static_cast<size_t>(in_ * batch));
-  Gemm(false, true, in_, batch, out_, 1.0f, w, out_, dy, out_, 0.0f, dx_t_.data(), batch);
-  for (int64_t i = 0; i < batch; ++i) {
-    float* row = dx + i * in_;
-    for (int64_t j = 0; j < in_; ++j) {
-      const float v = dx_t_[static_cast<size_t>(j * batch + i)];
-      row[j] = accumulate_dx ? row[j] + v : v;
-    }
-  }
 }
 
 }  // namespace reel::layers

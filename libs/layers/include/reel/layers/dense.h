@@ -40,9 +40,8 @@ class Dense {
   bool has_bias_;
   ParamArena* arena_ = nullptr;
   ParamArena::BlockId w_ = -1, b_ = -1;
-  // Batches up to this size take Backward()'s transposed route to dx (see dense.cc).
+  // Batches up to this size take the short-batch products (gemm.h: ShortGemm...).
   static constexpr int64_t kShortBatch = 64;
-  std::vector<float> dx_t_;  // Backward() scratch: dx^T [in, batch]
 };
 
 }  // namespace reel::layers
