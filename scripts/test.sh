@@ -110,7 +110,9 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 # run by `reel launch` (one rank per process) and the network-namespace runs (label netns: their
 # heartbeat timeouts are set for uninstrumented ranks).
 # Any report fails its test: TSan makes the process exit 66. scripts/tsan.supp holds the one
-# report inside glibc (dynamic TLS blocks freed under ld.so's lock), none in reel's code.
+# report inside glibc (dynamic TLS blocks freed under ld.so's lock), none in reel's code. Tests
+# named *OnOpenMpThreads* are left out: libgomp is not instrumented, so TSan does not see its
+# barriers and takes every result a worker thread wrote for a race.
 tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord|async_sgd}
 phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord, async_sgd tests, $release_flags)"
 tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
@@ -121,7 +123,7 @@ REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -D
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$PWD/scripts/tsan.supp" \
   ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
-  -LE netns -E '^tcp_conformance_world_'
+  -LE netns -E '^tcp_conformance_world_|OnOpenMpThreads'
 
 phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
 scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}"

@@ -1,11 +1,21 @@
 // Sigmoid cross-entropy from logits (see reel/core/loss.h).
 #include "reel/core/loss.h"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include <cmath>
 #include <string>
 #include <vector>
 
 namespace reel::core {
+namespace {
+
+// Logits from which the loss is split over the OpenMP threads.
+constexpr int64_t kSplitMin = int64_t{1} << 16;
+
+}  // namespace
 
 Result<LossResult> SigmoidCrossEntropy(const Tensor& logits, const Batch& batch) {
   return SigmoidCrossEntropy(logits, batch.label_offsets, batch.label_ids);
@@ -23,19 +33,28 @@ Result<LossResult> SigmoidCrossEntropy(const Tensor& logits, std::span<const int
   LossResult out;
   out.dlogits = Tensor({batch, classes});
   if (batch == 0) return out;
-  const float inv_batch = 1.0f / static_cast<float>(batch);
-  std::vector<float> targets(static_cast<size_t>(classes));
-  double total = 0.0;
-  for (int64_t b = 0; b < batch; ++b) {
-    std::fill(targets.begin(), targets.end(), 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = label_offsets[b]; i < label_offsets[b + 1]; ++i) {
-      int32_t c = label_ids[static_cast<size_t>(i)];
+      const int32_t c = label_ids[static_cast<size_t>(i)];
       if (c < 0 || c >= classes)
         return InvalidArgumentError("video " + std::to_string(b) + " has label " +
                                     std::to_string(c) + " outside [0, " + std::to_string(classes) +
                                     ")");
-      targets[static_cast<size_t>(c)] = 1.0f;
     }
+  // Two transcendental functions per logit (2.6 ms for 32 x 3862 on one core): a large batch's
+  // rows are split over the OpenMP threads (the models' warm pool), and summed in row order so the
+  // loss does not depend on the thread count.
+  const float inv_batch = 1.0f / static_cast<float>(batch);
+  std::vector<double> rows(static_cast<size_t>(batch));
+#if defined(_OPENMP)
+  const bool split =
+      batch * classes >= kSplitMin && omp_get_max_threads() > 1 && !omp_in_parallel();
+#endif
+#pragma omp parallel for schedule(static) if (split)
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<float> targets(static_cast<size_t>(classes), 0.0f);
+    for (int64_t i = label_offsets[b]; i < label_offsets[b + 1]; ++i)
+      targets[static_cast<size_t>(label_ids[static_cast<size_t>(i)])] = 1.0f;
     const float* x = logits.data() + b * classes;
     float* d = out.dlogits.data() + b * classes;
     double row = 0.0;
@@ -47,8 +66,10 @@ Result<LossResult> SigmoidCrossEntropy(const Tensor& logits, std::span<const int
       const float sig = xc >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
       d[c] = (sig - y) * inv_batch;
     }
-    total += row;
+    rows[static_cast<size_t>(b)] = row;
   }
+  double total = 0.0;
+  for (double row : rows) total += row;
   out.loss = total / static_cast<double>(batch);
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -52,6 +53,28 @@ TEST(LossTest, MatchesDirectFormula) {
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<float> x(c.logits.values().begin(), c.logits.values().end());
   EXPECT_NEAR(r->loss, DirectLoss(x, c.labels, 7), 1e-5);
+}
+
+// A batch large enough to be split over the OpenMP threads (24 x 3000 logits): the same loss, and
+// every gradient equal to (sigmoid(x) - y) / batch. (Not run under ThreadSanitizer, which does not
+// see libgomp's barriers: scripts/test.sh.)
+TEST(LossTest, LargeBatchOnOpenMpThreadsMatchesDirectFormula) {
+  const int64_t batch = 24, classes = 3000;
+  Case c = RandomCase(batch, classes, 2.0f, 3);
+  auto r = SigmoidCrossEntropy(c.logits, c.offsets, c.ids);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<float> x(c.logits.values().begin(), c.logits.values().end());
+  const double direct = DirectLoss(x, c.labels, classes);
+  EXPECT_NEAR(r->loss, direct, 1e-6 * direct);
+  int bad = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t k = 0; k < classes; ++k) {
+      const double y = std::count(c.labels[b].begin(), c.labels[b].end(), k) > 0 ? 1.0 : 0.0;
+      const double want = (1.0 / (1.0 + std::exp(-x[b * classes + k])) - y) / batch;
+      if (std::abs(r->dlogits.data()[b * classes + k] - want) > 1e-7 && ++bad <= 5)
+        ADD_FAILURE() << "dlogits[" << b << "][" << k
+                      << "] = " << r->dlogits.data()[b * classes + k] << ", want " << want;
+    }
 }
 
 TEST(LossTest, GradientMatchesFiniteDifferences) {
