@@ -55,7 +55,9 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
     // Training ranks dropped during the run (an optimizer whose ranks step independently).
     for (const core::LostRank& l : r.lost_ranks) {
-      env.out << "lost rank " << l.rank << " after step " << l.last_step;
+      // After the newest of its steps that reached the parameters, if the optimizer could tell.
+      env.out << "lost rank " << l.rank << " after step "
+              << (l.applied_step >= 0 ? l.applied_step : l.last_step);
       if (l.steps_not_trained >= 0) env.out << ": " << l.steps_not_trained << " steps";
       if (l.examples_not_trained >= 0)
         env.out << " (about " << l.examples_not_trained << " examples)";

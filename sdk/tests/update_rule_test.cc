@@ -109,6 +109,34 @@ TEST_P(UpdateRuleTest, SavedStateContinuesIdentically) {
   EXPECT_EQ((*a)->SaveState(), (*b)->SaveState());
 }
 
+// One update applied in pieces, in any order (as a parameter server applies a push chunk by
+// chunk), gives the parameters and state of the whole update bit for bit: over a span long
+// enough for whole blocks of the vectorised loop, pieces at block boundaries and inside blocks.
+TEST_P(UpdateRuleTest, AnUpdateInPiecesEqualsTheWholeUpdate) {
+  UpdateRuleConfig c = Config(GetParam().options);
+  auto whole = MakeUpdateRule(c);
+  auto parts = MakeUpdateRule(c);
+  ASSERT_TRUE(whole.ok() && parts.ok());
+  constexpr size_t n = 64 * 5 + 29;
+  const std::vector<std::pair<size_t, size_t>> pieces = {{128, 192}, {0, 64},    {192, 200},
+                                                         {64, 128},  {200, 331}, {331, n}};
+  std::vector<float> pw(n), pp(n), g(n);
+  for (size_t i = 0; i < n; ++i) pw[i] = pp[i] = static_cast<float>(Init(i));
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(Grad(t, i));
+    (*whole)->Apply(pw, g, static_cast<float>(kLr));
+    (*parts)->BeginUpdate(n);
+    for (auto [from, to] : pieces)
+      (*parts)->ApplyPart(std::span(pp).subspan(from, to - from),
+                          std::span<const float>(g).subspan(from, to - from),
+                          static_cast<float>(kLr), from);
+  }
+  EXPECT_EQ(pw, pp);
+  EXPECT_EQ((*parts)->steps(), 3);
+  EXPECT_EQ((*whole)->SaveState(), (*parts)->SaveState());
+  EXPECT_NE(pw[0], static_cast<float>(Init(0)));
+}
+
 TEST_P(UpdateRuleTest, TruncatedOrPaddedStateIsDataLoss) {
   auto rule = MakeUpdateRule(Config(GetParam().options));
   ASSERT_TRUE(rule.ok());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "reel/core/checkpoint.h"
@@ -210,6 +211,7 @@ Status Loop::TrainStep(const Batch& batch) {
   REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
   if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
   last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
+  r_.optimizer->NoteStep(step_ + 1, batch.size());
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
@@ -226,6 +228,7 @@ Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
   last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
+  r_.optimizer->NoteStep(step_ + 1, 0);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;
@@ -406,10 +409,25 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
   const int64_t budget =
       o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
-  result_.lost_ranks = reports_->Lost(budget);
+  // What reached the parameters of each lost rank's work, as the optimizer counted it.
+  std::map<int, AppliedWork> applied;
+  for (const LostRank& l : reports_->Lost(budget)) {
+    if (l.rank < 0) continue;
+    Result<std::optional<AppliedWork>> work = r_.optimizer->AppliedWorkOf(l.rank);
+    if (!work.ok())
+      return work.status().WithContext("asking what was applied of lost rank " +
+                                       std::to_string(l.rank));
+    if (*work) applied[l.rank] = **work;
+  }
+  result_.lost_ranks = reports_->Lost(budget, applied);
   for (const LostRank& l : result_.lost_ranks) {
     std::string what = l.rank >= 0 ? "rank " + std::to_string(l.rank)
                                    : "training rank " + std::to_string(l.group_rank);
+    const std::string applied_note = l.applied_step < 0
+                                         ? std::string()
+                                         : "; its updates reached the parameters up to step " +
+                                               std::to_string(l.applied_step) + " (" +
+                                               std::to_string(l.applied_updates) + " updates)";
     std::string share =
         l.steps_not_trained < 0
             ? "the rest of its share after that was not trained"
@@ -419,7 +437,7 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
                        : " (about " + std::to_string(l.examples_not_trained) + " examples)") +
                   " were not trained";
     progress_.Note("lost " + what + " after its report at step " + std::to_string(l.last_step) +
-                   ": " + share + "; the others finished the run (" + l.why + ")");
+                   applied_note + ": " + share + "; the others finished the run (" + l.why + ")");
   }
   if (interrupted) {
     progress_.Note("interrupted at step " + std::to_string(step_) + "; saving a checkpoint");

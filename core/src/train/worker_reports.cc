@@ -99,7 +99,8 @@ int64_t WorkerReports::Examples() const {
   return n;
 }
 
-std::vector<LostRank> WorkerReports::Lost(int64_t budget_steps) const {
+std::vector<LostRank> WorkerReports::Lost(int64_t budget_steps,
+                                          const std::map<int, AppliedWork>& applied) const {
   std::vector<LostRank> out;
   for (size_t w = 1; w < views_.size(); ++w) {
     const View& v = views_[w];
@@ -110,12 +111,23 @@ std::vector<LostRank> WorkerReports::Lost(int64_t budget_steps) const {
     l.last_step = v.last.step;
     l.position = v.last.position;
     l.why = v.lost;
+    // Counted from what reached the parameters if the optimizer could tell (updates the rank
+    // sent after its last report count, those it computed but never delivered do not), else
+    // from its last report; at its own mean batch, from the same source.
+    int64_t done = v.last.step, trained = v.last.step - v.start_step, examples = v.last.examples;
+    const auto a = l.rank >= 0 ? applied.find(l.rank) : applied.end();
+    if (a != applied.end()) {
+      l.applied_step = done = a->second.updates > 0 ? a->second.step : v.start_step;
+      l.applied_updates = a->second.updates;
+      if (a->second.examples > 0) {
+        trained = a->second.steps;
+        examples = a->second.examples;
+      }
+    }
     if (budget_steps > 0) {
-      l.steps_not_trained = std::max<int64_t>(0, budget_steps - v.last.step);
-      // At this rank's own mean batch so far, if it reported any training.
-      const int64_t trained = v.last.step - v.start_step;
-      if (v.last.examples > 0 && trained > 0)
-        l.examples_not_trained = l.steps_not_trained * v.last.examples / trained;
+      l.steps_not_trained = std::max<int64_t>(0, budget_steps - done);
+      if (examples > 0 && trained > 0)
+        l.examples_not_trained = l.steps_not_trained * examples / trained;
     }
     out.push_back(std::move(l));
   }

@@ -17,10 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "reel/core/trainer.h"
+#include "reel/optimizer.h"
 #include "reel/transport.h"
 
 namespace reel::core {
@@ -60,8 +62,11 @@ class WorkerReports {
   std::vector<std::string> Positions(const std::string& lead_position) const;
   // Examples the other ranks reported having trained on.
   int64_t Examples() const;
-  // The ranks lost so far; `budget_steps` is every rank's step budget (0: unknown).
-  std::vector<LostRank> Lost(int64_t budget_steps) const;
+  // The ranks lost so far; `budget_steps` is every rank's step budget (0: unknown). `applied`
+  // holds, by world rank, what the optimizer applied of a lost rank's work (AppliedWorkOf): its
+  // share is then counted from there instead of from its last report.
+  std::vector<LostRank> Lost(int64_t budget_steps,
+                             const std::map<int, AppliedWork>& applied = {}) const;
 
  private:
   struct View;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "reel/core/inproc.h"
 
@@ -107,6 +108,38 @@ TEST(WorkerReportsTest, ARankThatLeavesIsLostWithTheShareItDidNotTrain) {
   EXPECT_EQ(reports.Positions("l"), (std::vector<std::string>{"l", "q100", "p20"}));
   // Without a step budget (an epoch budget of unknown length) the share is unknown.
   EXPECT_EQ(reports.Lost(0)[0].steps_not_trained, -1);
+}
+
+// What the optimizer applied of a lost rank's work (AppliedWorkOf) counts instead of its last
+// report: here 57 steps, long after its report at step 20, at its applied mean batch of 8.
+TEST(WorkerReportsTest, ALostRanksShareCountsWhatWasApplied) {
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[1], Make(ReportKind::kStart, 7, 10, 0, "p10"), kTimeout).ok());
+  ASSERT_TRUE(
+      SendWorkerReport(*(*group)[1], Make(ReportKind::kCheckpoint, 7, 20, 160, "p20"), kTimeout)
+          .ok());
+  (*group)[1].reset();
+  WorkerReports reports(*(*group)[0], kTimeout);
+  ASSERT_TRUE(reports.CatchUp(WorkerReports::kFinal).ok());
+  const std::map<int, AppliedWork> applied = {{7, AppliedWork{57, 47, 47 * 8, 47}}};
+  const std::vector<LostRank> lost = reports.Lost(100, applied);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].last_step, 20);
+  EXPECT_EQ(lost[0].applied_step, 57);
+  EXPECT_EQ(lost[0].applied_updates, 47);
+  EXPECT_EQ(lost[0].steps_not_trained, 43);
+  EXPECT_EQ(lost[0].examples_not_trained, 43 * 8);
+  // The data position stays the last reported one: a resume trains from there.
+  EXPECT_EQ(lost[0].position, "p20");
+  // Nothing applied in this session: its share is counted from its start (step 10), at the mean
+  // batch it reported, and another rank's work does not change it.
+  const std::vector<LostRank> none = reports.Lost(100, {{7, AppliedWork{0, 0, 0, 0}}});
+  EXPECT_EQ(none[0].applied_step, 10);
+  EXPECT_EQ(none[0].steps_not_trained, 90);
+  EXPECT_EQ(none[0].examples_not_trained, 90 * 16);
+  EXPECT_EQ(reports.Lost(100, {{6, AppliedWork{57, 47, 47 * 8, 47}}})[0].steps_not_trained, 80);
 }
 
 TEST(WorkerReportsTest, AMalformedReportIsDataLossNamingTheRank) {

@@ -31,9 +31,14 @@ AsyncOptimizer::~AsyncOptimizer() {
 
 bool AsyncOptimizer::IsServerOnly() const { return !roles_.trains(ctx_.rank); }
 
-Status AsyncOptimizer::Ready(const char* call) const {
+Status AsyncOptimizer::Ready(const char* call) {
   if (comm_ == nullptr)
     return FailedPreconditionError(std::string("async_sgd: ") + call + "() before Setup()");
+  // The first call after Setup() on every rank (a worker's Refresh or Step, a server's Serve).
+  if (!first_use_checked_) {
+    first_use_checked_ = true;
+    REEL_RETURN_IF_ERROR(RefuseShardsWithoutCheckpoint());
+  }
   return Status::Ok();
 }
 
@@ -151,6 +156,14 @@ int64_t AsyncOptimizer::ScheduleStep(int64_t local_step) const {
   return worker_ ? worker_->ScheduleStep(local_step) : local_step;
 }
 
+Result<std::optional<AppliedWork>> AsyncOptimizer::AppliedWorkOf(int rank) {
+  REEL_RETURN_IF_ERROR(Ready("AppliedWorkOf"));
+  if (!worker_) return std::optional<AppliedWork>();
+  StartColocatedServer();
+  REEL_ASSIGN_OR_RETURN(AppliedWork work, worker_->AppliedWorkOf(rank));
+  return std::optional<AppliedWork>(work);
+}
+
 std::string AsyncOptimizer::Encode(const std::vector<std::string>& shards) {
   std::string out(kMagic, sizeof kMagic);
   auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
@@ -215,28 +228,19 @@ int64_t AsyncOptimizer::ServerCheckpointEvery() const {
   return std::max<int64_t>(1, offered_->every_steps * roles_.workers() / config_.push_every);
 }
 
-Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versions) {
+Result<int64_t> AsyncOptimizer::NewestShardSet() {
   // A rank that cannot list the sets still joins the agreement below (-2), so that the others
   // fail with it instead of waiting for it.
-  int64_t chosen = -1;
+  int64_t newest = -1;
   Status listed = Status::Ok();
   if (shard_checkpoints_) {
     Result<std::vector<int64_t>> sets = shard_checkpoints_->CompleteSets(roles_.servers);
     if (!sets.ok()) {
       listed = sets.status().WithContext("async_sgd rank " + std::to_string(ctx_.rank) +
                                          ": listing the servers' shard checkpoints");
-      chosen = -2;
-    } else {
-      const int64_t restored = *std::max_element(versions.begin(), versions.end());
-      if (!sets->empty() && sets->back() > restored) chosen = sets->back();
-      if (ctx_.rank == 0)
-        std::fprintf(stderr,
-                     "async_sgd: newest complete shard set in %s: %s; the checkpoint's shards "
-                     "are at version %lld at most: resuming the shards from %s\n",
-                     shard_checkpoints_->dir().c_str(),
-                     sets->empty() ? "none" : ("version " + std::to_string(sets->back())).c_str(),
-                     static_cast<long long>(restored),
-                     chosen < 0 ? "the checkpoint" : "the shard set");
+      newest = -2;
+    } else if (!sets->empty()) {
+      newest = sets->back();
     }
   }
   // Every rank must have seen the same set (a rank on another disk may not see it at all).
@@ -245,24 +249,55 @@ Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versio
                          ? NoDeadline()
                          : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
   REEL_RETURN_IF_ERROR(comm_
-                           ->AllGather(std::as_bytes(std::span<const int64_t>(&chosen, 1)),
+                           ->AllGather(std::as_bytes(std::span<const int64_t>(&newest, 1)),
                                        std::as_writable_bytes(std::span<int64_t>(all)), d)
                            .WithContext("async_sgd: agreeing on the shard set to resume from"));
   REEL_RETURN_IF_ERROR(listed);
   for (int r = 0; r < comm_->size(); ++r)
-    if (all[static_cast<size_t>(r)] != chosen) {
+    if (all[static_cast<size_t>(r)] != newest) {
       auto name = [](int64_t v) {
         return v == -2 ? std::string("none (it could not list them)")
                : v < 0 ? std::string("none")
                        : "version " + std::to_string(v);
       };
       return FailedPreconditionError("async_sgd: rank " + std::to_string(ctx_.rank) +
-                                     " resumes from shard set " + name(chosen) + ", rank " +
-                                     std::to_string(r) + " from " +
+                                     " sees newest complete shard set " + name(newest) + ", rank " +
+                                     std::to_string(r) + " sees " +
                                      name(all[static_cast<size_t>(r)]) +
                                      "; every rank must see the same checkpoint directory");
     }
+  return newest;
+}
+
+Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versions) {
+  REEL_ASSIGN_OR_RETURN(const int64_t newest, NewestShardSet());
+  const int64_t restored = *std::max_element(versions.begin(), versions.end());
+  const int64_t chosen = newest > restored ? newest : -1;
+  if (ctx_.rank == 0 && shard_checkpoints_)
+    std::fprintf(stderr,
+                 "async_sgd: newest complete shard set in %s: %s; the checkpoint's shards are at "
+                 "version %lld at most: resuming the shards from %s\n",
+                 shard_checkpoints_->dir().c_str(),
+                 newest < 0 ? "none" : ("version " + std::to_string(newest)).c_str(),
+                 static_cast<long long>(restored), chosen < 0 ? "the checkpoint" : "the shard set");
   return chosen;
+}
+
+// A resume that found no trainer checkpoint: the trainer started afresh (Setup without
+// RestoreState). The servers' own files cannot stand in for it: they hold no data positions and
+// no step, so the run could honour neither its budget nor its data order; and starting afresh
+// would delete them (ShardServer::Run). Every rank refuses instead, naming both.
+Status AsyncOptimizer::RefuseShardsWithoutCheckpoint() {
+  if (!offered_ || !offered_->resume || restored_) return Status::Ok();
+  REEL_ASSIGN_OR_RETURN(const int64_t newest, NewestShardSet());
+  if (newest < 0) return Status::Ok();
+  return FailedPreconditionError(
+      "async_sgd: --resume found no trainer checkpoint (ckpt-*.reelckpt) in " + offered_->dir +
+      ", but the servers' complete shard set of version " + std::to_string(newest) + " (" +
+      ShardFileName(newest, 0, roles_.servers) +
+      " and the other shards) is there; the shard files hold no data positions and no step, so "
+      "they cannot resume the run alone. Run without --resume to start afresh (the servers "
+      "then delete those files), or move them away first to keep them");
 }
 
 // The servers take their shard's values from the arena as it is then: the trainer restores the
@@ -273,6 +308,7 @@ Status AsyncOptimizer::RestoreState(std::string_view state) {
     pending_state_ = std::string(state);
     return Status::Ok();
   }
+  restored_ = true;
   std::vector<int64_t> versions;
   for (size_t s = 0; s < parts.size(); ++s) {
     int64_t v;

@@ -15,7 +15,8 @@
 // (OfferCheckpoints), each server writes its shard every server_checkpoint_every updates. On a
 // resume every rank lists the complete sets; if the newest is newer than the checkpoint the
 // trainer restored (its shards' highest version), the servers take their shards from it and the
-// workers pull them before their first step. The ranks check they saw the same set.
+// workers pull them before their first step. The ranks check they saw the same set. A resume
+// that found no trainer checkpoint but a complete set is refused (RefuseShardsWithoutCheckpoint).
 //
 // State format: "RASG" | uint32 version (1) | uint32 shards | per shard: uint64 length + the
 // shard's state (int64 version, then the update rule's state, reel/update_rule.h).
@@ -60,6 +61,11 @@ class AsyncOptimizer final : public Optimizer {
   void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) override {
     offered_ = checkpoints;
   }
+  void NoteStep(int64_t step, int64_t examples) override {
+    if (worker_) worker_->NoteStep(step, examples);
+  }
+  // From the servers' tallies (Worker::AppliedWorkOf); nullopt on a rank that does not train.
+  Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) override;
 
   // For tests: this rank's server (null on a worker-only rank) and worker (null on a server).
   const ShardServer* server() const { return server_.get(); }
@@ -69,16 +75,21 @@ class AsyncOptimizer final : public Optimizer {
  private:
   AsyncOptimizer(AsyncConfig config, OptimizerContext ctx)
       : config_(std::move(config)), ctx_(ctx), roles_(RolesFor(config_, ctx.world_size)) {}
-  Status Ready(const char* call) const;
+  // FailedPrecondition before Setup(); on the first call after it, RefuseShardsWithoutCheckpoint.
+  Status Ready(const char* call);
   // Colocated: starts this rank's server thread on first use.
   void StartColocatedServer();
   Status JoinColocatedServer();
   static std::string Encode(const std::vector<std::string>& shards);
   // Updates between a server's own checkpoints; 0: none.
   int64_t ServerCheckpointEvery() const;
-  // The newest complete set of the servers' own checkpoints if it is newer than `versions`
-  // (the restored state's), agreed on by every rank; -1 if none is.
+  // The newest complete set of the servers' own checkpoints, agreed on by every rank (a
+  // collective); -1 if there is none.
+  Result<int64_t> NewestShardSet();
+  // That set if it is newer than `versions` (the restored state's); -1 if it is not.
   Result<int64_t> NewerShardSet(const std::vector<int64_t>& versions);
+  // A resume that restored no state but finds a complete shard set: FailedPrecondition.
+  Status RefuseShardsWithoutCheckpoint();
   // The per-shard parts of a state, checked against this run (format above).
   Result<std::vector<std::string_view>> SplitState(std::string_view state) const;
 
@@ -94,6 +105,8 @@ class AsyncOptimizer final : public Optimizer {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<std::thread> colocated_;
   Status colocated_status_;
+  bool restored_ = false;           // RestoreState() applied a state
+  bool first_use_checked_ = false;  // Ready() ran the first-use check
   bool finished_ = false;
   bool served_ = false;
 };

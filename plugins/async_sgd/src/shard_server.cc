@@ -27,6 +27,10 @@ const char* KindName(Kind k) {
       return "pulled";
     case Kind::kStateBytes:
       return "state-bytes";
+    case Kind::kApplied:
+      return "applied";
+    case Kind::kAppliedWork:
+      return "applied-work";
   }
   return "unknown";
 }
@@ -89,6 +93,9 @@ Status ShardServer::Run() {
   for (int i = 0; i < n; ++i)
     threads.emplace_back([this, i, &results] {
       results[static_cast<size_t>(i)] = ServeWorker(roles_.first_worker + i);
+      std::lock_guard<std::mutex> lock(tally_mu_);
+      tallies_[static_cast<size_t>(i)].ended = true;
+      tally_ended_.notify_all();
     });
   for (auto& t : threads) t.join();
   for (const Status& s : results) REEL_RETURN_IF_ERROR(s);
@@ -99,11 +106,12 @@ Status ShardServer::Run() {
     if (t.done) ++finished;
     if (t.lost.empty()) continue;
     const std::string line = "worker rank " + std::to_string(t.worker) +
-                             " was lost after its local step " + std::to_string(t.last_step) +
-                             " (" + std::to_string(t.applied) + " pushes applied): " + t.lost;
+                             " was lost after its step " + std::to_string(t.last_step) + " (" +
+                             std::to_string(t.applied) + " pushes applied, up to its step " +
+                             std::to_string(t.applied_step) + "): " + t.lost;
     lost += (lost.empty() ? "" : "; ") + line;
-    // Said here, on the server's own output: the lead's report knows only the worker's last
-    // report, not the step it was lost at.
+    // Said here too, on the server's own output: the lead asks for the counts (kApplied), but
+    // a lead that was lost itself cannot tell them.
     if (!config_.colocated) std::fprintf(stderr, "%s: %s\n", Where().c_str(), line.c_str());
   }
   // Server-only ranks serve workers that step independently: the others finished the run. A
@@ -154,6 +162,9 @@ Status ShardServer::ServeWorker(int worker) {
         {
           std::lock_guard<std::mutex> lock(tally_mu_);
           ++tally.applied;
+          tally.applied_step = h->step;
+          tally.applied_steps += h->steps;
+          tally.applied_examples += h->examples;
         }
         const Header ack = MakeHeader(Kind::kAck, shard_, 0, version_.load());
         Status a = SendHeader(comm_, worker, kReplyTag, ack, NextDeadline());
@@ -163,6 +174,12 @@ Status ShardServer::ServeWorker(int worker) {
       }
       case Kind::kPull: {
         Status s = ReplyPull(worker, payload);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
+      case Kind::kApplied: {
+        Status s = ReplyApplied(worker, h->step);
         if (s.code() == StatusCode::kUnavailable) return lose(s);
         REEL_RETURN_IF_ERROR(s);
         break;
@@ -286,6 +303,30 @@ Status ShardServer::ReplyState(int worker) {
       MakeHeader(Kind::kStateBytes, shard_, 0, version_.load(), static_cast<int64_t>(state.size()));
   REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(state)), NextDeadline());
+}
+
+// Waits for the worker's thread to end first: a push that had arrived whole before the worker
+// died may still be being applied.
+Status ShardServer::ReplyApplied(int worker, int64_t of) {
+  if (of < roles_.first_worker || of >= roles_.world || of == worker)
+    return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) +
+                                " asked what was applied of rank " + std::to_string(of) +
+                                ", which is not another worker");
+  const Tally& t = tallies_[static_cast<size_t>(of - roles_.first_worker)];
+  Header reply = MakeHeader(Kind::kAppliedWork, shard_, 0, 0);
+  {
+    std::unique_lock<std::mutex> lock(tally_mu_);
+    const Deadline end = NextDeadline();
+    // In slices, so that Stop() is seen (it does not notify).
+    while (!t.ended && !stop_.load() && Clock::now() < end)
+      tally_ended_.wait_until(lock, std::min(end, DeadlineIn(std::chrono::milliseconds(100))));
+    reply.step = t.applied_step;
+    reply.version = t.applied;
+    reply.steps = t.applied_steps;
+    reply.examples = t.applied_examples;
+    reply.reserved = t.ended ? 1 : 0;
+  }
+  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }
 
 std::vector<float> ShardServer::values() const {

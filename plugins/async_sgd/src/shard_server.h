@@ -6,9 +6,10 @@
 //
 // A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
 // thread ends, the others carry on, and at the end the server names every dropped worker with its
-// last local step and the pushes applied on stderr (tallies() has the same). Run() still succeeds
-// on a server-only rank if any worker finished; it returns Unavailable naming the dropped ones if
-// none did, or when colocated (the dropped worker's rank also served a shard).
+// last step and the pushes applied on stderr (tallies() has the same). A worker may ask what was
+// applied of another's pushes (kApplied, wire.h): the lead asks for the workers it lost. Run()
+// still succeeds on a server-only rank if any worker finished; it returns Unavailable naming the
+// dropped ones if none did, or when colocated (the dropped worker's rank also served a shard).
 //
 // With WriteCheckpoints(), the server writes its shard and rule state itself every `every`
 // updates (shard_checkpoints.h); a failed write fails Run() naming the file.
@@ -18,6 +19,7 @@
 #define REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,9 +64,13 @@ class ShardServer {
   struct Tally {
     int worker = 0;         // rank
     int64_t applied = 0;    // pushes applied
-    int64_t last_step = 0;  // the worker's local step of its last request
-    bool done = false;      // reported done
-    std::string lost;       // why it was dropped, empty if it was not
+    int64_t last_step = 0;  // the worker's step of its last request
+    // What the applied pushes carried: the worker's step after the newest one, and the sums of
+    // their steps and examples (wire.h).
+    int64_t applied_step = 0, applied_steps = 0, applied_examples = 0;
+    bool done = false;   // reported done
+    bool ended = false;  // its thread ended: nothing more of it will be applied
+    std::string lost;    // why it was dropped, empty if it was not
   };
   std::vector<Tally> tallies() const;
   int64_t version() const { return version_.load(); }
@@ -81,6 +87,8 @@ class ShardServer {
   ShardSnapshot Snapshot(int64_t version);
   Status ReplyPull(int worker, std::vector<float>& scratch);
   Status ReplyState(int worker);
+  // kApplied: what was applied of rank `of`'s pushes, once its thread ended (or by the deadline).
+  Status ReplyApplied(int worker, int64_t of);
   Deadline NextDeadline() const;
   // The next request's header from `worker`: waits in short slices until the timeout (a worker
   // silent that long is lost) or Stop().
@@ -97,6 +105,7 @@ class ShardServer {
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;
+  std::condition_variable tally_ended_;            // a worker's thread ended
   std::vector<Tally> tallies_;                     // by worker index; guarded by tally_mu_
   std::shared_ptr<ShardCheckpoints> checkpoints_;  // null: the server writes none
   int64_t checkpoint_every_ = 0;

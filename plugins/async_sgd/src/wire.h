@@ -3,13 +3,19 @@
 // receiver can take it straight into place with RecvInto (a worker into its arena, a server into
 // its push buffer).
 //
-//   worker -> server, tag kRequestTag: Header{kind, shard, step, version, count, lr}
+//   worker -> server, tag kRequestTag: Header{kind, shard, step, version, count, steps,
+//   examples, lr}; a push's `step` is the worker's step after it (the trainer's, resumes counted,
+//   when the trainer noted it), `steps` and `examples` what the push carries.
 //     kPush       + count floats (gradient of the shard) on kPayloadTag
 //     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
 //     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
 //     kState      server replies Header{kStateBytes, count = bytes} + bytes on kReplyPayloadTag
+//     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
+//                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
+//                 examples}: what it applied of that worker's pushes
 //     kDone       `step` carries how many pushes the worker sent this server; no reply
-//   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes.
+//   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes,
+//   kAppliedWork.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -36,18 +42,22 @@ enum class Kind : uint32_t {
   kAck = 6,
   kPulled = 7,
   kStateBytes = 8,
+  kApplied = 9,
+  kAppliedWork = 10,
 };
 
 struct Header {
   Kind kind = Kind::kPull;
   uint32_t shard = 0;
-  int64_t step = 0;     // the worker's local step (kDone: pushes sent to this server)
-  int64_t version = 0;  // request: the shard version the worker's copy is based on; reply: now
-  int64_t count = 0;    // floats (bytes for kStateBytes) in the payload that follows
+  int64_t step = 0;      // the worker's step (kDone: pushes sent to this server; see the top)
+  int64_t version = 0;   // request: the shard version the worker's copy is based on; reply: now
+  int64_t count = 0;     // floats (bytes for kStateBytes) in the payload that follows
+  int64_t steps = 0;     // a push: the worker's steps it carries (push_every, or an epoch's)
+  int64_t examples = 0;  // a push: the examples of those steps (0 if nobody noted them)
   float lr = 0.0f;
   uint32_t reserved = 0;
 };
-static_assert(sizeof(Header) == 40);
+static_assert(sizeof(Header) == 56);
 
 inline Header MakeHeader(Kind kind, int shard, int64_t step = 0, int64_t version = 0,
                          int64_t count = 0, float lr = 0.0f) {

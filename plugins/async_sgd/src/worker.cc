@@ -51,10 +51,13 @@ Status Worker::Settle() {
 }
 
 void Worker::StartExchange(bool push, bool pull, float lr) {
-  exchange_ = std::thread([this, push, pull, lr] {
-    Status s = push ? Push(Kind::kPush, outbox_, lr) : Status::Ok();
+  // Taken here, on the optimizer's thread: the next NoteStep() may come while the exchange runs.
+  const Carried carried = push ? TakeCarried() : Carried{};
+  const int64_t step = CurrentStep();
+  exchange_ = std::thread([this, push, pull, lr, carried, step] {
+    Status s = push ? Push(Kind::kPush, outbox_, lr, carried) : Status::Ok();
     if (s.ok() && pull) {
-      s = Pull(inbox_);
+      s = Pull(inbox_, step);
       inbox_full_ = s.ok();
     }
     exchange_status_ = std::move(s);
@@ -81,6 +84,7 @@ Status Worker::Step(float lr) {
   REEL_RETURN_IF_ERROR(Settle());
   std::span<float> grads = arena_.grads();
   ++steps_;
+  ++unpushed_steps_;
   if (config_.per_epoch) {
     local_rule_->Apply(arena_.values(), grads, lr);
     ++pending_steps_;
@@ -108,7 +112,7 @@ Status Worker::Step(float lr) {
     return Status::Ok();
   }
   if (config_.push_every == 1) {
-    REEL_RETURN_IF_ERROR(Push(Kind::kPush, grads, lr));
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, grads, lr, TakeCarried()));
   } else {
     for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
     ++pending_steps_;
@@ -153,22 +157,30 @@ Status Worker::PushPending() {
   if (config_.per_epoch) {
     std::span<const float> values = arena_.values();
     for (size_t i = 0; i < pending_.size(); ++i) pending_[i] = values[i] - pending_[i];
-    REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, 0.0f));
+    REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, 0.0f, TakeCarried()));
   } else {
     const float inv = 1.0f / static_cast<float>(pending_steps_);
     for (float& g : pending_) g *= inv;
-    REEL_RETURN_IF_ERROR(Push(Kind::kPush, pending_, pending_lr_));
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, pending_, pending_lr_, TakeCarried()));
     std::fill(pending_.begin(), pending_.end(), 0.0f);
   }
   pending_steps_ = 0;
   return Status::Ok();
 }
 
-Status Worker::Push(Kind kind, std::span<const float> data, float lr) {
+Worker::Carried Worker::TakeCarried() {
+  Carried c{CurrentStep(), unpushed_steps_, unpushed_examples_};
+  unpushed_steps_ = unpushed_examples_ = 0;
+  return c;
+}
+
+Status Worker::Push(Kind kind, std::span<const float> data, float lr, const Carried& carried) {
   for (int s = 0; s < roles_.servers; ++s) {
     const ShardRange r = Range(s);
     const int dest = roles_.server_rank(s);
-    const Header h = MakeHeader(kind, s, steps_, versions_[static_cast<size_t>(s)], r.size, lr);
+    Header h = MakeHeader(kind, s, carried.step, versions_[static_cast<size_t>(s)], r.size, lr);
+    h.steps = carried.steps;
+    h.examples = carried.examples;
     Status st = SendHeader(comm_, dest, kRequestTag, h, NextDeadline());
     if (st.ok())
       st = comm_.Send(
@@ -197,9 +209,9 @@ Status Worker::Push(Kind kind, std::span<const float> data, float lr) {
   return Status::Ok();
 }
 
-Status Worker::Pull(std::span<float> values) {
+Status Worker::Pull(std::span<float> values, int64_t step) {
   for (int s = 0; s < roles_.servers; ++s) {
-    const Header h = MakeHeader(Kind::kPull, s, steps_);
+    const Header h = MakeHeader(Kind::kPull, s, step);
     REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
                              .WithContext(Where() + ": asking server rank " +
                                           std::to_string(roles_.server_rank(s)) +
@@ -231,12 +243,39 @@ Status Worker::Pull(std::span<float> values) {
   return Status::Ok();
 }
 
+Result<AppliedWork> Worker::AppliedWorkOf(int rank) {
+  REEL_RETURN_IF_ERROR(Settle());
+  const std::string what =
+      Where() + ": asking what was applied of worker rank " + std::to_string(rank) + "'s pushes";
+  for (int s = 0; s < roles_.servers; ++s)
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag,
+                                    MakeHeader(Kind::kApplied, s, rank), NextDeadline())
+                             .WithContext(what));
+  AppliedWork fewest;
+  for (int s = 0; s < roles_.servers; ++s) {
+    const int src = roles_.server_rank(s);
+    // The server answers once it dropped that worker, which may take it up to its timeout.
+    const Deadline d = config_.timeout_ms == 0
+                           ? NoDeadline()
+                           : DeadlineIn(std::chrono::milliseconds(2 * config_.timeout_ms));
+    Result<Header> reply = RecvHeader(comm_, src, kReplyTag, d);
+    if (!reply.ok())
+      return reply.status().WithContext(what + " (server rank " + std::to_string(src) + ")");
+    if (reply->kind != Kind::kAppliedWork)
+      return InternalError(what + ": server rank " + std::to_string(src) + " answered with " +
+                           KindName(reply->kind));
+    if (s == 0 || reply->version < fewest.updates)
+      fewest = AppliedWork{reply->step, reply->steps, reply->examples, reply->version};
+  }
+  return fewest;
+}
+
 Result<std::vector<std::string>> Worker::CollectShardStates() {
   REEL_RETURN_IF_ERROR(Settle());
   std::vector<std::string> out;
   for (int s = 0; s < roles_.servers; ++s) {
     const int src = roles_.server_rank(s);
-    const Header h = MakeHeader(Kind::kState, s, steps_);
+    const Header h = MakeHeader(Kind::kState, s, CurrentStep());
     Status st = SendHeader(comm_, src, kRequestTag, h, NextDeadline());
     Result<Header> reply =
         st.ok() ? RecvHeader(comm_, src, kReplyTag, NextDeadline()) : Result<Header>(st);

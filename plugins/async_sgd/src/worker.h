@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "async_config.h"
+#include "reel/optimizer.h"
 #include "reel/param_arena.h"
 #include "reel/update_rule.h"
 #include "wire.h"
@@ -42,6 +43,15 @@ class Worker {
   Result<std::vector<std::string>> CollectShardStates();
   // After a resume: the versions the restored parameters correspond to.
   void SetVersions(std::vector<int64_t> versions) { versions_ = std::move(versions); }
+  // Before Step(): the trainer's step after it and its batch's examples, which the pushes carry
+  // (wire.h). Without it a push carries this worker's own count of steps and no examples.
+  void NoteStep(int64_t step, int64_t examples) {
+    noted_step_ = step;
+    unpushed_examples_ += examples;
+  }
+  // What the servers applied of worker rank `rank`'s pushes, once they dropped it: the server
+  // that applied the fewest (a push reaches the servers one after another) speaks for all.
+  Result<AppliedWork> AppliedWorkOf(int rank);
 
   // Global progress for the learning-rate schedule: updates applied to shard 0 (as last heard),
   // in per-worker steps.
@@ -53,10 +63,19 @@ class Worker {
  private:
   Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm, ParamArena& arena,
          std::unique_ptr<UpdateRule> local_rule);
-  Status Push(Kind kind, std::span<const float> data, float lr);
-  // Pulls every shard into `into` (the arena's values, or the overlap's inbox).
-  Status Pull(std::span<float> into);
-  Status Pull() { return Pull(arena_.values()); }
+  // What a push carries besides its payload (wire.h).
+  struct Carried {
+    int64_t step = 0, steps = 0, examples = 0;
+  };
+  // The worker's step after its newest local step: the trainer's if it noted one.
+  int64_t CurrentStep() const { return noted_step_ >= 0 ? noted_step_ : steps_; }
+  // What the next push carries: the steps and examples since the last push (reset).
+  Carried TakeCarried();
+  Status Push(Kind kind, std::span<const float> data, float lr, const Carried& carried);
+  // Pulls every shard into `into` (the arena's values, or the overlap's inbox); `step` goes in
+  // the requests.
+  Status Pull(std::span<float> into, int64_t step);
+  Status Pull() { return Pull(arena_.values(), CurrentStep()); }
   // overlap: waits for the exchange in flight and puts the weights it pulled in place.
   Status Settle();
   // overlap: starts the exchange of this step (push `outbox_` if `push`, then pull if `pull`).
@@ -71,12 +90,14 @@ class Worker {
   Communicator& comm_;
   ParamArena& arena_;
   std::unique_ptr<UpdateRule> local_rule_;  // frequency: epoch only
-  std::vector<float> pending_;     // step: summed gradients; epoch: the values at the last pull
-  int64_t pending_steps_ = 0;      // local steps not pushed yet
-  float pending_lr_ = 0.0f;        // the newest lr of the pending steps
-  int64_t steps_ = 0;              // local steps taken
-  int64_t pushes_ = 0;             // pushes sent to each server
-  std::vector<int64_t> versions_;  // per shard: the version this copy was pulled at
+  std::vector<float> pending_;  // step: summed gradients; epoch: the values at the last pull
+  int64_t pending_steps_ = 0;   // local steps not pushed yet
+  float pending_lr_ = 0.0f;     // the newest lr of the pending steps
+  int64_t steps_ = 0;           // local steps taken
+  int64_t noted_step_ = -1;     // the trainer's step (NoteStep), -1 if it noted none
+  int64_t unpushed_steps_ = 0, unpushed_examples_ = 0;  // taken by the next push
+  int64_t pushes_ = 0;                                  // pushes sent to each server
+  std::vector<int64_t> versions_;           // per shard: the version this copy was pulled at
   std::atomic<int64_t> newest_version_{0};  // shard 0's version as last heard
   bool must_pull_ = false;                  // max_staleness exceeded
   int64_t pulls_ = 0, forced_pulls_ = 0;

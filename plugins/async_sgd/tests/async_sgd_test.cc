@@ -442,6 +442,47 @@ TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompl
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, 0, 2)));
 }
 
+// A resume that found no trainer checkpoint (the trainer then sets up afresh and restores
+// nothing) but a complete set of the servers' own files: every rank refuses at its first call,
+// naming the directory and the set, and the files are kept. Without a set it starts afresh.
+TEST_F(ServerCheckpoints, ASetWithoutATrainerCheckpointIsRefusedNotDeleted) {
+  constexpr int kWorld = 3;
+  const std::map<std::string, std::string> options = {{"rule", "sgd"}, {"servers", "2"}};
+  ParamArena probe;
+  Declare(probe);
+  ShardCheckpoints c(*host_, dir_, 0);
+  for (int s : {0, 1}) {
+    const ShardSnapshot shard{s, 2, 12, std::vector<float>(ShardOf(probe.total_size(), 2, s).size),
+                              std::string(8, '\0')};
+    ASSERT_TRUE(c.Write(shard).ok());
+  }
+  auto resume = [&](const std::string& dir) {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    return RunOnRanks(comms, [&](Communicator& c) -> Status {
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+      opt->OfferCheckpoints(Offer(true, dir));
+      REEL_RETURN_IF_ERROR(opt->Setup(arenas[c.rank()], c));
+      if (opt->IsServerOnly()) return opt->Serve();
+      REEL_RETURN_IF_ERROR(opt->Refresh());
+      return opt->Finish();
+    });
+  };
+  std::vector<Status> st = resume(dir_);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kFailedPrecondition) << "rank " << r << ": " << st[r];
+    EXPECT_THAT(st[r].message(), HasSubstr("--resume found no trainer checkpoint"));
+    EXPECT_THAT(st[r].message(), HasSubstr(dir_));
+    EXPECT_THAT(st[r].message(),
+                HasSubstr("complete shard set of version 12 (" + ShardFileName(12, 0, 2)));
+  }
+  for (int s : {0, 1}) EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + ShardFileName(12, s, 2)));
+  // An empty directory: nothing to lose, the run starts afresh.
+  for (const Status& s : resume(dir_ + "_none")) EXPECT_TRUE(s.ok()) << s;
+  std::filesystem::remove_all(dir_ + "_none");
+}
+
 // Ranks that see different checkpoint directories (here: rank 0 an empty one) refuse to resume
 // from different shards, every rank naming the disagreement.
 TEST_F(ServerCheckpoints, RanksThatSeeDifferentSetsRefuseToResume) {
@@ -472,6 +513,7 @@ TEST_F(ServerCheckpoints, RanksThatSeeDifferentSetsRefuseToResume) {
     EXPECT_EQ(st[r].code(), StatusCode::kFailedPrecondition) << "rank " << r << ": " << st[r];
     EXPECT_THAT(st[r].message(), HasSubstr("every rank must see the same checkpoint directory"));
   }
+  std::filesystem::remove_all(dir_ + "_empty");
 }
 
 }  // namespace

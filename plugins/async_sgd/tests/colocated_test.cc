@@ -11,16 +11,11 @@
 #include <mutex>
 #include <thread>
 
-#include "async_optimizer.h"
-#include "reel/core/collectives.h"
-#include "reel/core/inproc.h"
-#include "reel/core/trainer.h"
-#include "train/testing.h"
+#include "tiny_rank.h"
 
 namespace reel::async_sgd {
 namespace {
 
-using core::testing::TinyModel;
 using core::testing::TinySource;
 
 constexpr int kWorld = 3, kSteps = 12, kDim = 6, kClasses = 12;
@@ -71,38 +66,18 @@ class GatedSource : public DataSource {
 };
 
 TEST(AsyncSgdColocated, ASlowRankHoldsUpNoOther) {
-  auto raw = core::CreateInprocGroup(kWorld);
-  ASSERT_TRUE(raw.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& c : *raw) comms.push_back(core::WithRingCollectives(std::move(c)));
   Gate gate;
   core::testing::MemStorage storage;
-  std::vector<Result<core::TrainResult>> results(kWorld, InternalError("not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r)
-    threads.emplace_back([&, r] {
-      results[r] = [&]() -> Result<core::TrainResult> {
-        Communicator& comm = *comms[r];
+  std::vector<Result<core::TrainResult>> results =
+      OnRankThreads(kWorld, [&](int r, auto& comm) -> Result<core::TrainResult> {
         REEL_ASSIGN_OR_RETURN(
             Options o, ParseOptions(AsyncOptions(), {{"colocated", "true"}, {"rule", "sgd"}}));
         REEL_ASSIGN_OR_RETURN(auto opt, AsyncOptimizer::Create(o, {r, kWorld}));
         EXPECT_TRUE(opt->TrainsIndependently());
-        REEL_ASSIGN_OR_RETURN(auto group, comm.Split(0, r, DeadlineIn(std::chrono::minutes(1))));
+        REEL_ASSIGN_OR_RETURN(auto group, comm->Split(0, r, DeadlineIn(std::chrono::minutes(1))));
         GatedSource train(r, gate);
-        ParamArena arena;
-        TinyModel model(kDim, kClasses);
-        REEL_RETURN_IF_ERROR(model.DeclareParams(arena));
-        arena.Finalize();
-        core::TrainerOptions t;
-        t.steps = kSteps;
-        t.num_classes = kClasses;
-        t.model_name = "tiny";
-        t.learning_rate = {.base = 0.1};
-        core::RankComponents rc{&train, nullptr, &model, &arena, opt.get(), &comm, group.get()};
-        return core::RunTrainer(t, rc, storage);
-      }();
-    });
-  for (auto& t : threads) t.join();
+        return TrainTinyRank(*opt, *comm, *group, &train, kSteps, kDim, kClasses, storage);
+      });
   for (int r = 0; r < kWorld; ++r) {
     ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
     EXPECT_EQ(results[r]->steps, kSteps) << "rank " << r;

@@ -226,6 +226,28 @@ int64_t NewestCompleteShardSet(const std::string& dir, int shards) {
   return newest;
 }
 
+// The servers' own checkpoints without a trainer checkpoint (as when the lead dies before its
+// first one): `--resume` refuses on every rank, naming the directory and the set, and keeps the
+// files; the servers' files alone hold no data positions or step to resume from.
+TEST_F(AsyncTrain, ResumeRefusesAShardSetWithoutATrainerCheckpoint) {
+  const std::string run = dir_ + "/shards_only";
+  const std::string config = Config(run, Opt("rule", "sgd") + Opt("server_checkpoint_every", "10"),
+                                    "  steps: 20\n  local_ranks: 3\n");
+  RunResult t = Reel({"train", "--config", config});
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  const int64_t set = NewestCompleteShardSet(run + "/ckpt", 1);
+  ASSERT_GE(set, 10);
+  for (const auto& e : fs::directory_iterator(run + "/ckpt"))
+    if (e.path().extension() == ".reelckpt") fs::remove(e.path());
+  ASSERT_EQ(NewestCheckpointStep(run + "/ckpt"), -1);
+  RunResult again = Reel({"train", "--config", config, "--resume"});
+  EXPECT_NE(again.code, 0) << again.out << again.err;
+  EXPECT_THAT(again.err, HasSubstr("--resume found no trainer checkpoint (ckpt-*.reelckpt) in " +
+                                   run + "/ckpt, but the servers' complete shard set of version " +
+                                   std::to_string(set)));
+  EXPECT_EQ(NewestCompleteShardSet(run + "/ckpt", 1), set);
+}
+
 // Four ranks under `reel launch --keep-going -- reel train --config C`, output to `log`. Once a
 // periodic checkpoint of step 20 or later exists in `run`/ckpt, rank `victim` is killed with
 // SIGKILL; then the launch is waited for (its wait status in *status). False if the victim was not
@@ -311,20 +333,32 @@ TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
   const std::string out = ReadFile(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_THAT(out, HasSubstr("rank 3 was killed by signal 9"));
-  EXPECT_THAT(out, HasSubstr("[rank 0] async_sgd server rank 0 (shard 0): worker rank 3 was lost "
-                             "after its local step"));
   EXPECT_THAT(out, HasSubstr("[rank 1] lost rank 3 after its report at step "));
   EXPECT_THAT(out, HasSubstr("were not trained; the others finished the run"));
   EXPECT_THAT(out, HasSubstr("[rank 1] trained 200 steps"));
-  // The summary's count of what was not trained agrees with the step the lead last heard of.
-  std::smatch m;
-  ASSERT_TRUE(
-      std::regex_search(out, m, std::regex("lost rank 3 after step ([0-9]+): ([0-9]+) steps")))
+  // The server's count of the victim's pushes it applied (one per step: push_every 1) ...
+  std::smatch server;
+  ASSERT_TRUE(std::regex_search(
+      out, server,
+      std::regex("\\[rank 0\\] async_sgd server rank 0 \\(shard 0\\): worker rank 3 was lost "
+                 "after its step [0-9]+ \\(([0-9]+) pushes applied, up to its step ([0-9]+)\\)")))
       << out;
-  // (The lead's checkpoints wait for no worker's report, so the last one it heard may be the
-  // victim's start.)
-  EXPECT_GE(std::stoll(m[1]), 0);
+  EXPECT_EQ(server[1], server[2]);
+  // ... is what the lead's summary counts as trained, exactly: the victim was killed after the
+  // lead's checkpoint of step 20, long after its last report (the lead's checkpoints wait for no
+  // worker's report, so that may be its start), and the rest of its budget was not trained.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      out, m,
+      std::regex("lost rank 3 after step ([0-9]+): ([0-9]+) steps \\(about ([0-9]+) "
+                 "examples\\) of its share not trained")))
+      << out;
+  EXPECT_EQ(m[1], server[2]);
+  EXPECT_GT(std::stoll(m[1]), 0);
   EXPECT_EQ(std::stoll(m[1]) + std::stoll(m[2]), 200);
+  // (At the victim's mean batch: its share's last batch of an epoch is short, so not exactly 16.)
+  EXPECT_GT(std::stoll(m[3]), 0);
+  EXPECT_LE(std::stoll(m[3]), std::stoll(m[2]) * 16);
   EXPECT_EQ(NewestCheckpointStep(run + "/ckpt"), 200);
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }

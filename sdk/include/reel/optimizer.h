@@ -26,11 +26,17 @@
 // newest complete set of those parts in RestoreState(). The default ignores the offer, so
 // optimizers written before it compile and behave as before.
 //
+// Lost training ranks: at the end of a run whose training ranks step independently, the lead
+// asks AppliedWorkOf() for each rank it lost, so that the share reported as not trained counts
+// what reached the parameters (the trainer tells every Step() its step and batch through
+// NoteStep()), not only what the rank last reported.
+//
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
 #define REEL_OPTIMIZER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,6 +60,15 @@ struct OptimizerCheckpoints {
   int64_t every_steps = 0;             // trainer.checkpoint_every_steps (0: only at the end)
   int keep = 0;                        // trainer.keep_checkpoints (<= 0: all)
   bool resume = false;                 // this run resumes (reel train --resume)
+};
+
+// What the ranks that hold the parameters applied of one training rank's work
+// (Optimizer::AppliedWorkOf), in the session that lost it.
+struct AppliedWork {
+  int64_t step = 0;      // the trainer's step (resumes counted) after its newest applied update
+  int64_t steps = 0;     // steps its applied updates carried
+  int64_t examples = 0;  // examples those steps trained on
+  int64_t updates = 0;   // updates applied
 };
 
 // A training algorithm built by an OptimizerFactory; its life and roles are in the file comment.
@@ -111,6 +126,21 @@ class Optimizer {
   virtual Result<std::string> CollectState() { return SaveState(); }
   // Called on every rank before Setup() when the run has a checkpoint directory (see the top).
   virtual void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) { (void)checkpoints; }
+
+  // Before each Step(): the trainer's step once that step is done (resumes counted) and the
+  // examples of its batch (0 for a step without data of its own). An optimizer that can answer
+  // AppliedWorkOf() carries them with its updates; the default ignores them.
+  virtual void NoteStep(int64_t step, int64_t examples) {
+    (void)step;
+    (void)examples;
+  }
+  // The lead, at the end of a run, for a training rank it lost (`rank` in the world): what of
+  // that rank's work the ranks holding the parameters applied, once they too have dropped it;
+  // nullopt if this optimizer cannot tell (the trainer then counts from the rank's last report).
+  virtual Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) {
+    (void)rank;
+    return std::optional<AppliedWork>();
+  }
 };
 
 }  // namespace reel

@@ -130,7 +130,10 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 6: Optimizer gained OfferCheckpoints (the run's checkpoint directory, for state that ranks
 //    other than the lead save themselves) and TrainsIndependently (training ranks that step on
 //    their own without server-only ranks).
-inline constexpr uint32_t kPluginAbiVersion = 6;
+// 7: Optimizer gained NoteStep and AppliedWorkOf (a lost rank's share counted from what the
+//    parameter holders applied); UpdateRule gained BeginUpdate and ApplyPart (one update applied
+//    in pieces, as a parameter server applies a push while its chunks arrive).
+inline constexpr uint32_t kPluginAbiVersion = 7;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;

@@ -61,7 +61,17 @@ class UpdateRule {
  public:
   virtual ~UpdateRule() = default;
   // params -= f(grads, state) for learning rate `lr`. REQUIRES: equal sizes, constant across calls.
-  virtual void Apply(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  void Apply(std::span<float> params, std::span<const float> grads, float lr) {
+    BeginUpdate(params.size());
+    ApplyPart(params, grads, lr, 0);
+  }
+  // One update in pieces, with the same result as Apply() on the whole span (a parameter server
+  // applies a push this way while its chunks arrive): BeginUpdate(n) once per update, for a span
+  // of n floats (constant across calls), then ApplyPart() for disjoint pieces covering [0, n),
+  // `params` and `grads` being the piece that starts at `offset`.
+  virtual void BeginUpdate(size_t n) = 0;
+  virtual void ApplyPart(std::span<float> params, std::span<const float> grads, float lr,
+                         size_t offset) = 0;
   virtual int64_t steps() const { return steps_; }
   // Arenas of this many floats or more are updated on all OpenMP threads (see ForBlocks()).
   static constexpr size_t kSplitMin = size_t{1} << 20;
@@ -145,10 +155,10 @@ namespace update_rule_internal {
 class Sgd final : public UpdateRule {
  public:
   explicit Sgd(UpdateRuleConfig c) : c_(c) {}
-  void Apply(std::span<float> p, std::span<const float> g, float lr) override {
+  void BeginUpdate(size_t) override { ++steps_; }
+  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t) override {
     const K k{lr, static_cast<float>(c_.weight_decay)};
     ForBlocks(p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, k); });
-    ++steps_;
   }
 
  private:
@@ -166,13 +176,16 @@ class Sgd final : public UpdateRule {
 class Momentum final : public UpdateRule {
  public:
   explicit Momentum(UpdateRuleConfig c) : c_(c) {}
-  void Apply(std::span<float> p, std::span<const float> g, float lr) override {
-    Ensure(s1_, p.size());
+  void BeginUpdate(size_t n) override {
+    Ensure(s1_, n);
+    ++steps_;
+  }
+  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
     const K k{lr, static_cast<float>(c_.momentum), static_cast<float>(c_.weight_decay),
               c_.nesterov};
+    float* v = s1_.data() + at;
     ForBlocks(p.size(),
-              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, s1_.data() + i, k); });
-    ++steps_;
+              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, v + i, k); });
   }
 
  private:
@@ -196,12 +209,15 @@ class Momentum final : public UpdateRule {
 class Adagrad final : public UpdateRule {
  public:
   explicit Adagrad(UpdateRuleConfig c) : c_(c) {}
-  void Apply(std::span<float> p, std::span<const float> g, float lr) override {
-    Ensure(s1_, p.size(), static_cast<float>(c_.adagrad_initial));
-    const K k{lr, static_cast<float>(c_.epsilon), static_cast<float>(c_.weight_decay)};
-    ForBlocks(p.size(),
-              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, s1_.data() + i, k); });
+  void BeginUpdate(size_t n) override {
+    Ensure(s1_, n, static_cast<float>(c_.adagrad_initial));
     ++steps_;
+  }
+  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
+    const K k{lr, static_cast<float>(c_.epsilon), static_cast<float>(c_.weight_decay)};
+    float* acc = s1_.data() + at;
+    ForBlocks(p.size(),
+              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, acc + i, k); });
   }
 
  private:
@@ -224,10 +240,12 @@ class Adagrad final : public UpdateRule {
 class Adam final : public UpdateRule {
  public:
   explicit Adam(UpdateRuleConfig c) : c_(c) {}
-  void Apply(std::span<float> p, std::span<const float> g, float lr) override {
-    Ensure(s1_, p.size());
-    Ensure(s2_, p.size());
+  void BeginUpdate(size_t n) override {
+    Ensure(s1_, n);
+    Ensure(s2_, n);
     ++steps_;
+  }
+  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
     const double t = static_cast<double>(steps_);
     const K k{static_cast<float>(c_.beta1),
               static_cast<float>(c_.beta2),
@@ -235,9 +253,9 @@ class Adam final : public UpdateRule {
               static_cast<float>(c_.weight_decay),
               lr / static_cast<float>(1.0 - std::pow(c_.beta1, t)),
               static_cast<float>(std::sqrt(1.0 - std::pow(c_.beta2, t)))};
-    ForBlocks(p.size(), [&]<size_t N>(size_t i) {
-      Block<N>(p.data() + i, g.data() + i, s1_.data() + i, s2_.data() + i, k);
-    });
+    float *m = s1_.data() + at, *v = s2_.data() + at;
+    ForBlocks(p.size(),
+              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, m + i, v + i, k); });
   }
 
  private:

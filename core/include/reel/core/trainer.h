@@ -99,8 +99,13 @@ struct LostRank {
   int rank = -1;          // in the whole world; -1 if it was lost before it reported anything
   int group_rank = 0;     // among the training ranks
   int64_t last_step = 0;  // its step at its last report (start or checkpoint)
-  // Its step budget minus last_step, and that many steps at its own mean batch; -1 if unknown
-  // (an epoch budget whose epoch length is not known yet).
+  // Its step after its newest update that reached the parameters, and the updates applied in
+  // this session, as the optimizer's parameter holders counted them (Optimizer::AppliedWorkOf);
+  // -1 if the optimizer cannot tell.
+  int64_t applied_step = -1;
+  int64_t applied_updates = -1;
+  // Its step budget minus applied_step (last_step when that is unknown), and that many steps at
+  // its own mean batch; -1 if unknown (an epoch budget whose epoch length is not known yet).
   int64_t steps_not_trained = -1;
   int64_t examples_not_trained = -1;
   std::string position;  // its data position at its last report: where a resume continues it

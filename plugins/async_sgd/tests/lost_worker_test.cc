@@ -1,0 +1,88 @@
+// A worker lost mid-run, under the trainer, ranks as threads: the lead counts the share it did
+// not train from what the servers applied of its pushes, not from its last report. Counted
+// exactly: the lost worker's data source fails after a known number of batches of a known size,
+// long after its last report (its start), and its rank then goes away as a dead process's would.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tiny_rank.h"
+
+namespace reel::async_sgd {
+namespace {
+
+using core::testing::TinySource;
+
+// Servers 0 and 1, workers 2 (the lead) and 3; worker 3 trains kLostAfter steps of its budget.
+constexpr int kWorld = 4, kServers = 2, kLost = 3, kSteps = 30, kLostAfter = 7;
+constexpr int kBatch = 4, kDim = 6, kClasses = 12;
+
+// The lost worker's data: kLostAfter batches, then an error that ends its trainer.
+class FailingSource : public DataSource {
+ public:
+  explicit FailingSource(ShardSpec shard) : inner_(96, kDim, kClasses, kBatch, 7, shard) {}
+  Result<Batch> Next() override {
+    if (taken_ == kLostAfter) return DataLossError("the lost worker's disk went away");
+    ++taken_;
+    return inner_.Next();
+  }
+  Status StartEpoch(int64_t epoch) override { return inner_.StartEpoch(epoch); }
+  Result<std::string> Position() const override { return inner_.Position(); }
+  Status Restore(std::string_view p) override { return inner_.Restore(p); }
+
+ private:
+  TinySource inner_;
+  int taken_ = 0;
+};
+
+// push_every 1 and 2: with 2, the lost worker's 7th step was computed but never pushed, so it
+// does not count as trained.
+class LostWorker : public ::testing::TestWithParam<int> {};
+
+TEST_P(LostWorker, ItsShareIsCountedFromWhatTheServersApplied) {
+  const int push_every = GetParam();
+  core::testing::MemStorage storage;
+  std::vector<Result<core::TrainResult>> results =
+      OnRankThreads(kWorld, [&](int r, auto& comm) -> Result<core::TrainResult> {
+        Result<core::TrainResult> result = [&]() -> Result<core::TrainResult> {
+          REEL_ASSIGN_OR_RETURN(
+              Options o, ParseOptions(AsyncOptions(), {{"servers", std::to_string(kServers)},
+                                                       {"rule", "sgd"},
+                                                       {"push_every", std::to_string(push_every)},
+                                                       {"timeout_ms", "60000"}}));
+          REEL_ASSIGN_OR_RETURN(auto opt, AsyncOptimizer::Create(o, {r, kWorld}));
+          const bool serves = opt->IsServerOnly();
+          REEL_ASSIGN_OR_RETURN(
+              auto group, comm->Split(serves ? 1 : 0, r, DeadlineIn(std::chrono::minutes(1))));
+          const ShardSpec shard{serves ? 0 : r - kServers, kWorld - kServers};
+          TinySource healthy(96, kDim, kClasses, kBatch, 7, shard);
+          FailingSource failing(shard);
+          DataSource* train = serves       ? nullptr
+                              : r == kLost ? static_cast<DataSource*>(&failing)
+                                           : &healthy;
+          return TrainTinyRank(*opt, *comm, *group, train, kSteps, kDim, kClasses, storage);
+        }();
+        // The lost worker's rank goes away, as its process would when it dies.
+        if (r == kLost) comm.reset();
+        return result;
+      });
+  EXPECT_EQ(results[kLost].status().code(), StatusCode::kDataLoss) << results[kLost].status();
+  for (int r : {0, 1, 2})
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+  const core::TrainResult& lead = *results[kServers];
+  EXPECT_EQ(lead.steps, kSteps);
+  ASSERT_EQ(lead.lost_ranks.size(), 1u);
+  const core::LostRank& l = lead.lost_ranks[0];
+  EXPECT_EQ(l.rank, kLost);
+  // Its last report was its start; what reached both servers is every whole push.
+  const int pushed_steps = kLostAfter / push_every * push_every;
+  EXPECT_EQ(l.last_step, 0);
+  EXPECT_EQ(l.applied_step, pushed_steps);
+  EXPECT_EQ(l.applied_updates, kLostAfter / push_every);
+  EXPECT_EQ(l.steps_not_trained, kSteps - pushed_steps);
+  EXPECT_EQ(l.examples_not_trained, (kSteps - pushed_steps) * kBatch);
+}
+
+INSTANTIATE_TEST_SUITE_P(PushEvery, LostWorker, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace reel::async_sgd
