@@ -20,18 +20,24 @@ void MoeHead::Initialize(uint64_t seed) {
 }
 
 // The element-wise part, per (example, class) item, is in moe_kernels.inc (log space, vectorised).
-void MoeHead::Forward(const float* x, int64_t batch, float* logits) {
+// Training keeps the logits' derivatives from the same pass (their exponentials and logarithms
+// cost as much as the logits'), so Backward() only scales them.
+void MoeHead::Forward(const float* x, int64_t batch, float* logits, Mode mode) {
   gate_act_.resize(static_cast<size_t>(batch * classes_ * (experts_ + 1)));
   expert_act_.resize(static_cast<size_t>(batch * classes_ * experts_));
   gates_.Forward(x, batch, gate_act_.data());
   experts_dense_.Forward(x, batch, expert_act_.data());
-  MoeLogits({gate_act_.data(), expert_act_.data(), batch * classes_, experts_}, logits);
+  const MoeItems items{gate_act_.data(), expert_act_.data(), batch * classes_, experts_};
+  if (mode != Mode::kTrain) return MoeLogits(items, logits);
+  unit_dgate_.resize(gate_act_.size());
+  unit_dexpert_.resize(expert_act_.size());
+  MoeLogits(items, logits, unit_dgate_.data(), unit_dexpert_.data());
 }
 
 void MoeHead::Backward(const float* x, const float* dlogits, int64_t batch, float* dx) {
   dgate_.resize(gate_act_.size());
   dexpert_.resize(expert_act_.size());
-  MoeLogitGrads({gate_act_.data(), expert_act_.data(), batch * classes_, experts_}, dlogits,
+  MoeLogitGrads(batch * classes_, experts_, unit_dgate_.data(), unit_dexpert_.data(), dlogits,
                 dgate_.data(), dexpert_.data());
   gates_.Backward(x, dgate_.data(), batch, dx);
   experts_dense_.Backward(x, dexpert_.data(), batch, dx, /*accumulate_dx=*/true);

@@ -17,7 +17,7 @@ namespace {
 template <typename F>
 void ForParts(const MoeItems& items, F&& f) {
   const int threads = items.n >= 8192 ? omp_get_max_threads() : 1;
-  const int64_t per = (items.n / threads + 15) / 16 * 16;
+  const int64_t per = ((items.n + threads - 1) / threads + 15) / 16 * 16;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int t = 0; t < threads; ++t) {
     const int64_t first = t * per, last = std::min(items.n, first + per);
@@ -28,39 +28,43 @@ void ForParts(const MoeItems& items, F&& f) {
   }
 }
 
-// One instruction set's kernels, picked once for this CPU.
-struct Kernels {
-  void (*logits)(const MoeItems&, float*);
-  void (*grads)(const MoeItems&, const float*, float*, float*);
-};
+// One instruction set's kernel, picked once for this CPU.
+using LogitsKernel = void (*)(const MoeItems&, float*, float*, float*);
 
-const Kernels& Selected() {
-  static const Kernels kernels = [] {
+LogitsKernel Selected() {
+  static const LogitsKernel kernel = [] {
     switch (DetectVectorIsa()) {
       case VectorIsa::kAvx512:
-        return Kernels{moe_avx512::Logits, moe_avx512::LogitGrads};
+        return moe_avx512::Logits;
       case VectorIsa::kAvx2:
-        return Kernels{moe_avx2::Logits, moe_avx2::LogitGrads};
+        return moe_avx2::Logits;
       case VectorIsa::kBaseline:
         break;
     }
-    return Kernels{moe_base::Logits, moe_base::LogitGrads};
+    return moe_base::Logits;
   }();
-  return kernels;
+  return kernel;
 }
 
 }  // namespace
 
-void MoeLogits(const MoeItems& items, float* logits) {
-  ForParts(items,
-           [&](const MoeItems& part, int64_t first) { Selected().logits(part, logits + first); });
+void MoeLogits(const MoeItems& items, float* logits, float* unit_dz, float* unit_da) {
+  const int64_t e1 = items.experts + 1;
+  ForParts(items, [&](const MoeItems& part, int64_t first) {
+    Selected()(part, logits + first, unit_dz == nullptr ? nullptr : unit_dz + first * e1,
+               unit_da == nullptr ? nullptr : unit_da + first * items.experts);
+  });
 }
 
-void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da) {
-  ForParts(items, [&](const MoeItems& part, int64_t first) {
-    Selected().grads(part, dlogits + first, dz + first * (items.experts + 1),
-                     da + first * items.experts);
-  });
+void MoeLogitGrads(int64_t n, int64_t experts, const float* unit_dz, const float* unit_da,
+                   const float* dlogits, float* dz, float* da) {
+  const int64_t e1 = experts + 1;
+#pragma omp parallel for schedule(static) if (n >= 8192)
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = dlogits[i];
+    for (int64_t r = 0; r < e1; ++r) dz[i * e1 + r] = d * unit_dz[i * e1 + r];
+    for (int64_t r = 0; r < experts; ++r) da[i * experts + r] = d * unit_da[i * experts + r];
+  }
 }
 
 }  // namespace reel::layers

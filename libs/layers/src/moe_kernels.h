@@ -1,8 +1,9 @@
 // The mixture-of-experts head's element-wise work (see reel/layers/heads.h for the formulas):
-// from the gate and expert pre-activations of n (example, class) items to their logits, and back
-// to the pre-activations' gradients. Items are processed in blocks turned into one row per expert
-// of kBlock items, so every loop runs across items at the full vector width whatever the number
-// of experts.
+// from the gate and expert pre-activations of n (example, class) items to their logits and, for
+// training, the logits' derivatives with respect to the pre-activations, so that the backward
+// pass is a product by dlogits instead of a second pass through the exponentials and logarithms.
+// Items are processed in blocks turned into one row per expert of kBlock items, so every loop runs
+// across items at the full vector width whatever the number of experts.
 //
 // moe_kernels.inc is compiled once per instruction set (moe_kernels_{avx512,avx2,base}.cc); the
 // unqualified functions pick the CPU's best (vector_isa.h) and split the items over the OpenMP
@@ -24,15 +25,17 @@ struct MoeItems {
   int64_t experts = 0;  // E >= 1
 };
 
-// logits[i] = log p_i - log(1 - p_i).
-void MoeLogits(const MoeItems& items, float* logits);
-// dz [n, E + 1] and da [n, E] from dlogits [n].
-void MoeLogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da);
+// logits[i] = log p_i - log(1 - p_i). With unit_dz and unit_da (both or neither), also
+// d logit_i / d z [n, E + 1] and d logit_i / d a [n, E].
+void MoeLogits(const MoeItems& items, float* logits, float* unit_dz = nullptr,
+               float* unit_da = nullptr);
+// dz [n, E + 1] and da [n, E] from dlogits [n] and MoeLogits' unit_dz and unit_da.
+void MoeLogitGrads(int64_t n, int64_t experts, const float* unit_dz, const float* unit_da,
+                   const float* dlogits, float* dz, float* da);
 
-#define REEL_MOE_KERNELS_DECLARE(ns)                                                  \
-  namespace ns {                                                                      \
-  void Logits(const MoeItems& items, float* logits);                                  \
-  void LogitGrads(const MoeItems& items, const float* dlogits, float* dz, float* da); \
+#define REEL_MOE_KERNELS_DECLARE(ns)                                                 \
+  namespace ns {                                                                     \
+  void Logits(const MoeItems& items, float* logits, float* unit_dz, float* unit_da); \
   }
 REEL_MOE_KERNELS_DECLARE(moe_avx512)
 REEL_MOE_KERNELS_DECLARE(moe_avx2)

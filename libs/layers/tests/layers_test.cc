@@ -74,7 +74,7 @@ TEST(MoeHeadTest, LogitEqualsLogOddsOfTheMixture) {
   head.Initialize(5);
   FillUniform(arena.values(2), 1.0f, 6, "expert bias");
   std::vector<float> x = RandomVector(batch * in, 7, 2.0f), logits(batch * classes);
-  head.Forward(x.data(), batch, logits.data());
+  head.Forward(x.data(), batch, logits.data(), Mode::kTrain);
   auto w_g = arena.values(0), w_e = arena.values(1), b_e = arena.values(2);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t c = 0; c < classes; ++c) {
@@ -108,7 +108,7 @@ TEST(MoeHeadTest, GradientsMatchFiniteDifferences) {
   std::vector<float> x = RandomVector(batch * in, 10), r = RandomVector(batch * classes, 11);
   std::vector<float> y(batch * classes), dx(batch * in);
   auto loss = [&] {
-    head.Forward(x.data(), batch, y.data());
+    head.Forward(x.data(), batch, y.data(), Mode::kTrain);
     return Dot(y, r);
   };
   loss();
@@ -127,7 +127,7 @@ TEST(MoeHeadTest, ExtremeLogitsStayFinite) {
   for (float& v : arena.values()) v = 1.0f;
   for (float xv : {-200.0f, 200.0f}) {
     float x = xv, logit = 0, dx = 0, d = 1;
-    head.Forward(&x, 1, &logit);
+    head.Forward(&x, 1, &logit, Mode::kTrain);
     head.Backward(&x, &d, 1, &dx);
     EXPECT_TRUE(std::isfinite(logit)) << xv;
     EXPECT_TRUE(std::isfinite(dx)) << xv;

@@ -41,18 +41,18 @@ double ReferenceLogit(const std::vector<double>& z, const std::vector<double>& a
 
 struct Kernels {
   std::string name;
-  std::function<void(const MoeItems&, float*)> logits;
-  std::function<void(const MoeItems&, const float*, float*, float*)> grads;
+  std::function<void(const MoeItems&, float*, float*, float*)> logits;
 };
 
-// Every instruction set this CPU runs.
+// Every instruction set this CPU runs, and the dispatching entry points (threads from 8192 items).
 std::vector<Kernels> Runnable() {
-  std::vector<Kernels> k{{"baseline", moe_base::Logits, moe_base::LogitGrads}};
+  std::vector<Kernels> k{{"baseline", moe_base::Logits}};
   const VectorIsa isa = DetectVectorIsa();
-  if (isa == VectorIsa::kAvx2 || isa == VectorIsa::kAvx512)
-    k.push_back({"avx2", moe_avx2::Logits, moe_avx2::LogitGrads});
-  if (isa == VectorIsa::kAvx512)
-    k.push_back({"avx512", moe_avx512::Logits, moe_avx512::LogitGrads});
+  if (isa == VectorIsa::kAvx2 || isa == VectorIsa::kAvx512) k.push_back({"avx2", moe_avx2::Logits});
+  if (isa == VectorIsa::kAvx512) k.push_back({"avx512", moe_avx512::Logits});
+  k.push_back({"MoeLogits", [](const MoeItems& items, float* logits, float* dz, float* da) {
+                 MoeLogits(items, logits, dz, da);
+               }});
   return k;
 }
 
@@ -77,9 +77,12 @@ TEST_P(MoeKernelsTest, EveryInstructionSetMatchesTheDoubleReference) {
 
   for (const Kernels& k : Runnable()) {
     SCOPED_TRACE(k.name);
-    std::vector<float> logits(static_cast<size_t>(c.n), NAN), dz(z.size(), NAN), da(a.size(), NAN);
-    k.logits(items, logits.data());
-    k.grads(items, d.data(), dz.data(), da.data());
+    std::vector<float> logits(static_cast<size_t>(c.n), NAN), unit_dz(z.size(), NAN),
+        unit_da(a.size(), NAN), dz(z.size(), NAN), da(a.size(), NAN), plain(logits);
+    k.logits(items, logits.data(), unit_dz.data(), unit_da.data());
+    k.logits(items, plain.data(), nullptr, nullptr);  // the same logits without derivatives
+    ASSERT_EQ(plain, logits);
+    MoeLogitGrads(c.n, c.experts, unit_dz.data(), unit_da.data(), d.data(), dz.data(), da.data());
     for (int64_t i = 0; i < c.n; ++i) {
       std::vector<double> zi(z.begin() + i * e1, z.begin() + (i + 1) * e1),
           ai(a.begin() + i * c.experts, a.begin() + (i + 1) * c.experts);
@@ -108,7 +111,9 @@ TEST_P(MoeKernelsTest, EveryInstructionSetMatchesTheDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeKernelsTest,
                          ::testing::Values(Case{1, 1, 3}, Case{17, 2, 3}, Case{40, 4, 8},
-                                           Case{33, 2, 60}, Case{16, 3, 0.001f}));
+                                           Case{33, 2, 60}, Case{16, 3, 0.001f},
+                                           // split over the threads, a part not a multiple of 16
+                                           Case{8193, 2, 3}));
 
 }  // namespace
 }  // namespace reel::layers

@@ -153,7 +153,7 @@ Result<Tensor> BiLstmModel::Forward(const Batch& batch, Mode mode) {
   }
   Tensor logits({b_n, classes_});
   const auto head_start = std::chrono::steady_clock::now();
-  head_->Forward(enc_.data(), b_n, logits.data());
+  head_->Forward(enc_.data(), b_n, logits.data(), mode);
   head_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - head_start).count();
   batch_ = b_n;

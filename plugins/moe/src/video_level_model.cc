@@ -93,7 +93,7 @@ Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
     col += w;
   }
   Tensor logits({b_n, classes_});
-  head_->Forward(x_.data(), b_n, logits.data());
+  head_->Forward(x_.data(), b_n, logits.data(), mode);
   batch_ = b_n;
   trained_ = mode == Mode::kTrain;
   return logits;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "reel/layers/dense.h"
+#include "reel/model.h"
 #include "reel/options.h"
 #include "reel/param_arena.h"
 #include "reel/status.h"
@@ -33,10 +34,10 @@ class Head {
   virtual ~Head() = default;
   virtual Status Declare(ParamArena& arena) = 0;
   virtual void Initialize(uint64_t seed) = 0;
-  // logits [batch, C] from x [batch, in]; keeps what Backward() needs.
-  virtual void Forward(const float* x, int64_t batch, float* logits) = 0;
-  // REQUIRES: the last Forward() had the same x and batch. Writes the head's parameter gradients
-  // (overwriting) and, when dx is not null, dx [batch, in].
+  // logits [batch, C] from x [batch, in]; in Mode::kTrain also keeps what Backward() needs.
+  virtual void Forward(const float* x, int64_t batch, float* logits, Mode mode) = 0;
+  // REQUIRES: the last Forward() had the same x and batch, in Mode::kTrain. Writes the head's
+  // parameter gradients (overwriting) and, when dx is not null, dx [batch, in].
   virtual void Backward(const float* x, const float* dlogits, int64_t batch, float* dx) = 0;
 };
 
@@ -46,7 +47,7 @@ class LogisticHead final : public Head {
       : dense_(std::move(name), in, classes, true) {}
   Status Declare(ParamArena& arena) override { return dense_.Declare(arena); }
   void Initialize(uint64_t seed) override { dense_.Initialize(seed); }
-  void Forward(const float* x, int64_t batch, float* logits) override {
+  void Forward(const float* x, int64_t batch, float* logits, Mode) override {
     dense_.Forward(x, batch, logits);
   }
   void Backward(const float* x, const float* dlogits, int64_t batch, float* dx) override {
@@ -63,14 +64,16 @@ class MoeHead final : public Head {
   MoeHead(std::string name, int64_t in, int64_t classes, int64_t experts);
   Status Declare(ParamArena& arena) override;
   void Initialize(uint64_t seed) override;
-  void Forward(const float* x, int64_t batch, float* logits) override;
+  void Forward(const float* x, int64_t batch, float* logits, Mode mode) override;
   void Backward(const float* x, const float* dlogits, int64_t batch, float* dx) override;
 
  private:
   int64_t classes_, experts_;
   Dense gates_, experts_dense_;
   std::vector<float> gate_act_, expert_act_;  // pre-activations from Forward()
-  std::vector<float> dgate_, dexpert_;        // scratch for Backward()
+  // From a training Forward(): d logit / d pre-activation, as gate_act_ and expert_act_.
+  std::vector<float> unit_dgate_, unit_dexpert_;
+  std::vector<float> dgate_, dexpert_;  // scratch for Backward()
 };
 
 // The head options every model exposes, so they read the same everywhere.
