@@ -82,9 +82,7 @@ void ABtThroughTranspose(int64_t m, int64_t n, int64_t k, const float* a, int64_
       // A^T, zero-padded to mp columns, each thread a range of its rows; then the product.
 #pragma omp for schedule(static)
       for (int64_t p0 = 0; p0 < k; p0 += 64)
-        for (int64_t i = 0; i < mp; ++i)
-          for (int64_t p = p0; p < std::min(k, p0 + 64); ++p)
-            at[p * mp + i] = i < m ? a[i * lda + p] : 0.0f;
+        short_gemm_avx512::TransposeShort(a, lda, m, mp, p0, std::min(k, p0 + 64), at);
     }
     int64_t n0, n1;
     Part(n, 12, omp_get_thread_num(), omp_get_num_threads(), n0, n1);

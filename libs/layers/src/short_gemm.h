@@ -38,6 +38,9 @@ void ProductAtB(const ShortGemmArgs& args, int64_t n0, int64_t n1);  // A^T B, A
 // short matrix transposed and zero-padded to mp = 16, 32, 48 or 64 columns.
 void ProductBAt(const float* b, int64_t ldb, int64_t depth, const float* at, int64_t mp, float* ct,
                 int64_t n0, int64_t n1);
+// Rows [p0, p1) of AT [., mp] = A^T for A [m, .] (m <= mp <= 64), zero past column m.
+void TransposeShort(const float* a, int64_t lda, int64_t m, int64_t mp, int64_t p0, int64_t p1,
+                    float* at);
 }  // namespace short_gemm_avx512
 
 }  // namespace reel::layers

@@ -248,6 +248,29 @@ void ProductBAt(const float* b, int64_t ldb, int64_t depth, const float* at, int
   }
 }
 
+void TransposeShort(const float* a, int64_t lda, int64_t m, int64_t mp, int64_t p0, int64_t p1,
+                    float* at) {
+  if (m * lda >= (int64_t{1} << 31)) {  // beyond 32-bit gather offsets (not a short A)
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t i = 0; i < mp; ++i) at[p * mp + i] = i < m ? a[i * lda + p] : 0.0f;
+    return;
+  }
+  // One gather of 16 rows' elements per vector of AT (masked past row m: zeros, no read).
+  __m512i rows[4];
+  __mmask16 masks[4];
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const int vectors = static_cast<int>(mp / 16);
+  for (int v = 0; v < vectors; ++v) {
+    rows[v] = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(16 * v)),
+                                 _mm512_set1_epi32(static_cast<int>(lda)));
+    masks[v] = MasksFor(m - 16 * v).v[0];
+  }
+  for (int64_t p = p0; p < p1; ++p)
+    for (int v = 0; v < vectors; ++v)
+      _mm512_storeu_ps(at + p * mp + 16 * v,
+                       _mm512_mask_i32gather_ps(_mm512_setzero_ps(), masks[v], rows[v], a + p, 4));
+}
+
 }  // namespace reel::layers::short_gemm_avx512
 
 #else  // no AVX-512 flags (not x86-64): never called, short_gemm.cc falls back to dnnl_sgemm.
@@ -257,6 +280,7 @@ bool Compiled() { return false; }
 void Product(const ShortGemmArgs&, int64_t, int64_t) {}
 void ProductAtB(const ShortGemmArgs&, int64_t, int64_t) {}
 void ProductBAt(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t) {}
+void TransposeShort(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {}
 }  // namespace reel::layers::short_gemm_avx512
 
 #endif
