@@ -13,10 +13,15 @@
 // round trip is one worker's step; the workers step concurrently, so the server's rate is W times
 // one worker's (all_workers_*), the figure that compares with allreduce calls (one step of all).
 //
+// --option KEY=VALUE (repeatable) sets an async_sgd option, e.g. --option pipeline=false for the
+// push and the pull one after the other instead of pipelined.
+//
 //   reel launch -n 3 -- ps_push_pull --transport tcp [--floats 10000000] [--iters 10]
+//       [--option KEY=VALUE]...
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -46,6 +51,7 @@ int main(int argc, char** argv) {
   std::string transport_name = "tcp";
   int64_t floats = 10'000'000;
   int iters = 10;
+  std::map<std::string, std::string> given = {{"rule", "sgd"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--transport")
@@ -54,8 +60,12 @@ int main(int argc, char** argv) {
       floats = std::atoll(value.c_str());
     else if (flag == "--iters")
       iters = std::atoi(value.c_str());
+    else if (flag == "--option" && value.find('=') != std::string::npos)
+      given[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
     else {
-      std::fprintf(stderr, "usage: ps_push_pull [--transport T] [--floats F] [--iters N]\n");
+      std::fprintf(stderr,
+                   "usage: ps_push_pull [--transport T] [--floats F] [--iters N] "
+                   "[--option KEY=VALUE]...\n");
       return 2;
     }
   }
@@ -76,7 +86,7 @@ int main(int argc, char** argv) {
   reel::ParamArena arena;
   if (auto s = arena.Declare("w", {floats}); !s.ok()) return Fail(s.status());
   arena.Finalize();
-  auto options = reel::ParseOptions(reel::async_sgd::AsyncOptions(), {{"rule", "sgd"}});
+  auto options = reel::ParseOptions(reel::async_sgd::AsyncOptions(), given);
   if (!options.ok()) return Fail(options.status());
   auto opt = reel::async_sgd::AsyncOptimizer::Create(*options, {rank, world});
   if (!opt.ok()) return Fail(opt.status());

@@ -2,7 +2,8 @@
 """async_sgd experiments (issue 12), over tcp on loopback, one process per rank (`reel launch`):
 
   1. ps_push_pull: push+pull round trips per second and GB/s of 10M parameters with 1-3 workers
-     (one server), beside the same transport's allreduce of the same parameters in the same run;
+     (one server), beside the same transport's allreduce of the same parameters in the same run
+     (--sequential-too: also with the push and the pull one after the other, pipeline=false);
   2. training: bilstm_video (hidden 16) on synthetic frame-level data, `sync` with 1-3 ranks and
      `async_sgd` with 1-3 workers (+1 server), then async with 3 workers and the staleness-aware
      rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
@@ -75,9 +76,10 @@ def launch(reel, n, command, timeout=900):
     return "\n".join(outs)
 
 
-def push_pull(reel, bench, workers, floats, iters):
+def push_pull(reel, bench, workers, floats, iters, options=()):
+    extra = [a for o in options for a in ("--option", o)]
     out = launch(reel, workers + 1, [bench, "--transport", "tcp", "--floats", str(floats),
-                                     "--iters", str(iters)])
+                                     "--iters", str(iters)] + extra)
     row = {}
     for kind in ("push_pull", "allreduce"):
         m = re.search(kind + r" .*?seconds_per_\w+=([0-9.]+) \w+_per_second=([0-9.]+) "
@@ -149,6 +151,8 @@ def main():
     ap.add_argument("--link", default="loopback", choices=("loopback", "netns"))
     ap.add_argument("--rate", default="1gbit", help="tc rate of each link with --link netns")
     ap.add_argument("--data", default="easy", choices=sorted(DATA))
+    ap.add_argument("--sequential-too", action="store_true",
+                    help="ps_push_pull also with pipeline=false, alternated with the default")
     args = ap.parse_args()
     if args.link == "netns":
         global NETNS_NAME
@@ -192,9 +196,13 @@ def run_all(args):
     for rep in range(args.reps):
         if "push_pull" not in skip:
             for w in (1, 2, 3):
-                row = push_pull(reel, bench, w, args.floats, args.iters)
-                results["push_pull"].setdefault(str(w), []).append(row)
-                print(f"rep {rep} push_pull workers={w}: {row}", flush=True)
+                # With --sequential-too, the pipelined push+pull (the default) and the push and
+                # pull one after the other (key "<w>_sequential") alternate.
+                for key, options in [(str(w), ())] + (
+                        [(f"{w}_sequential", ("pipeline=false",))] if args.sequential_too else []):
+                    row = push_pull(reel, bench, w, args.floats, args.iters, options)
+                    results["push_pull"].setdefault(key, []).append(row)
+                    print(f"rep {rep} push_pull {key}: {row}", flush=True)
         if "train" not in skip:
             for name, ranks, optimizer, options in cases:
                 row = train(reel, work, data, name, ranks, optimizer, options, args.steps,

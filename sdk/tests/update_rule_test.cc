@@ -137,6 +137,43 @@ TEST_P(UpdateRuleTest, AnUpdateInPiecesEqualsTheWholeUpdate) {
   EXPECT_NE(pw[0], static_cast<float>(Init(0)));
 }
 
+// An update in pieces taken back half way (its input stopped arriving) leaves the parameters
+// and the state as they were before it, and the next update goes on as if it never began.
+TEST_P(UpdateRuleTest, AnUpdateTakenBackHalfWayLeavesNoTrace) {
+  UpdateRuleConfig c = Config(GetParam().options);
+  auto taken = MakeUpdateRule(c);
+  auto clean = MakeUpdateRule(c);
+  ASSERT_TRUE(taken.ok() && clean.ok());
+  std::vector<float> pt = InitialParams(), pc = InitialParams();
+  Steps(**taken, pt, 1, 2);
+  Steps(**clean, pc, 1, 2);
+  const std::vector<float> before = pt;
+  std::vector<float> g(kN), kept(kN);
+  for (size_t i = 0; i < kN; ++i) g[i] = static_cast<float>(Grad(3, i));
+  (*taken)->BeginUpdate(kN);
+  const int vectors = (*taken)->state_vectors();
+  std::vector<std::vector<float>> kept_state(static_cast<size_t>(vectors), std::vector<float>(kN));
+  // Pieces [0, 16) and [16, 30) applied, [30, kN) never arrived.
+  for (auto [from, to] : {std::pair<size_t, size_t>{0, 16}, {16, 30}}) {
+    for (int k = 0; k < vectors; ++k)
+      (*taken)->CopyState(k, from, std::span(kept_state[k]).subspan(from, to - from));
+    std::copy(pt.begin() + from, pt.begin() + to, kept.begin() + from);
+    (*taken)->ApplyPart(std::span(pt).subspan(from, to - from),
+                        std::span<const float>(g).subspan(from, to - from), static_cast<float>(kLr),
+                        from);
+  }
+  EXPECT_NE(pt, before);
+  for (int k = 0; k < vectors; ++k)
+    (*taken)->SetState(k, 0, std::span<const float>(kept_state[k]).subspan(0, 30));
+  std::copy(kept.begin(), kept.begin() + 30, pt.begin());
+  (*taken)->CancelUpdate();
+  EXPECT_EQ(pt, before);
+  EXPECT_EQ((*taken)->SaveState(), (*clean)->SaveState());
+  Steps(**taken, pt, 3, kSteps);
+  Steps(**clean, pc, 3, kSteps);
+  EXPECT_EQ(pt, pc);
+}
+
 TEST_P(UpdateRuleTest, TruncatedOrPaddedStateIsDataLoss) {
   auto rule = MakeUpdateRule(Config(GetParam().options));
   ASSERT_TRUE(rule.ok());

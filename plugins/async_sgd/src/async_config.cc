@@ -34,6 +34,11 @@ OptionSchema AsyncOptions() {
   s.push_back(BoolOption("overlap", false,
                          "push and pull on a thread of their own while the next step computes "
                          "(its weights are then one step older; frequency: step only)"));
+  s.push_back(BoolOption("pipeline", true,
+                         "a step that pushes and pulls sends its push and receives the fresh "
+                         "weights at once, in chunks the server applies and returns as they "
+                         "arrive (locking only); false: push, await the ack, then pull"));
+  s.push_back(IntOption("pipeline_chunk", 262144, "floats per chunk of a pipelined push+pull"));
   s.push_back(IntOption("server_checkpoint_every", 0,
                         "updates of its shard between the checkpoints each server writes of its "
                         "own shard into trainer.checkpoint_dir; 0: about as often as "
@@ -59,6 +64,8 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
   c.max_staleness = o.GetInt("max_staleness");
   c.timeout_ms = o.GetInt("timeout_ms");
   c.overlap = o.GetBool("overlap");
+  c.pipeline = o.GetBool("pipeline");
+  c.pipeline_chunk = o.GetInt("pipeline_chunk");
   c.server_checkpoint_every = o.GetInt("server_checkpoint_every");
   if (c.server_checkpoint_every < -1)
     return Bad("server_checkpoint_every", std::to_string(c.server_checkpoint_every) +
@@ -76,6 +83,9 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
   if (c.max_staleness < 0)
     return Bad("max_staleness", std::to_string(c.max_staleness) + " is negative (0: no bound)");
   if (c.timeout_ms < 0) return Bad("timeout_ms", std::to_string(c.timeout_ms) + " is negative");
+  if (c.pipeline_chunk < 1 || c.pipeline_chunk > (int64_t{1} << 28))
+    return Bad("pipeline_chunk",
+               std::to_string(c.pipeline_chunk) + " is outside [1, 268435456] floats");
   if (!c.locking && c.rule.rule != "sgd")
     return Bad("locking", "false (Hogwild) needs rule 'sgd': rule '" + c.rule.rule +
                               "' keeps per-parameter state that concurrent pushes would corrupt");

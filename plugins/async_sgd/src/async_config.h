@@ -21,8 +21,10 @@ struct AsyncConfig {
   bool per_epoch = false;  // frequency: epoch — push the parameter delta once per epoch
   bool locking = true;     // false: Hogwild updates (sgd only)
   bool staleness_aware = false;
-  int64_t max_staleness = 0;  // 0: no bound
-  bool overlap = false;       // a step's push and pull run while the next step computes
+  int64_t max_staleness = 0;        // 0: no bound
+  bool overlap = false;             // a step's push and pull run while the next step computes
+  bool pipeline = true;             // a push+pull streams both ways at once (locking only; wire.h)
+  int64_t pipeline_chunk = 262144;  // floats per chunk of a pipelined push+pull
   int64_t timeout_ms = 600000;
   // Shard updates between a server's own checkpoints (0: from the trainer's cadence, -1: never).
   int64_t server_checkpoint_every = 0;

@@ -31,6 +31,10 @@ const char* KindName(Kind k) {
       return "applied";
     case Kind::kAppliedWork:
       return "applied-work";
+    case Kind::kPushPull:
+      return "push-pull";
+    case Kind::kPushPulled:
+      return "push-pulled";
   }
   return "unknown";
 }
@@ -146,30 +150,36 @@ Status ShardServer::ServeWorker(int worker) {
     if (h->shard != static_cast<uint32_t>(shard_))
       return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " sent a " +
                                   KindName(h->kind) + " for shard " + std::to_string(h->shard));
+    const bool push = h->kind == Kind::kPush || h->kind == Kind::kPushDelta;
+    if ((push || h->kind == Kind::kPushPull) && h->count != floats)
+      return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " pushed " +
+                                  std::to_string(h->count) + " floats, the shard has " +
+                                  std::to_string(floats));
     switch (h->kind) {
       case Kind::kPush:
       case Kind::kPushDelta: {
-        if (h->count != floats)
-          return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " pushed " +
-                                      std::to_string(h->count) + " floats, the shard has " +
-                                      std::to_string(floats));
         Status s = comm_.RecvInto(worker, kPayloadTag, std::as_writable_bytes(std::span(payload)),
                                   NextDeadline());
         if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
           return lose(s);
         REEL_RETURN_IF_ERROR(s);
         REEL_RETURN_IF_ERROR(Apply(*h, payload));
-        {
-          std::lock_guard<std::mutex> lock(tally_mu_);
-          ++tally.applied;
-          tally.applied_step = h->step;
-          tally.applied_steps += h->steps;
-          tally.applied_examples += h->examples;
-        }
+        CountApplied(tally, *h);
         const Header ack = MakeHeader(Kind::kAck, shard_, 0, version_.load());
         Status a = SendHeader(comm_, worker, kReplyTag, ack, NextDeadline());
         if (a.code() == StatusCode::kUnavailable) return lose(a);
         REEL_RETURN_IF_ERROR(a);
+        break;
+      }
+      case Kind::kPushPull: {
+        if (!config_.locking || h->aux == 0)
+          return InvalidArgumentError(
+              Where() + ": rank " + std::to_string(worker) +
+              " sent a pipelined push+pull, which needs locking and a chunk size");
+        Status s = PushPull(worker, *h, payload, tally);
+        if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
+          return lose(s);
+        REEL_RETURN_IF_ERROR(s);
         break;
       }
       case Kind::kPull: {
@@ -207,14 +217,26 @@ Status ShardServer::ServeWorker(int worker) {
   }
 }
 
+void ShardServer::CountApplied(Tally& tally, const Header& h) {
+  std::lock_guard<std::mutex> lock(tally_mu_);
+  ++tally.applied;
+  tally.applied_step = h.step;
+  tally.applied_steps += h.steps;
+  tally.applied_examples += h.examples;
+}
+
 // Staleness: how many updates reached the shard since the worker's copy was pulled. A push based
 // on the newest version (staleness 0) or one behind gets the full rate.
+float ShardServer::Scale(const Header& h) const {
+  const int64_t staleness = std::max<int64_t>(0, version_.load() - h.version);
+  return config_.staleness_aware ? 1.0f / static_cast<float>(std::max<int64_t>(1, staleness))
+                                 : 1.0f;
+}
+
 Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   if (config_.locking) lock.lock();
-  const int64_t staleness = std::max<int64_t>(0, version_.load() - h.version);
-  const float scale =
-      config_.staleness_aware ? 1.0f / static_cast<float>(std::max<int64_t>(1, staleness)) : 1.0f;
+  const float scale = Scale(h);
   if (h.kind == Kind::kPushDelta) {
     if (config_.locking) {
       for (size_t i = 0; i < values_.size(); ++i) values_[i] += scale * payload[i];
@@ -235,12 +257,61 @@ Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
       v.store(p - lr * (payload[i] + wd * p), std::memory_order_relaxed);
     }
   }
+  return CountUpdate(lock).status();
+}
+
+Result<int64_t> ShardServer::CountUpdate(std::unique_lock<std::mutex>& lock) {
   const int64_t version = version_.fetch_add(1) + 1;
-  if (!checkpoints_ || version % checkpoint_every_ != 0) return Status::Ok();
+  if (!checkpoints_ || version % checkpoint_every_ != 0) return version;
   // Copied under the lock (a consistent shard with locking), written after it.
   const ShardSnapshot snapshot = Snapshot(version);
   if (lock.owns_lock()) lock.unlock();
-  return checkpoints_->Write(snapshot).WithContext(Where());
+  REEL_RETURN_IF_ERROR(checkpoints_->Write(snapshot).WithContext(Where()));
+  return version;
+}
+
+// The push's chunks are applied as they arrive, each chunk's fresh values sent straight back, so
+// the push and the pull cross the link in both directions at once. One update (one rule step,
+// one version) under the lock for its whole length, as a push and a pull in a row would be with
+// nothing between them. A push cut off half way (the worker died) is taken back: what each chunk
+// held before is kept (undo_*) until the last chunk arrived. If only the way back fails, the
+// push arrived whole and counts.
+Status ShardServer::PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally) {
+  const size_t n = values_.size(), chunk = h.aux;
+  std::unique_lock<std::mutex> lock(mu_);
+  const float lr = h.lr * Scale(h);
+  rule_->BeginUpdate(n);
+  const int vectors = rule_->state_vectors();
+  undo_values_.resize(n);
+  undo_state_.resize(static_cast<size_t>(vectors) * n);
+  auto take_back = [&](size_t applied) {
+    std::copy_n(undo_values_.begin(), applied, values_.begin());
+    for (int k = 0; k < vectors; ++k)
+      rule_->SetState(k, 0, std::span<const float>(undo_state_).subspan(k * n, applied));
+    rule_->CancelUpdate();
+  };
+  Status back = Status::Ok();
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t len = std::min(chunk, n - at);
+    std::span<float> in = payload.subspan(at, len), shard = std::span(values_).subspan(at, len);
+    if (Status got =
+            comm_.RecvInto(worker, kPayloadTag, std::as_writable_bytes(in), NextDeadline());
+        !got.ok()) {
+      take_back(at);
+      return got;
+    }
+    std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
+    for (int k = 0; k < vectors; ++k)
+      rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
+    rule_->ApplyPart(shard, in, lr, at);
+    if (back.ok())
+      back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(shard), NextDeadline());
+  }
+  CountApplied(tally, h);
+  REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
+  REEL_RETURN_IF_ERROR(back);
+  const Header reply = MakeHeader(Kind::kPushPulled, shard_, 0, version, static_cast<int64_t>(n));
+  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }
 
 ShardSnapshot ShardServer::Snapshot(int64_t version) {
@@ -324,7 +395,7 @@ Status ShardServer::ReplyApplied(int worker, int64_t of) {
     reply.version = t.applied;
     reply.steps = t.applied_steps;
     reply.examples = t.applied_examples;
-    reply.reserved = t.ended ? 1 : 0;
+    reply.aux = t.ended ? 1 : 0;
   }
   return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }

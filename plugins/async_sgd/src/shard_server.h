@@ -82,7 +82,16 @@ class ShardServer {
               std::span<const float> initial, std::unique_ptr<UpdateRule> rule);
 
   Status ServeWorker(int worker);
+  // The push's learning-rate factor for its staleness (staleness_aware).
+  float Scale(const Header& h) const;
   Status Apply(const Header& h, std::span<const float> payload);
+  // kPushPull (wire.h): applies the push chunk by chunk as it arrives, sending each chunk's fresh
+  // values back, and counts it in `tally`. Locking only.
+  Status PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally);
+  // After an update: counts the version and writes the shard's checkpoint when it is due (then
+  // releasing `lock` first). The new version.
+  Result<int64_t> CountUpdate(std::unique_lock<std::mutex>& lock);
+  void CountApplied(Tally& tally, const Header& h);
   // The shard as it is; the caller holds mu_ when locking.
   ShardSnapshot Snapshot(int64_t version);
   Status ReplyPull(int worker, std::vector<float>& scratch);
@@ -99,9 +108,11 @@ class ShardServer {
   const Roles roles_;
   Communicator& comm_;
   const int shard_;
-  mutable std::mutex mu_;  // with locking: the values, the rule and the tallies' counts
+  mutable std::mutex mu_;  // with locking: the values, the rule and the undo buffers
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
+  // A pipelined push's parameters and rule state before it, until it arrived whole (PushPull).
+  std::vector<float> undo_values_, undo_state_;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;

@@ -13,9 +13,14 @@
 //     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
 //                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
 //                 examples}: what it applied of that worker's pushes
+//     kPushPull   a push and a pull at once (locking only): count floats in chunks of `aux`
+//                 floats, each a message on kPayloadTag; the server applies each chunk as it
+//                 arrives and sends that chunk's fresh values back on kReplyPayloadTag, then
+//                 Header{kPushPulled, version after the push, count}. One update, one version,
+//                 under the shard's lock; a push cut off half way is taken back, not applied.
 //     kDone       `step` carries how many pushes the worker sent this server; no reply
 //   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes,
-//   kAppliedWork.
+//   kAppliedWork, kPushPulled.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -44,6 +49,8 @@ enum class Kind : uint32_t {
   kStateBytes = 8,
   kApplied = 9,
   kAppliedWork = 10,
+  kPushPull = 11,
+  kPushPulled = 12,
 };
 
 struct Header {
@@ -55,7 +62,7 @@ struct Header {
   int64_t steps = 0;     // a push: the worker's steps it carries (push_every, or an epoch's)
   int64_t examples = 0;  // a push: the examples of those steps (0 if nobody noted them)
   float lr = 0.0f;
-  uint32_t reserved = 0;
+  uint32_t aux = 0;  // kPushPull: floats per chunk; kAppliedWork: 1 if the worker was dropped
 };
 static_assert(sizeof(Header) == 56);
 

@@ -55,10 +55,16 @@ void Worker::StartExchange(bool push, bool pull, float lr) {
   const Carried carried = push ? TakeCarried() : Carried{};
   const int64_t step = CurrentStep();
   exchange_ = std::thread([this, push, pull, lr, carried, step] {
-    Status s = push ? Push(Kind::kPush, outbox_, lr, carried) : Status::Ok();
-    if (s.ok() && pull) {
-      s = Pull(inbox_, step);
+    Status s = Status::Ok();
+    if (push && pull && Pipelined()) {
+      s = PushPull(outbox_, inbox_, lr, carried);
       inbox_full_ = s.ok();
+    } else {
+      s = push ? Push(Kind::kPush, outbox_, lr, carried) : Status::Ok();
+      if (s.ok() && pull) {
+        s = Pull(inbox_, step);
+        inbox_full_ = s.ok();
+      }
     }
     exchange_status_ = std::move(s);
   });
@@ -111,15 +117,32 @@ Status Worker::Step(float lr) {
     if (push || pull) StartExchange(push, pull, lr);
     return Status::Ok();
   }
+  // In line: this step's push, if it makes one (its gradient, or the mean of push_every steps').
+  std::span<const float> push;
   if (config_.push_every == 1) {
-    REEL_RETURN_IF_ERROR(Push(Kind::kPush, grads, lr, TakeCarried()));
+    push = grads;
   } else {
     for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
     ++pending_steps_;
     pending_lr_ = lr;
-    if (pending_steps_ == config_.push_every) REEL_RETURN_IF_ERROR(PushPending());
+    if (pending_steps_ == config_.push_every) {
+      AveragePending();
+      push = pending_;
+      lr = pending_lr_;
+    }
   }
-  if (steps_ % config_.pull_every == 0) return Pull();
+  const bool scheduled = steps_ % config_.pull_every == 0;
+  if (!push.empty() && (scheduled || must_pull_) && Pipelined()) {
+    if (!scheduled) ++forced_pulls_;
+    REEL_RETURN_IF_ERROR(PushPull(push, arena_.values(), lr, TakeCarried()));
+    ClearPending();
+    return Status::Ok();
+  }
+  if (!push.empty()) {
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, push, lr, TakeCarried()));
+    ClearPending();
+  }
+  if (scheduled) return Pull();
   if (must_pull_) {
     ++forced_pulls_;
     return Pull();
@@ -159,13 +182,25 @@ Status Worker::PushPending() {
     for (size_t i = 0; i < pending_.size(); ++i) pending_[i] = values[i] - pending_[i];
     REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, 0.0f, TakeCarried()));
   } else {
-    const float inv = 1.0f / static_cast<float>(pending_steps_);
-    for (float& g : pending_) g *= inv;
+    AveragePending();
     REEL_RETURN_IF_ERROR(Push(Kind::kPush, pending_, pending_lr_, TakeCarried()));
-    std::fill(pending_.begin(), pending_.end(), 0.0f);
   }
-  pending_steps_ = 0;
+  ClearPending();
   return Status::Ok();
+}
+
+void Worker::AveragePending() {
+  const float inv = 1.0f / static_cast<float>(pending_steps_);
+  for (float& g : pending_) g *= inv;
+}
+
+void Worker::ClearPending() {
+  if (config_.per_epoch || pending_steps_ == 0) {
+    pending_steps_ = 0;
+    return;
+  }
+  std::fill(pending_.begin(), pending_.end(), 0.0f);
+  pending_steps_ = 0;
 }
 
 Worker::Carried Worker::TakeCarried() {
@@ -206,6 +241,73 @@ Status Worker::Push(Kind kind, std::span<const float> data, float lr, const Carr
         ack->version - versions_[static_cast<size_t>(s)] > config_.max_staleness)
       must_pull_ = true;
   }
+  return Status::Ok();
+}
+
+// A thread sends the push's chunks while this one receives the fresh ones, so both directions
+// of each server's link carry data at once (wire.h, kPushPull).
+Status Worker::PushPull(std::span<const float> data, std::span<float> into, float lr,
+                        const Carried& carried) {
+  const size_t chunk = static_cast<size_t>(config_.pipeline_chunk);
+  for (int s = 0; s < roles_.servers; ++s) {
+    const ShardRange r = Range(s);
+    Header h =
+        MakeHeader(Kind::kPushPull, s, carried.step, versions_[static_cast<size_t>(s)], r.size, lr);
+    h.steps = carried.steps;
+    h.examples = carried.examples;
+    h.aux = static_cast<uint32_t>(chunk);
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
+                             .WithContext(Where() + ": pushing to server rank " +
+                                          std::to_string(roles_.server_rank(s))));
+  }
+  // Each shard's chunks in order, shard after shard: the order the servers take them in.
+  auto chunks = [&](auto&& each) -> Status {
+    for (int s = 0; s < roles_.servers; ++s) {
+      const ShardRange r = Range(s);
+      for (size_t at = 0; at < static_cast<size_t>(r.size); at += chunk)
+        REEL_RETURN_IF_ERROR(each(s, static_cast<size_t>(r.offset) + at,
+                                  std::min(chunk, static_cast<size_t>(r.size) - at)));
+    }
+    return Status::Ok();
+  };
+  Status sent = Status::Ok();
+  std::thread sender([&] {
+    sent = chunks([&](int s, size_t at, size_t len) {
+      return comm_
+          .Send(roles_.server_rank(s), kPayloadTag, std::as_bytes(data.subspan(at, len)),
+                NextDeadline())
+          .WithContext(Where() + ": pushing shard " + std::to_string(s) + " to server rank " +
+                       std::to_string(roles_.server_rank(s)));
+    });
+  });
+  Status got = chunks([&](int s, size_t at, size_t len) {
+    return comm_
+        .RecvInto(roles_.server_rank(s), kReplyPayloadTag,
+                  std::as_writable_bytes(into.subspan(at, len)), NextDeadline())
+        .WithContext(Where() + ": pulling shard " + std::to_string(s) + " from server rank " +
+                     std::to_string(roles_.server_rank(s)));
+  });
+  for (int s = 0; got.ok() && s < roles_.servers; ++s) {
+    const int src = roles_.server_rank(s);
+    Result<Header> reply = RecvHeader(comm_, src, kReplyTag, NextDeadline());
+    got = reply.status();
+    if (got.ok() && (reply->kind != Kind::kPushPulled || reply->count != Range(s).size))
+      got = InternalError(std::string("answered a push+pull with ") + KindName(reply->kind) +
+                          " of " + std::to_string(reply->count) + " floats");
+    if (!got.ok()) {
+      got = got.WithContext(Where() + ": push+pull of shard " + std::to_string(s) +
+                            " with server rank " + std::to_string(src));
+      break;
+    }
+    versions_[static_cast<size_t>(s)] = reply->version;
+    if (s == 0) newest_version_ = reply->version;
+  }
+  sender.join();
+  REEL_RETURN_IF_ERROR(got);
+  REEL_RETURN_IF_ERROR(sent);
+  ++pushes_;
+  ++pulls_;
+  must_pull_ = false;
   return Status::Ok();
 }
 

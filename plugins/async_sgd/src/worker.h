@@ -3,9 +3,11 @@
 // pulls fresh weights every pull_every steps, straight into its arena. With frequency: epoch it
 // trains its copy locally with the update rule and pushes the parameter delta once per epoch
 // (what Elephas does). Requests go to every server before any reply is awaited, so the servers
-// work on their shards at once. With `overlap`, a step's push and pull run on a thread of their
-// own while the trainer computes the next step; the pulled weights are put in place at the start
-// of the step after (so a gradient is computed on weights one exchange older).
+// work on their shards at once. A step that pushes and pulls does both at once (`pipeline`): the
+// push streams out in chunks while the fresh chunks the server applied stream back. With `overlap`,
+// a step's push and pull run on a thread of their own while the trainer computes the next step; the
+// pulled weights are put in place at the start of the step after (so a gradient is computed on
+// weights one exchange older).
 //
 // Thread-safety: one thread (the optimizer's), plus the exchange thread with `overlap`, which
 // every method waits for before it touches what the exchange uses.
@@ -81,6 +83,14 @@ class Worker {
   // overlap: starts the exchange of this step (push `outbox_` if `push`, then pull if `pull`).
   void StartExchange(bool push, bool pull, float lr);
   Status PushPending();
+  // push_every > 1: the pending sum becomes its mean; then cleared after its push.
+  void AveragePending();
+  void ClearPending();
+  // A step that pushes and pulls sends and receives at once (wire.h, kPushPull).
+  bool Pipelined() const { return config_.pipeline && config_.locking && !config_.per_epoch; }
+  // Pushes `data` to every server and pulls every shard into `into`, in one pipelined exchange.
+  Status PushPull(std::span<const float> data, std::span<float> into, float lr,
+                  const Carried& carried);
   Deadline NextDeadline() const;
   std::string Where() const;
   ShardRange Range(int shard) const { return ShardOf(arena_.total_size(), roles_.servers, shard); }

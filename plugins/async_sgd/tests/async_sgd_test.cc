@@ -9,63 +9,36 @@
 #include <mutex>
 #include <thread>
 
-#include "async_optimizer.h"
-#include "reel/core/collectives.h"
+#include "ranks.h"
 #include "reel/core/host.h"
-#include "reel/core/inproc.h"
 
 namespace reel::async_sgd {
 namespace {
 
 using ::testing::HasSubstr;
-using Communicators = std::vector<std::unique_ptr<Communicator>>;
-
-// fn(comm) for every rank on its own thread; the statuses in rank order.
-std::vector<Status> RunOnRanks(const Communicators& comms,
-                               const std::function<Status(Communicator&)>& fn) {
-  std::vector<Status> out(comms.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < comms.size(); ++i)
-    threads.emplace_back([&, i] { out[i] = fn(*comms[i]); });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
-Communicators Group(int n) {
-  auto raw = core::CreateInprocGroup(n);
-  EXPECT_TRUE(raw.ok());
-  Communicators out;
-  for (auto& c : *raw) out.push_back(core::WithRingCollectives(std::move(c)));
-  return out;
-}
-
-Result<std::unique_ptr<AsyncOptimizer>> Make(const std::map<std::string, std::string>& given,
-                                             int rank, int world) {
-  REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(AsyncOptions(), given));
-  return AsyncOptimizer::Create(o, OptimizerContext{rank, world});
-}
-
-// Two blocks, so shards cross the padding between them.
-void Declare(ParamArena& arena) {
-  ASSERT_TRUE(arena.Declare("w", {3, 5}).ok());
-  ASSERT_TRUE(arena.Declare("b", {7}).ok());
-  arena.Finalize();
-}
-
-// Small integers: with lr 1 every sum is exact, whatever the order the pushes arrive in.
-float IntGrad(int rank, int step, size_t i) {
-  return static_cast<float>((rank * 7 + step * 3 + static_cast<int>(i)) % 5 - 2);
-}
-float SmoothGrad(int step, size_t i) {
-  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 0.5 * step));
-}
 
 class OneWorker : public ::testing::TestWithParam<std::string> {};
+void ExpectThePlainRule(const std::map<std::string, std::string>& options);
 
 // One worker, locking, pulling every step: the server applies exactly the worker's gradient with
-// the worker's rate, so the worker's copy follows the plain rule step for step, bit for bit.
+// the worker's rate, so the worker's copy follows the plain rule step for step, bit for bit; with
+// the push and the pull pipelined in one chunk (the default here), in chunks of 5 floats (the
+// last one short), and one after the other (pipeline: false).
 TEST_P(OneWorker, EqualsThePlainRuleStepForStep) {
-  const std::string rule = GetParam();
+  for (const char* chunk : {"", "5", "off"}) {
+    SCOPED_TRACE(std::string("pipeline_chunk ") + chunk);
+    std::map<std::string, std::string> options = {{"rule", GetParam()}};
+    if (std::string(chunk) == "off") {
+      options["pipeline"] = "false";
+    } else if (*chunk != '\0') {
+      options["pipeline_chunk"] = chunk;
+    }
+    ExpectThePlainRule(options);
+  }
+}
+
+void ExpectThePlainRule(const std::map<std::string, std::string>& options) {
+  const std::string rule = options.at("rule");
   Communicators comms = Group(2);
   std::vector<ParamArena> arenas(2);
   for (auto& a : arenas) Declare(a);
@@ -80,7 +53,7 @@ TEST_P(OneWorker, EqualsThePlainRuleStepForStep) {
   std::vector<std::vector<float>> seen(kSteps);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
     ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
-    REEL_ASSIGN_OR_RETURN(auto opt, Make({{"rule", rule}}, c.rank(), 2));
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), 2));
     REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
     if (opt->IsServerOnly()) {
       REEL_RETURN_IF_ERROR(opt->Serve());
@@ -195,7 +168,14 @@ INSTANTIATE_TEST_SUITE_P(
         ManyCase{3, {{"overlap", "true"}}, "overlap_two_workers"},
         ManyCase{5,
                  {{"overlap", "true"}, {"servers", "2"}, {"push_every", "2"}, {"pull_every", "3"}},
-                 "overlap_two_servers_push2_pull3"}),
+                 "overlap_two_servers_push2_pull3"},
+        // Push and pull pipelined in chunks of 4 floats (shards of 11: the last chunk short);
+        // then one after the other.
+        ManyCase{5, {{"servers", "2"}, {"pipeline_chunk", "4"}}, "pipelined_two_servers"},
+        ManyCase{5,
+                 {{"overlap", "true"}, {"servers", "2"}, {"pipeline_chunk", "4"}},
+                 "pipelined_overlap_two_servers"},
+        ManyCase{4, {{"pipeline", "false"}}, "push_then_pull"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Runs `steps` steps of IntGrad on every worker of a world of `n` (rank 0 the server) and returns

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "tiny_rank.h"
+#include "ranks.h"
 
 namespace reel::async_sgd {
 namespace {

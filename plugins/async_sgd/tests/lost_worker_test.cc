@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tiny_rank.h"
+#include "ranks.h"
 
 namespace reel::async_sgd {
 namespace {

@@ -72,6 +72,20 @@ class UpdateRule {
   virtual void BeginUpdate(size_t n) = 0;
   virtual void ApplyPart(std::span<float> params, std::span<const float> grads, float lr,
                          size_t offset) = 0;
+  // Taking back an update in pieces whose input stopped arriving half way (a parameter server's
+  // push cut off): keep each piece's state (CopyState of every state vector) and parameters
+  // before ApplyPart, put them back (SetState) for the pieces applied, then CancelUpdate.
+  // State vectors: 0 (sgd), 1 (momentum, adagrad) or 2 (adam), sized by BeginUpdate.
+  int state_vectors() const { return s2_.empty() ? (s1_.empty() ? 0 : 1) : 2; }
+  void CopyState(int k, size_t offset, std::span<float> out) const {
+    const std::vector<float>& s = k == 0 ? s1_ : s2_;
+    std::memcpy(out.data(), s.data() + offset, out.size() * sizeof(float));
+  }
+  void SetState(int k, size_t offset, std::span<const float> in) {
+    std::vector<float>& s = k == 0 ? s1_ : s2_;
+    std::memcpy(s.data() + offset, in.data(), in.size() * sizeof(float));
+  }
+  void CancelUpdate() { --steps_; }
   virtual int64_t steps() const { return steps_; }
   // Arenas of this many floats or more are updated on all OpenMP threads (see ForBlocks()).
   static constexpr size_t kSplitMin = size_t{1} << 20;
