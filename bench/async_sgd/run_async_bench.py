@@ -99,17 +99,18 @@ eval_data {{ name: "tfrecord" options {{ key: "files" value: "{data}/train0004.t
 model {{ name: "bilstm_video" options {{ key: "hidden" value: "16" }} }}
 optimizer {{ name: "{optimizer}" {options} }}
 {transport}
-trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: {classes} learning_rate {{ base: 0.01 }}
+trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: {classes} learning_rate {{ base: {lr} }}
   log_every_steps: 10 eval_every_steps: {eval_every} metrics_log: "{run}/metrics.jsonl" }}
 """
 
 
-def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target, classes):
+def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target, classes,
+          lr=0.01):
     run = tempfile.mkdtemp(prefix=name + "-", dir=work)
     opts = " ".join(f'options {{ key: "{k}" value: "{v}" }}' for k, v in options.items())
     config = os.path.join(run, "run.pbtxt")
     with open(config, "w") as f:
-        f.write(CONFIG.format(data=data, optimizer=optimizer, options=opts, steps=steps,
+        f.write(CONFIG.format(data=data, optimizer=optimizer, options=opts, steps=steps, lr=lr,
                               eval_every=eval_every, run=run, classes=classes,
                               transport='transport { name: "tcp" }' if NETNS_NAME else ""))
     start = time.time()
@@ -190,7 +191,11 @@ def run_all(args):
              ("async_3w", 4, "async_sgd", {"rule": "adam"}),
              ("async_3w_staleness", 4, "async_sgd", {"rule": "adam", "staleness_aware": "true"}),
              ("async_3w_epoch", 4, "async_sgd", {"rule": "adam", "frequency": "epoch"}),
-             ("async_2w_overlap", 3, "async_sgd", {"rule": "adam", "overlap": "true"})]
+             ("async_2w_overlap", 3, "async_sgd", {"rule": "adam", "overlap": "true"}),
+             # sync with the learning rate scaled by the rank count (0.01 x N), beside async
+             # whose N workers each apply their own update at 0.01 (section 7 of the results).
+             ("sync_2_lr_x2", 2, "sync", {"rule": "adam"}, 0.02),
+             ("sync_3_lr_x3", 3, "sync", {"rule": "adam"}, 0.03)]
     if args.only:
         cases = [c for c in cases if c[0] in args.only.split(",")]
     for rep in range(args.reps):
@@ -204,9 +209,9 @@ def run_all(args):
                     results["push_pull"].setdefault(key, []).append(row)
                     print(f"rep {rep} push_pull {key}: {row}", flush=True)
         if "train" not in skip:
-            for name, ranks, optimizer, options in cases:
+            for name, ranks, optimizer, options, *lr in cases:
                 row = train(reel, work, data, name, ranks, optimizer, options, args.steps,
-                            args.eval_every or args.steps, args.target, CLASSES[args.data])
+                            args.eval_every or args.steps, args.target, CLASSES[args.data], *lr)
                 results["train"].setdefault(name, []).append(row)
                 print(f"rep {rep} {name}: {row}", flush=True)
         results["loads"].append(os.getloadavg())
