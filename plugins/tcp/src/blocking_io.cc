@@ -153,6 +153,13 @@ Status WriteAll(asio::io_context& io, tcp::socket& socket, std::span<const std::
   return ec ? IoError(what, "write", ec) : Status::Ok();
 }
 
+std::string ReadFailure(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof)
+    return "it closed its connection without saying goodbye (did its process die?)";
+  if (ec == asio::error::connection_reset) return "its connection was reset (did its process die?)";
+  return "reading from its connection failed: " + ec.message();
+}
+
 bool WaitWritable(tcp::socket& socket, Deadline deadline, error_code* error) {
   // poll() in the sending thread itself: the kernel wakes it the moment the peer has drained
   // the buffer. (Waiting through the io thread would add a thread hand-off per refill of the

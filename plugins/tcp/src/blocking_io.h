@@ -9,6 +9,7 @@
 #ifndef REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
 #define REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
 
+#include <array>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -42,6 +43,16 @@ Status WriteAll(asio::io_context& io, tcp::socket& socket, std::span<const std::
 // Waits in the calling thread until `socket` (in non-blocking mode) is writable. False if the
 // deadline passed first; *error is set if the wait failed.
 bool WaitWritable(tcp::socket& socket, Deadline deadline, boost::system::error_code* error);
+
+// Why reading a peer's connection failed, in words ("... (did its process die?)").
+std::string ReadFailure(const boost::system::error_code& ec);
+
+// The bytes of `buffers` after the first `skip` (a header and a payload, partly written).
+inline std::array<asio::const_buffer, 2> Skip(const std::array<asio::const_buffer, 2>& buffers,
+                                              size_t skip) {
+  if (skip < buffers[0].size()) return {buffers[0] + skip, buffers[1]};
+  return {buffers[1] + (skip - buffers[0].size()), asio::const_buffer()};
+}
 
 // Reads one control message (wire.h); Refuse arrives as an error carrying the peer's reason.
 struct Control {

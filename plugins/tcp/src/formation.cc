@@ -363,6 +363,12 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
     watchdog.cancel();
     Peer& peer = *peers_[static_cast<size_t>(r)];
     peer.in = std::make_unique<tcp::socket>(std::move(*socket));
+    {
+      std::lock_guard<std::mutex> reading(peer.read_mu);
+      peer.frames = std::make_unique<FrameReader>(
+          mailbox_, r, world_,
+          [this](int failed, const std::string& why) { PeerFailed(failed, why, false); });
+    }
     peer.last_heard_ns.store(Clock::now().time_since_epoch().count());
     peer.reading.store(true);
     asio::co_spawn(io_, ReadLoop(&peer), asio::detached);

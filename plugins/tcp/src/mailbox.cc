@@ -20,16 +20,6 @@ constexpr size_t kMaxPooled = 4;
 
 }  // namespace
 
-struct Mailbox::Posted {
-  enum class State { kWaiting, kClaimed, kDone };
-  int source;
-  int tag;
-  std::span<std::byte> out;
-  State state = State::kWaiting;
-  bool abandon = false;  // the receiver's deadline passed while its buffer was being filled
-  Status status;
-};
-
 Mailbox::Mailbox(std::string where, int rank, int world_size, bool isolate_failures)
     : where_(std::move(where)),
       rank_(rank),
@@ -85,6 +75,46 @@ Status Mailbox::RecvInto(int source, int tag, std::span<std::byte> out, Deadline
     while (p.state != Posted::State::kDone) cv_.wait(lock);
   }
   return p.status;
+}
+
+void Mailbox::Post(Posted& p) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (auto m = TakeQueued(p.source, p.tag)) {
+    lock.unlock();
+    p.status = m->payload.size() == p.out.size()
+                   ? Status::Ok()
+                   : SizeMismatch(m->source, p.tag, m->payload.size(), p.out.size());
+    if (p.status.ok() && !p.out.empty()) std::memcpy(p.out.data(), m->payload.data(), p.out.size());
+    ReturnBuffer(std::move(m->payload));
+    lock.lock();
+    p.state = Posted::State::kDone;
+    return;
+  }
+  p.status = UnavailableLocked(p.source, p.tag);
+  if (!p.status.ok()) {
+    p.state = Posted::State::kDone;
+    return;
+  }
+  p.state = Posted::State::kWaiting;
+  posted_.push_back(&p);
+}
+
+bool Mailbox::Done(const Posted& p) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return p.state == Posted::State::kDone;
+}
+
+void Mailbox::Withdraw(Posted& p, Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (p.state != Posted::State::kWaiting) return;
+  posted_.remove(&p);
+  p.status = std::move(status);
+  p.state = Posted::State::kDone;
+}
+
+Status Mailbox::CanReceive(int source, int tag) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return UnavailableLocked(source, tag);
 }
 
 // ---- Peers ----

@@ -40,9 +40,33 @@ class Mailbox {
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
+  const std::string& where() const { return where_; }
+
   // ---- Receivers (caller threads) ----
   Result<Message> Recv(int source, int tag, Deadline deadline);
   Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline);
+
+  // ---- Receives that do not wait, for a caller that reads the connection itself ----
+  // A RecvInto(source, tag, out) in the making; it must stay in place until done() or withdrawn.
+  struct Posted {
+    enum class State { kWaiting, kClaimed, kDone };
+    int source = 0;
+    int tag = 0;
+    std::span<std::byte> out;
+    State state = State::kWaiting;  // guarded by mu_
+    bool abandon = false;  // the receiver's deadline passed while its buffer was being filled
+    Status status;         // final once done
+  };
+  // Posts `p` (source, tag and out set): done at once if a queued message matched it (copied)
+  // or the source is unavailable (p.status says which), else in line for the next match.
+  void Post(Posted& p);
+  // True once `p` is done; p.status is then final.
+  bool Done(const Posted& p) const;
+  // Takes back a posted receive that is not done (it ends done with `status`). REQUIRES: no
+  // reader is filling it (a claimed one is released with FrameReader::ReleaseClaim first).
+  void Withdraw(Posted& p, Status status);
+  // OK, or what a receive from `source` with `tag` would fail with now (Unavailable).
+  Status CanReceive(int source, int tag) const;
 
   // ---- Peers ----
   void PeerLeft(int rank);
@@ -71,7 +95,6 @@ class Mailbox {
   static constexpr size_t kChunkBytes = size_t{512} << 10;
 
  private:
-  struct Posted;
   struct Queued {
     uint64_t arrival;  // the oldest message wins an any-source receive
     std::vector<std::byte> payload;
@@ -120,6 +143,11 @@ class Mailbox::Inbound {
   void Advance(size_t n);
   void Finish();
   void Fail(const Status& why);
+  // If this message is being read into `p`, hands `p` back, done with `status`; the rest of
+  // the message is staged and queued as if nobody had been waiting for it.
+  void Unclaim(const Posted& p, const Status& status) {
+    if (claimed_ == &p) Release(status);
+  }
 
  private:
   friend class Mailbox;

@@ -2,28 +2,15 @@
 // tcp_communicator.h; forming the group is in formation.cc).
 #include "tcp_communicator.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <iostream>
 
 namespace reel::tcp {
 namespace {
 
 using boost::system::error_code;
-
-int64_t NowNs() { return Clock::now().time_since_epoch().count(); }
-
-std::string ReadFailure(const error_code& ec) {
-  if (ec == asio::error::eof)
-    return "it closed its connection without saying goodbye (did its process die?)";
-  if (ec == asio::error::connection_reset) return "its connection was reset (did its process die?)";
-  return "reading from its connection failed: " + ec.message();
-}
-
-// The bytes of `buffers` after the first `skip`.
-std::array<asio::const_buffer, 2> Skip(const std::array<asio::const_buffer, 2>& buffers,
-                                       size_t skip) {
-  if (skip < buffers[0].size()) return {buffers[0] + skip, buffers[1]};
-  return {buffers[1] + (skip - buffers[0].size()), asio::const_buffer()};
-}
 
 }  // namespace
 
@@ -72,8 +59,10 @@ TcpCommunicator::~TcpCommunicator() {
     error_code ignored;
     acceptor_.close(ignored);
     for (tcp::socket* s : handshaking_) s->close(ignored);
-    for (auto& peer : peers_)
+    for (auto& peer : peers_) {
       if (peer->in) peer->in->close(ignored);
+      peer->resume.cancel();  // a reader waiting for a borrower (none: no collective runs)
+    }
   });
   work_.reset();
   io_thread_.join();
@@ -181,84 +170,100 @@ Status TcpCommunicator::WriteFrame(Peer& peer, std::span<const std::byte> header
 
 // ---- Reading ----
 
+// Reads while frames arrive, then waits for the socket to become readable. It reads before
+// every wait, so nothing that a borrower left unread stays buffered behind an edge-triggered
+// reactor's back; and at most a few reads per turn, so that one busy connection neither holds up
+// the others nor keeps a borrower waiting.
 asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
+  constexpr int kReadsPerTurn = 4;
   tcp::socket& socket = *peer->in;
-  const int r = peer->rank;
-  std::string failure;
-  bool left = false;
   error_code ec;
-  try {
-    while (true) {
-      std::array<std::byte, kFrameHeaderBytes> header_bytes;
-      co_await asio::async_read(socket, asio::buffer(header_bytes),
-                                asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        failure = ReadFailure(ec);
-        break;
-      }
-      peer->last_heard_ns.store(NowNs());
-      Result<FrameHeader> header = DecodeFrameHeader(header_bytes);
-      if (!header.ok()) {
-        failure = "it sent bytes that are not the protocol: " + header.status().message();
-        break;
-      }
-      if (header->source != static_cast<uint32_t>(r)) {
-        failure = "it sent a frame claiming to come from rank " + std::to_string(header->source);
-        break;
-      }
-      if (header->type == FrameType::kHeartbeat) continue;
-      if (header->type == FrameType::kGoodbye) {
-        left = true;
-        break;
-      }
-      if (header->type == FrameType::kPeerFailed) {
-        std::string reason(header->length, '\0');
-        co_await asio::async_read(socket, asio::buffer(reason),
-                                  asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) {
-          failure = ReadFailure(ec);
-          break;
-        }
-        if (header->tag >= static_cast<uint32_t>(world_)) {
-          failure = "it sent a failure notice for rank " + std::to_string(header->tag);
-          break;
-        }
-        PeerFailed(static_cast<int>(header->tag),
-                   "reported by rank " + std::to_string(r) + ": " + reason, false);
-        continue;
-      }
-      Mailbox::Inbound in = mailbox_.Begin(r, static_cast<int>(header->tag), header->length);
-      while (in.remaining() > 0) {
-        // read_some takes whatever has arrived, however much (async_read would cap every
-        // system call at 64 KiB).
-        std::span<std::byte> to = in.Next();
-        const size_t n = co_await socket.async_read_some(
-            asio::buffer(to.data(), to.size()), asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) break;
-        peer->last_heard_ns.store(NowNs());
-        in.Advance(n);
-      }
-      if (ec) {
-        failure = ReadFailure(ec) + " in the middle of a message";
-        if (!closing_.load()) PeerFailed(r, failure, true);
-        in.Fail(UnavailableError(Where() + ": rank " + std::to_string(r) +
-                                 " is unavailable: " + failure));
-        break;
-      }
-      in.Finish();
+  while (!closing_.load() && peer->reading.load()) {
+    std::unique_lock<std::mutex> reading = co_await LockReading(peer);
+    ReadResult r = ReadResult::kGot;
+    for (int i = 0; i < kReadsPerTurn && r == ReadResult::kGot; ++i) r = ReadOnce(*peer);
+    reading.unlock();
+    if (r == ReadResult::kEnded) break;
+    if (r == ReadResult::kGot) {  // more may be there: read again after the others' turn
+      co_await asio::post(io_, asio::use_awaitable);
+      continue;
     }
-  } catch (const std::exception& e) {  // e.g. no memory for a staging buffer
-    failure = std::string("reading its messages failed: ") + e.what();
+    // Ends with operation_aborted when the heartbeat thread gives up on the peer (it cancels).
+    co_await socket.async_wait(tcp::socket::wait_read,
+                               asio::redirect_error(asio::use_awaitable, ec));
   }
+  std::unique_lock<std::mutex> reading = co_await LockReading(peer);
   peer->reading.store(false);
   error_code ignored;
   socket.close(ignored);
   if (closing_.load()) co_return;
-  if (left) {
-    mailbox_.PeerLeft(r);
-    co_return;
+  if (peer->frames->state() == FrameReader::State::kReading)
+    peer->frames->Broke("its connection was closed (heartbeat timeout)");
+  ReadingEnded(*peer);
+}
+
+TcpCommunicator::ReadResult TcpCommunicator::ReadOnce(Peer& peer) {
+  FrameReader& frames = *peer.frames;
+  if (frames.state() != FrameReader::State::kReading) return ReadResult::kEnded;
+  try {
+    // Whatever has arrived, however much, straight where the frame's bytes go.
+    const std::span<std::byte> to = frames.Buffer();
+    const ssize_t got = ::recv(peer.in->native_handle(), to.data(), to.size(), MSG_DONTWAIT);
+    if (got > 0) {
+      peer.last_heard_ns.store(NowNs());
+      frames.Consumed(static_cast<size_t>(got));
+    } else if (got == 0) {
+      frames.Broke(ReadFailure(asio::error::eof));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return ReadResult::kEmpty;
+    } else if (errno != EINTR) {
+      frames.Broke(ReadFailure(error_code(errno, boost::system::system_category())));
+    }
+  } catch (const std::exception& e) {  // e.g. no memory for a staging buffer
+    frames.Broke(std::string("reading its messages failed: ") + e.what());
   }
-  PeerFailed(r, failure, true);
+  if (frames.state() == FrameReader::State::kReading) return ReadResult::kGot;
+  if (!closing_.load()) ReadingEnded(peer);
+  return ReadResult::kEnded;
+}
+
+void TcpCommunicator::ReadingEnded(Peer& peer) {
+  FrameReader& frames = *peer.frames;
+  if (frames.state() == FrameReader::State::kLeft)
+    mailbox_.PeerLeft(peer.rank);
+  else
+    PeerFailed(peer.rank, frames.failure(), true);
+  frames.AbortMessage();  // after the notice: a woken receiver may end this process
+}
+
+asio::awaitable<std::unique_lock<std::mutex>> TcpCommunicator::LockReading(Peer* peer) {
+  error_code ec;
+  while (true) {
+    std::unique_lock<std::mutex> lock(peer->read_mu, std::try_to_lock);
+    if (lock.owns_lock()) co_return lock;
+    // Say so before trying once more: a borrower that lets go in between then wakes us.
+    peer->io_waiting.store(true);
+    if (lock.try_lock()) {
+      peer->io_waiting.store(false);
+      co_return lock;
+    }
+    peer->resume.expires_at(asio::steady_timer::time_point::max());
+    co_await peer->resume.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer) {
+  std::unique_lock<std::mutex> reading(peer.read_mu);
+  if (peer.frames && peer.frames->state() == FrameReader::State::kReading && peer.reading.load())
+    return reading;
+  reading.unlock();
+  if (Status s = mailbox_.PeerStatus(peer.rank); !s.ok()) return s;
+  return UnavailableError(Where() + ": not reading from rank " + std::to_string(peer.rank));
+}
+
+void TcpCommunicator::GiveBack(Peer& peer, std::unique_lock<std::mutex> reading) {
+  reading.unlock();
+  if (peer.io_waiting.exchange(false)) asio::post(io_, [p = &peer] { p->resume.cancel(); });
 }
 
 // ---- Heartbeats ----
@@ -292,12 +297,14 @@ void TcpCommunicator::HeartbeatLoop() {
                                 std::to_string(options_.heartbeat_timeout.count()) +
                                 " ms (heartbeat timeout)";
         PeerFailed(peer->rank, why, true);
+        peer->reading.store(false);
         Peer* p = peer.get();
         asio::post(io_, [p] {
+          // Wakes its reader, which ends (failing a claimed receive) once no collective
+          // borrows the connection. Not close(): a borrower may be reading the descriptor.
           error_code ignored;
-          if (p->in) p->in->close(ignored);  // ends its reader, which fails a claimed receive
+          if (p->in) p->in->cancel(ignored);
         });
-        peer->reading.store(false);
       }
     }
     lock.lock();

@@ -9,6 +9,12 @@
 // Threads: the io thread (runs the io_context: accepting, authenticating, reading), the heartbeat
 // thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
 // Send and Recv may be called from any threads at once; sends to one rank are serialised.
+//
+// AllReduce is native (allreduce.cc): a ring whose calling thread drives both of its
+// connections in one poll loop, writing to the right and reading from the left, with no thread
+// hand-off per chunk. For the call it takes the left neighbour's incoming connection over from the
+// io thread (Borrow/GiveBack: the connection's FrameReader carries on where the other stopped),
+// and every frame that arrives there meanwhile still reaches the Mailbox.
 #ifndef REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_
 #define REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_
 
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "blocking_io.h"
+#include "frame_reader.h"
 #include "mailbox.h"
 #include "tcp_transport.h"
 #include "waiting.h"
@@ -43,9 +50,12 @@ class TcpCommunicator final : public Communicator {
   Result<Message> Recv(int source, int tag, Deadline deadline) override;
   Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override;
 
+  CommunicatorCapabilities capabilities() const override { return {.native_allreduce = true}; }
+  Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override;
+
  private:
   struct Peer {
-    explicit Peer(asio::io_context& io) : out(io) {}
+    explicit Peer(asio::io_context& io) : out(io), resume(io) {}
     int rank = 0;
     Endpoint endpoint;  // where it accepts connections
     // Outgoing (this rank writes). `out` is written by whoever holds write_mu.
@@ -55,10 +65,30 @@ class TcpCommunicator final : public Communicator {
     std::string out_broken;  // why writing failed; guarded by write_mu
     std::atomic<int64_t> last_write_ns{0};
     // Incoming (the peer writes, the io thread reads). Touched on the io thread only.
+    // Incoming (the peer writes). The io thread opens and closes `in`; whoever holds read_mu
+    // reads it (ReadOnce): the io thread's ReadLoop, or a collective that borrowed it.
     std::unique_ptr<tcp::socket> in;
+    std::mutex read_mu;
+    std::unique_ptr<FrameReader> frames;  // guarded by read_mu
     std::atomic<int64_t> last_heard_ns{0};
     std::atomic<bool> reading{false};
+    // The ReadLoop found read_mu taken and waits on `resume` until the borrower gives it back.
+    std::atomic<bool> io_waiting{false};
+    asio::steady_timer resume;  // io thread only
   };
+  class RingAllReduce;
+
+  // One read of `peer`'s incoming connection into its FrameReader. REQUIRES: peer.read_mu held.
+  enum class ReadResult { kGot, kEmpty, kEnded };
+  ReadResult ReadOnce(Peer& peer);
+  // The io thread's way to take read_mu: waits on `resume` while a collective holds it.
+  asio::awaitable<std::unique_lock<std::mutex>> LockReading(Peer* peer);
+  // A collective takes `peer`'s incoming connection for the calling thread (Unavailable if its
+  // reading has ended), and gives it back.
+  Result<std::unique_lock<std::mutex>> Borrow(Peer& peer);
+  void GiveBack(Peer& peer, std::unique_lock<std::mutex> reading);
+  // After `peer`'s FrameReader ended (left or failed): records and reports it.
+  void ReadingEnded(Peer& peer);
 
   TcpCommunicator(const TcpOptions& options, int rank, int world, bool isolate_failures);
 
@@ -97,6 +127,11 @@ class TcpCommunicator final : public Communicator {
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; peers_[rank_] is unused
   std::atomic<bool> closing_{false};
   std::atomic<int> pending_handshakes_{0};
+  std::mutex collective_mu_;   // one AllReduce at a time
+  int64_t allreduce_seq_ = 0;  // guarded by collective_mu_
+  // Its received chunks and its first sent one, kept between calls so that no call allocates;
+  // guarded by collective_mu_.
+  std::vector<float> allreduce_scratch_, allreduce_first_;
 
   // Formation state shared between the io thread (Admit) and the connecting thread.
   std::mutex form_mu_;

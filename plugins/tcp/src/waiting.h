@@ -5,12 +5,16 @@
 #define REEL_PLUGINS_TCP_SRC_WAITING_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <future>
 #include <mutex>
 
 #include "reel/transport.h"
 
 namespace reel::tcp {
+
+// Now on the steady clock, in nanoseconds (for atomics that record when something happened).
+inline int64_t NowNs() { return Clock::now().time_since_epoch().count(); }
 
 // False when the deadline passed (the caller re-checks its condition either way).
 inline bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,

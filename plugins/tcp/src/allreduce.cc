@@ -1,0 +1,344 @@
+// The tcp group's native AllReduce: a ring (reduce-scatter, then allgather) whose calling thread
+// drives both of its connections in one poll loop, as Open MPI's and Gloo's TCP paths do. Each
+// turn of the loop posts the receives that have room, reads what the left neighbour's connection
+// has (frames of other tags, heartbeats and notices go to the Mailbox as the io thread would
+// deliver them), reduces what arrived, and writes what the right neighbour may have next; it
+// sleeps in poll() only when none of that moved. No thread hand-off per chunk: with one thread
+// per rank busy, a 2-core machine runs two ranks without a context switch per message.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tcp_communicator.h"
+
+namespace reel::tcp {
+namespace {
+
+using boost::system::error_code;
+
+// dst[i] = op(dst[i], src[i]).
+void Reduce(float* __restrict dst, const float* __restrict src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+      break;
+    case ReduceOp::kMax:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
+      break;
+    case ReduceOp::kMin:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
+      break;
+  }
+}
+
+// Splits `total` items into `parts` contiguous segments whose sizes differ by at most one.
+struct Segments {
+  size_t total, parts;
+  size_t offset(size_t i) const { return i * (total / parts) + std::min(i, total % parts); }
+  size_t length(size_t i) const { return total / parts + (i < total % parts ? 1 : 0); }
+};
+
+// Tags of native allreduces: they cycle through the reserved collective tags like the core's
+// collectives (a frame left over from a failed call cannot match the next one).
+constexpr int64_t kAllReduceTags = int64_t{kSubgroupTagBase} - kCollectiveTagBase;
+
+}  // namespace
+
+// One call. The units (step, chunk) run in the same order on every rank, as in the core's ring:
+// unit u = step * chunks + chunk, steps 0 .. n-2 reduce-scatter, n-1 .. 2n-3 allgather. Sending
+// unit u needs unit u - chunks received and reduced; reduce-scatter chunks arrive in kSlots
+// scratch slots, allgather chunks straight into the caller's buffer once the send from the same
+// place is done. The first message carries the sender's element count, so ranks that disagree
+// about the size fail instead of exchanging chunks that happen to fit.
+class TcpCommunicator::RingAllReduce {
+ public:
+  // Large enough that a message's fixed costs vanish, small enough that 1 MiB pipelines.
+  static constexpr size_t kChunkBytes = size_t{256} << 10;
+  static constexpr int64_t kSlots = 4;  // receives posted ahead
+  static constexpr size_t kCountFloats = sizeof(uint64_t) / sizeof(float);
+  // poll() wakes at least this often to see failures the io and heartbeat threads recorded.
+  static constexpr std::chrono::milliseconds kCheckEvery{100};
+
+  RingAllReduce(TcpCommunicator& comm, std::span<float> data, ReduceOp op, int tag,
+                Deadline deadline)
+      : comm_(comm),
+        mailbox_(comm.mailbox_),
+        data_(data),
+        op_(op),
+        tag_(tag),
+        deadline_(deadline),
+        n_(static_cast<size_t>(comm.world_)),
+        r_(static_cast<size_t>(comm.rank_)),
+        left_(*comm.peers_[(r_ + n_ - 1) % n_]),
+        right_(*comm.peers_[(r_ + 1) % n_]),
+        seg_{data.size(), n_},
+        chunks_(
+            std::max<size_t>(1, (seg_.length(0) * sizeof(float) + kChunkBytes - 1) / kChunkBytes)),
+        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)),
+        slot_floats_((seg_.length(0) + chunks_ - 1) / chunks_),
+        write_(right_.write_mu, std::defer_lock) {
+    std::vector<float>& scratch = comm.allreduce_scratch_;
+    const size_t need = static_cast<size_t>(kSlots) * SlotStride();
+    if (scratch.size() < need) scratch.resize(need);
+    scratch_ = std::span<float>(scratch).first(need);
+  }
+
+  // REQUIRES: the left neighbour's connection borrowed. Leaves nothing behind: no receive
+  // posted, no frame half written unless the connection is marked broken.
+  Status Run() {
+    Status s = Loop();
+    if (s.code() == StatusCode::kInvalidArgument) SendFirstStep();
+    Finish(s);
+    return s;
+  }
+
+ private:
+  Status Loop() {
+    while (reduced_ < units_ || sent_ < units_) {
+      bool moved = Post();
+      Read(&moved);
+      REEL_RETURN_IF_ERROR(Collect(&moved));
+      REEL_RETURN_IF_ERROR(Write(&moved));
+      if (!moved) REEL_RETURN_IF_ERROR(Wait());
+    }
+    return Status::Ok();
+  }
+
+  // After a size disagreement: the rest of the first step still goes (it depends on nothing
+  // received), with the count, so that the right neighbour fails on it at once instead of
+  // waiting for it until its deadline.
+  void SendFirstStep() {
+    send_limit_ = std::min<int64_t>(units_, static_cast<int64_t>(chunks_));
+    while (write_.owns_lock() || sent_ < send_limit_) {
+      bool moved = false;
+      if (!Write(&moved).ok()) return;
+      if (!moved && !Wait(/*reading=*/false).ok()) return;
+    }
+  }
+
+  bool Reducing(int64_t u) const { return static_cast<size_t>(u) < (n_ - 1) * chunks_; }
+
+  // The part of the caller's buffer that unit `u` sends (or, allgathering, receives into).
+  std::span<float> Chunk(int64_t u, bool sent) const {
+    const size_t step = static_cast<size_t>(u) / chunks_, chunk = static_cast<size_t>(u) % chunks_;
+    // Reduce-scatter step s sends segment r - s and receives r - s - 1; after n - 1 steps
+    // segment r + 1 is complete here. Allgather step s sends segment r + 1 - s, receives r - s.
+    size_t segment;
+    if (Reducing(u)) {
+      segment = (r_ + 2 * n_ - step - (sent ? 0 : 1)) % n_;
+    } else {
+      const size_t s = step - (n_ - 1);
+      segment = (r_ + 2 * n_ - s + (sent ? 1 : 0)) % n_;
+    }
+    const Segments pieces{seg_.length(segment), chunks_};
+    return data_.subspan(seg_.offset(segment) + pieces.offset(chunk), pieces.length(chunk));
+  }
+  // A received reduce-scatter chunk, with room for the count after it.
+  size_t SlotStride() const { return slot_floats_ + kCountFloats; }
+  std::span<float> Slot(int64_t u) const {
+    return scratch_.subspan(static_cast<size_t>(u % kSlots) * SlotStride(), SlotStride());
+  }
+  Mailbox::Posted& Receive(int64_t u) { return posted_[static_cast<size_t>(u % kSlots)]; }
+
+  // Posts the receives that have room: a free slot, and for an allgather chunk the send from
+  // the same place done (the peer cannot have the final value before, but no race detector
+  // has to rely on that).
+  bool Post() {
+    bool moved = false;
+    while (posted_up_to_ < units_ && posted_up_to_ - reduced_ < kSlots) {
+      const int64_t u = posted_up_to_;
+      std::span<float> into = Chunk(u, /*sent=*/false);
+      if (Reducing(u)) {
+        into = Slot(u).first(into.size() + (u == 0 ? kCountFloats : 0));
+      } else if (sent_ <= u - static_cast<int64_t>((n_ - 1) * chunks_)) {
+        break;
+      }
+      Mailbox::Posted& p = Receive(u);
+      p = Mailbox::Posted{};
+      p.source = static_cast<int>(left_.rank);
+      p.tag = tag_;
+      p.out = std::as_writable_bytes(into);
+      mailbox_.Post(p);
+      ++posted_up_to_;
+      moved = true;
+    }
+    return moved;
+  }
+
+  // Reads once from the left neighbour's connection, if a receive waits for it.
+  void Read(bool* moved) {
+    if (reduced_ == posted_up_to_) return;
+    // An end (a goodbye, a broken connection) is recorded and reported by ReadOnce; the
+    // receives then end with it (a claimed receive's status, or Wait()).
+    if (comm_.ReadOnce(left_) == ReadResult::kGot) *moved = true;
+  }
+
+  // Reduces the receives that are done, in order.
+  Status Collect(bool* moved) {
+    while (reduced_ < posted_up_to_ && mailbox_.Done(Receive(reduced_))) {
+      const int64_t u = reduced_;
+      Status s = Receive(u).status;
+      const size_t floats = Chunk(u, false).size();
+      if (s.code() == StatusCode::kInvalidArgument)
+        s = s.WithContext("chunk of " + std::to_string(floats) +
+                          " floats (do all ranks pass the same size?)");
+      if (s.ok() && u == 0) {
+        uint64_t count;
+        std::memcpy(&count, Slot(0).data() + floats, sizeof count);
+        if (count != data_.size())
+          s = InvalidArgumentError("rank " + std::to_string(left_.rank) + " reduces " +
+                                   std::to_string(count) + " floats, this rank " +
+                                   std::to_string(data_.size()) +
+                                   " (do all ranks pass the same size?)");
+      }
+      ++reduced_;  // done either way: nothing is posted for it any more
+      REEL_RETURN_IF_ERROR(s);
+      if (Reducing(u)) Reduce(Chunk(u, false).data(), Slot(u).data(), floats, op_);
+      *moved = true;
+    }
+    return Status::Ok();
+  }
+
+  // Writes to the right neighbour until its socket is full or no unit is ready. The connection
+  // is locked while a frame is under way only, so heartbeats and notices still get through.
+  Status Write(bool* moved) {
+    while (true) {
+      if (!write_.owns_lock()) {
+        const int64_t u = sent_;
+        if (u == send_limit_ || (u >= static_cast<int64_t>(chunks_) &&
+                                 reduced_ < u - static_cast<int64_t>(chunks_) + 1))
+          return Status::Ok();
+        REEL_RETURN_IF_ERROR(StartFrame(u));
+        if (!write_.owns_lock()) return Status::Ok();  // a sender holds it: next turn
+      }
+      error_code ec;
+      const size_t n = right_.out.write_some(Skip(frame_, frame_done_), ec);
+      frame_done_ += n;
+      if (n > 0) *moved = true;
+      if (ec == asio::error::would_block || ec == asio::error::try_again) return Status::Ok();
+      if (ec) return SendFailed(ec);
+      if (frame_done_ < frame_total_) continue;
+      right_.last_write_ns.store(NowNs());
+      write_.unlock();
+      ++sent_;
+    }
+  }
+
+  Status StartFrame(int64_t u) {
+    const std::string rank = "rank " + std::to_string(right_.rank);
+    if (Status s = mailbox_.PeerStatus(right_.rank); !s.ok()) return s;
+    if (!write_.try_lock_until(std::min(deadline_, Clock::now() + std::chrono::milliseconds(1))))
+      return Status::Ok();
+    if (!right_.out_ready) return UnavailableError(comm_.Where() + ": not connected to " + rank);
+    if (!right_.out_broken.empty())
+      return UnavailableError(comm_.Where() + ": the connection to " + rank +
+                              " is broken: " + right_.out_broken);
+    std::span<const float> chunk = Chunk(u, /*sent=*/true);
+    if (u == 0) {  // with the count (one copy of one chunk)
+      std::vector<float>& first = comm_.allreduce_first_;
+      first.assign(chunk.begin(), chunk.end());
+      first.resize(chunk.size() + kCountFloats);
+      const uint64_t count = data_.size();
+      std::memcpy(first.data() + chunk.size(), &count, sizeof count);
+      chunk = first;
+    }
+    const std::span<const std::byte> payload = std::as_bytes(chunk);
+    header_ = EncodeFrameHeader({FrameType::kData, static_cast<uint32_t>(comm_.rank_),
+                                 static_cast<uint32_t>(tag_), payload.size()});
+    frame_ = {asio::buffer(header_), asio::buffer(payload.data(), payload.size())};
+    frame_done_ = 0;
+    frame_total_ = header_.size() + payload.size();
+    return Status::Ok();
+  }
+
+  // As a point-to-point send that fails: the peer's own connection to us tells a departure from
+  // a failure; wait a moment for its verdict before deciding here.
+  Status SendFailed(const error_code& ec) {
+    right_.out_broken = ec.message();
+    write_.unlock();
+    if (Status s = mailbox_.AwaitPeerEnd(right_.rank, DeadlineIn(std::chrono::seconds(1))); !s.ok())
+      return s;
+    comm_.PeerFailed(right_.rank, "sending to it failed: " + ec.message(), true);
+    return mailbox_.PeerStatus(right_.rank);
+  }
+
+  // Nothing moved: fails on what the other threads recorded (a failed or departed neighbour, a
+  // broken group) or at the deadline, else sleeps until a socket is ready or the next check.
+  Status Wait(bool reading = true) {
+    const bool receiving = reading && reduced_ < posted_up_to_;
+    if (receiving) REEL_RETURN_IF_ERROR(mailbox_.CanReceive(left_.rank, tag_));
+    if (sent_ < units_) REEL_RETURN_IF_ERROR(mailbox_.PeerStatus(right_.rank));
+    const Deadline now = Clock::now();
+    if (now >= deadline_)
+      return DeadlineExceededError("passed its deadline (" + std::to_string(reduced_) + " of " +
+                                   std::to_string(units_) + " chunks received from rank " +
+                                   std::to_string(left_.rank) + ", " + std::to_string(sent_) +
+                                   " sent to rank " + std::to_string(right_.rank) + ")");
+    pollfd fds[2];
+    nfds_t count = 0;
+    if (receiving && left_.frames->state() == FrameReader::State::kReading && left_.reading.load())
+      fds[count++] = {left_.in->native_handle(), POLLIN, 0};
+    if (write_.owns_lock()) fds[count++] = {right_.out.native_handle(), POLLOUT, 0};
+    // Nothing to wait on: a sender holds the connection to the right; try again soon.
+    const auto slice = count == 0 ? std::chrono::milliseconds(1) : kCheckEvery;
+    const auto wait = std::min<Clock::duration>(deadline_ - now, slice);
+    ::poll(fds, count,
+           static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    return Status::Ok();
+  }
+
+  // Takes back what is still posted and lets go of the connection to the right.
+  void Finish(const Status& s) {
+    const Status why = s.ok() ? InternalError("allreduce ended") : s;
+    for (int64_t u = reduced_; u < posted_up_to_; ++u) {
+      left_.frames->ReleaseClaim(Receive(u), why);
+      mailbox_.Withdraw(Receive(u), why);
+    }
+    if (write_.owns_lock()) {
+      if (frame_done_ > 0)
+        right_.out_broken = "an allreduce stopped mid-message (" + s.message() + ")";
+      write_.unlock();
+    }
+  }
+
+  TcpCommunicator& comm_;
+  Mailbox& mailbox_;
+  const std::span<float> data_;
+  const ReduceOp op_;
+  const int tag_;
+  const Deadline deadline_;
+  const size_t n_, r_;
+  Peer& left_;
+  Peer& right_;
+  const Segments seg_;
+  const size_t chunks_;  // per segment, the same on every rank
+  const int64_t units_;
+  const size_t slot_floats_;
+  std::span<float> scratch_;
+  std::array<Mailbox::Posted, kSlots> posted_;
+  int64_t posted_up_to_ = 0, reduced_ = 0, sent_ = 0;  // units
+  int64_t send_limit_ = units_;                        // units sent at most
+  // The frame being written (while write_ holds the connection to the right).
+  std::unique_lock<DeadlineMutex> write_;
+  std::array<std::byte, kFrameHeaderBytes> header_{};
+  std::array<asio::const_buffer, 2> frame_;
+  size_t frame_done_ = 0, frame_total_ = 0;
+};
+
+Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
+  if (world_ == 1 || data.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> one_at_a_time(collective_mu_);
+  const int tag = kCollectiveTagBase + static_cast<int>(allreduce_seq_++ % kAllReduceTags);
+  const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
+  Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
+  Result<std::unique_lock<std::mutex>> reading = Borrow(left);
+  if (!reading.ok()) return reading.status().WithContext(what);
+  Status s = RingAllReduce(*this, data, op, tag, deadline).Run();
+  GiveBack(left, std::move(*reading));
+  return s.ok() ? s : s.WithContext(what);
+}
+
+}  // namespace reel::tcp
