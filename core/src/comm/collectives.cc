@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "reel/ring_allreduce.h"
+
 namespace reel::core {
 namespace {
 
@@ -79,39 +81,12 @@ class HelperThread {
   std::thread thread_;
 };
 
-// dst[i] = op(dst[i], src[i]).
-void Reduce(float* __restrict dst, std::span<const float> src_span, ReduceOp op) {
-  const float* __restrict src = src_span.data();
-  const size_t n = src_span.size();
-  switch (op) {
-    case ReduceOp::kSum:
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-      break;
-    case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
-      break;
-    case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
-      break;
-  }
-}
-
-// Splits `total` items into `parts` contiguous segments whose sizes differ by at most one.
-struct Segments {
-  size_t total, parts;
-  size_t offset(size_t i) const { return i * (total / parts) + std::min(i, total % parts); }
-  size_t length(size_t i) const { return total / parts + (i < total % parts ? 1 : 0); }
-};
-
-// One ring allreduce (reduce-scatter, then allgather) over size() segments, each segment cut into
-// chunks that travel as separate messages so that sending, receiving and reducing overlap: a rank
-// forwards chunk c of step s + 1 as soon as it has reduced chunk c of step s, while later chunks
-// are still arriving. The units (step, chunk) run in one order on every rank:
-//   unit u = step * chunks + chunk, steps 0 .. n-2 reduce-scatter, n-1 .. 2n-3 allgather.
-// Send unit u needs received unit u - chunks reduced (the same chunk one step earlier; for the
-// first allgather step, the last reduce-scatter step's complete chunk). Reduce-scatter chunks
-// arrive in a few scratch slots; allgather chunks straight into the caller's buffer (RecvInto),
-// each once the reduce-scatter send from the same place is done.
+// One ring allreduce (reduce-scatter, then allgather; the schedule in reel/ring_allreduce.h), each
+// segment cut into chunks that travel as separate messages so that sending, receiving and reducing
+// overlap: a rank forwards chunk c of step s + 1 as soon as it has reduced chunk c of step s,
+// while later chunks are still arriving. Reduce-scatter chunks arrive in a few scratch slots;
+// allgather chunks straight into the caller's buffer (RecvInto), each once the reduce-scatter
+// send from the same place is done.
 //
 // Three parties: SendAll() and ReceiveAll() run on helper threads, ReduceAll() on the caller (it
 // receives too when there is one chunk per step). The first failure stops all three.
@@ -134,11 +109,10 @@ class RingAllReducePipeline {
         deadline_(deadline),
         n_(static_cast<size_t>(backend.size())),
         r_(static_cast<size_t>(backend.rank())),
-        seg_{data.size(), n_},
-        chunks_(
-            std::max<size_t>(1, (seg_.length(0) * sizeof(float) + kChunkBytes - 1) / kChunkBytes)),
-        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)),
-        slot_floats_((seg_.length(0) + chunks_ - 1) / chunks_),
+        schedule_(data.size(), backend.size(), backend.rank(), kChunkBytes),
+        chunks_(schedule_.chunks()),
+        units_(schedule_.units()),
+        slot_floats_(schedule_.max_chunk()),
         scratch_(scratch),
         first_(first) {
     const size_t slots = chunks_ == 1 ? 1 : static_cast<size_t>(kSlots);
@@ -184,7 +158,7 @@ class RingAllReducePipeline {
       if (receive_here ? !ReceiveUnit(u).ok() : !WaitFor([&] { return received_ > u; })) return;
       if (Reducing(u)) {
         std::span<float> into = Chunk(u, /*sent=*/false);
-        Reduce(into.data(), Slot(u).first(into.size()), op_);
+        ring::Reduce(into.data(), Slot(u).data(), into.size(), op_);
       }
       std::lock_guard<std::mutex> lock(mu_);
       reduced_ = u + 1;
@@ -199,23 +173,10 @@ class RingAllReducePipeline {
   }
 
  private:
-  bool Reducing(int64_t u) const { return static_cast<size_t>(u) < (n_ - 1) * chunks_; }
+  bool Reducing(int64_t u) const { return schedule_.Reducing(u); }
 
   // The part of the caller's buffer that unit `u` sends (or, allgathering, receives into).
-  std::span<float> Chunk(int64_t u, bool sent) const {
-    const size_t step = static_cast<size_t>(u) / chunks_, chunk = static_cast<size_t>(u) % chunks_;
-    // Reduce-scatter step s sends segment r - s and receives r - s - 1; after n - 1 steps
-    // segment r + 1 is complete here. Allgather step s sends segment r + 1 - s, receives r - s.
-    size_t segment;
-    if (Reducing(u)) {
-      segment = (r_ + 2 * n_ - step - (sent ? 0 : 1)) % n_;
-    } else {
-      const size_t s = step - (n_ - 1);
-      segment = (r_ + 2 * n_ - s + (sent ? 1 : 0)) % n_;
-    }
-    const Segments pieces{seg_.length(segment), chunks_};
-    return data_.subspan(seg_.offset(segment) + pieces.offset(chunk), pieces.length(chunk));
-  }
+  std::span<float> Chunk(int64_t u, bool sent) const { return schedule_.Chunk(data_, u, sent); }
   // A received chunk, with room for the count after it.
   size_t SlotStride() const { return slot_floats_ + kCountFloats; }
   std::span<float> Slot(int64_t u) {
@@ -233,7 +194,7 @@ class RingAllReducePipeline {
       // An allgathered chunk overwrites what reduce-scatter sent from there (unit u - (n-1) *
       // chunks). The peer cannot have the final value before that send is done, but wait for it
       // here too, so no backend nor race detector has to rely on that.
-      const int64_t earlier = u - static_cast<int64_t>((n_ - 1) * chunks_);
+      const int64_t earlier = schedule_.SentFromSamePlace(u);
       if (!WaitFor([&] { return sent_ > earlier; })) return status();
     }
     Status s = backend_.RecvInto(left, tag_, std::as_writable_bytes(into), deadline_);
@@ -286,7 +247,7 @@ class RingAllReducePipeline {
   const int tag_;
   const Deadline deadline_;
   const size_t n_, r_;
-  const Segments seg_;
+  const ring::Schedule schedule_;
   const size_t chunks_;  // per segment, the same on every rank
   const int64_t units_;
   const size_t slot_floats_;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "reel/ring_allreduce.h"
 #include "tcp_communicator.h"
 
 namespace reel::tcp {
@@ -19,39 +20,15 @@ namespace {
 
 using boost::system::error_code;
 
-// dst[i] = op(dst[i], src[i]).
-void Reduce(float* __restrict dst, const float* __restrict src, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-      break;
-    case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
-      break;
-    case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
-      break;
-  }
-}
-
-// Splits `total` items into `parts` contiguous segments whose sizes differ by at most one.
-struct Segments {
-  size_t total, parts;
-  size_t offset(size_t i) const { return i * (total / parts) + std::min(i, total % parts); }
-  size_t length(size_t i) const { return total / parts + (i < total % parts ? 1 : 0); }
-};
-
 // Tags of native allreduces: they cycle through the reserved collective tags like the core's
 // collectives (a frame left over from a failed call cannot match the next one).
 constexpr int64_t kAllReduceTags = int64_t{kSubgroupTagBase} - kCollectiveTagBase;
 
 }  // namespace
 
-// One call. The units (step, chunk) run in the same order on every rank, as in the core's ring:
-// unit u = step * chunks + chunk, steps 0 .. n-2 reduce-scatter, n-1 .. 2n-3 allgather. Sending
-// unit u needs unit u - chunks received and reduced; reduce-scatter chunks arrive in kSlots
-// scratch slots, allgather chunks straight into the caller's buffer once the send from the same
-// place is done. The first message carries the sender's element count, so ranks that disagree
+// One call, on the core ring's schedule (reel/ring_allreduce.h): reduce-scatter chunks arrive in
+// kSlots scratch slots, allgather chunks straight into the caller's buffer once the send from the
+// same place is done. The first message carries the sender's element count, so ranks that disagree
 // about the size fail instead of exchanging chunks that happen to fit.
 class TcpCommunicator::RingAllReduce {
  public:
@@ -74,11 +51,10 @@ class TcpCommunicator::RingAllReduce {
         r_(static_cast<size_t>(comm.rank_)),
         left_(*comm.peers_[(r_ + n_ - 1) % n_]),
         right_(*comm.peers_[(r_ + 1) % n_]),
-        seg_{data.size(), n_},
-        chunks_(
-            std::max<size_t>(1, (seg_.length(0) * sizeof(float) + kChunkBytes - 1) / kChunkBytes)),
-        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)),
-        slot_floats_((seg_.length(0) + chunks_ - 1) / chunks_),
+        schedule_(data.size(), comm.world_, comm.rank_, kChunkBytes),
+        chunks_(schedule_.chunks()),
+        units_(schedule_.units()),
+        slot_floats_(schedule_.max_chunk()),
         write_(right_.write_mu, std::defer_lock) {
     std::vector<float>& scratch = comm.allreduce_scratch_;
     const size_t need = static_cast<size_t>(kSlots) * SlotStride();
@@ -119,23 +95,9 @@ class TcpCommunicator::RingAllReduce {
     }
   }
 
-  bool Reducing(int64_t u) const { return static_cast<size_t>(u) < (n_ - 1) * chunks_; }
-
+  bool Reducing(int64_t u) const { return schedule_.Reducing(u); }
   // The part of the caller's buffer that unit `u` sends (or, allgathering, receives into).
-  std::span<float> Chunk(int64_t u, bool sent) const {
-    const size_t step = static_cast<size_t>(u) / chunks_, chunk = static_cast<size_t>(u) % chunks_;
-    // Reduce-scatter step s sends segment r - s and receives r - s - 1; after n - 1 steps
-    // segment r + 1 is complete here. Allgather step s sends segment r + 1 - s, receives r - s.
-    size_t segment;
-    if (Reducing(u)) {
-      segment = (r_ + 2 * n_ - step - (sent ? 0 : 1)) % n_;
-    } else {
-      const size_t s = step - (n_ - 1);
-      segment = (r_ + 2 * n_ - s + (sent ? 1 : 0)) % n_;
-    }
-    const Segments pieces{seg_.length(segment), chunks_};
-    return data_.subspan(seg_.offset(segment) + pieces.offset(chunk), pieces.length(chunk));
-  }
+  std::span<float> Chunk(int64_t u, bool sent) const { return schedule_.Chunk(data_, u, sent); }
   // A received reduce-scatter chunk, with room for the count after it.
   size_t SlotStride() const { return slot_floats_ + kCountFloats; }
   std::span<float> Slot(int64_t u) const {
@@ -153,7 +115,7 @@ class TcpCommunicator::RingAllReduce {
       std::span<float> into = Chunk(u, /*sent=*/false);
       if (Reducing(u)) {
         into = Slot(u).first(into.size() + (u == 0 ? kCountFloats : 0));
-      } else if (sent_ <= u - static_cast<int64_t>((n_ - 1) * chunks_)) {
+      } else if (sent_ <= schedule_.SentFromSamePlace(u)) {
         break;
       }
       Mailbox::Posted& p = Receive(u);
@@ -196,7 +158,7 @@ class TcpCommunicator::RingAllReduce {
       }
       ++reduced_;  // done either way: nothing is posted for it any more
       REEL_RETURN_IF_ERROR(s);
-      if (Reducing(u)) Reduce(Chunk(u, false).data(), Slot(u).data(), floats, op_);
+      if (Reducing(u)) ring::Reduce(Chunk(u, false).data(), Slot(u).data(), floats, op_);
       *moved = true;
     }
     return Status::Ok();
@@ -313,8 +275,8 @@ class TcpCommunicator::RingAllReduce {
   const size_t n_, r_;
   Peer& left_;
   Peer& right_;
-  const Segments seg_;
-  const size_t chunks_;  // per segment, the same on every rank
+  const ring::Schedule schedule_;
+  const size_t chunks_;
   const int64_t units_;
   const size_t slot_floats_;
   std::span<float> scratch_;
