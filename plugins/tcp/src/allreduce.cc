@@ -198,21 +198,16 @@ class TcpCommunicator::RingAllReduce {
     if (!right_.out_broken.empty())
       return UnavailableError(comm_.Where() + ": the connection to " + rank +
                               " is broken: " + right_.out_broken);
-    std::span<const float> chunk = Chunk(u, /*sent=*/true);
-    if (u == 0) {  // with the count (one copy of one chunk)
-      std::vector<float>& first = comm_.allreduce_first_;
-      first.assign(chunk.begin(), chunk.end());
-      first.resize(chunk.size() + kCountFloats);
-      const uint64_t count = data_.size();
-      std::memcpy(first.data() + chunk.size(), &count, sizeof count);
-      chunk = first;
-    }
-    const std::span<const std::byte> payload = std::as_bytes(chunk);
+    // The first message carries the count after the chunk, written from here: no copy.
+    const std::span<const std::byte> payload = std::as_bytes(Chunk(u, /*sent=*/true));
+    count_ = data_.size();
+    const size_t extra = u == 0 ? sizeof count_ : 0;
     header_ = EncodeFrameHeader({FrameType::kData, static_cast<uint32_t>(comm_.rank_),
-                                 static_cast<uint32_t>(tag_), payload.size()});
-    frame_ = {asio::buffer(header_), asio::buffer(payload.data(), payload.size())};
+                                 static_cast<uint32_t>(tag_), payload.size() + extra});
+    frame_ = {asio::buffer(header_), asio::buffer(payload.data(), payload.size()),
+              asio::buffer(&count_, extra)};
     frame_done_ = 0;
-    frame_total_ = header_.size() + payload.size();
+    frame_total_ = header_.size() + payload.size() + extra;
     return Status::Ok();
   }
 
@@ -286,7 +281,8 @@ class TcpCommunicator::RingAllReduce {
   // The frame being written (while write_ holds the connection to the right).
   std::unique_lock<DeadlineMutex> write_;
   std::array<std::byte, kFrameHeaderBytes> header_{};
-  std::array<asio::const_buffer, 2> frame_;
+  std::array<asio::const_buffer, 3> frame_;
+  uint64_t count_ = 0;  // sent after the first chunk
   size_t frame_done_ = 0, frame_total_ = 0;
 };
 

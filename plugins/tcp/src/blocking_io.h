@@ -9,6 +9,7 @@
 #ifndef REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
 #define REEL_PLUGINS_TCP_SRC_BLOCKING_IO_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -47,11 +48,15 @@ bool WaitWritable(tcp::socket& socket, Deadline deadline, boost::system::error_c
 // Why reading a peer's connection failed, in words ("... (did its process die?)").
 std::string ReadFailure(const boost::system::error_code& ec);
 
-// The bytes of `buffers` after the first `skip` (a header and a payload, partly written).
-inline std::array<asio::const_buffer, 2> Skip(const std::array<asio::const_buffer, 2>& buffers,
-                                              size_t skip) {
-  if (skip < buffers[0].size()) return {buffers[0] + skip, buffers[1]};
-  return {buffers[1] + (skip - buffers[0].size()), asio::const_buffer()};
+// The bytes of `buffers` after the first `skip` (a frame's header and payload, partly written).
+template <size_t N>
+std::array<asio::const_buffer, N> Skip(std::array<asio::const_buffer, N> buffers, size_t skip) {
+  for (asio::const_buffer& b : buffers) {
+    const size_t drop = std::min(skip, b.size());
+    b += drop;
+    skip -= drop;
+  }
+  return buffers;
 }
 
 // Reads one control message (wire.h); Refuse arrives as an error carrying the peer's reason.

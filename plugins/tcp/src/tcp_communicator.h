@@ -129,9 +129,8 @@ class TcpCommunicator final : public Communicator {
   std::atomic<int> pending_handshakes_{0};
   std::mutex collective_mu_;   // one AllReduce at a time
   int64_t allreduce_seq_ = 0;  // guarded by collective_mu_
-  // Its received chunks and its first sent one, kept between calls so that no call allocates;
-  // guarded by collective_mu_.
-  std::vector<float> allreduce_scratch_, allreduce_first_;
+  // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
+  std::vector<float> allreduce_scratch_;
 
   // Formation state shared between the io thread (Admit) and the connecting thread.
   std::mutex form_mu_;
