@@ -38,7 +38,7 @@ NETNS = os.path.join(ROOT, "tests", "netns", "netns.sh")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
 PROGRAMS = {  # name -> (links it runs on, description)
-    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (core ring allreduce)"),
+    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (its native ring allreduce)"),
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
     "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
