@@ -186,12 +186,12 @@ TEST(TcpAllReduce, APeerThatLeavesMidCollectiveEndsItNamingThePeer) {
 // writing ours between the allreduce's frames.
 TEST(TcpAllReduce, HeartbeatsFlowWhileACallerHoldsTheConnection) {
   TcpOptions options = TestOptions();
-  options.heartbeat = 50ms;
-  options.heartbeat_timeout = 400ms;
+  options.heartbeat = 100ms;
+  options.heartbeat_timeout = 600ms;  // far above a loaded machine's scheduling delays
   conformance::Communicators comms = Group(2, options);
   ASSERT_EQ(comms.size(), 2u);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
-    if (c.rank() == 1) std::this_thread::sleep_for(1200ms);  // 3 heartbeat timeouts
+    if (c.rank() == 1) std::this_thread::sleep_for(1300ms);  // 2 heartbeat timeouts
     std::vector<float> data = RankData(c, size_t{1} << 18);
     REEL_RETURN_IF_ERROR(c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s)));
     return CheckSum(c, data);
