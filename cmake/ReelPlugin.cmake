@@ -18,19 +18,27 @@ function(reel_add_plugin name)
   target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
   if(installable)
     install(TARGETS reel_plugin_${name} LIBRARY DESTINATION lib/reel/plugins)
+    set_property(GLOBAL APPEND PROPERTY REEL_INSTALLED_TARGETS reel_plugin_${name})
   endif()
 endfunction()
 
-# reel_add_tests(TARGET SOURCES ... LIBS ...): one GoogleTest binary, registered with CTest.
+# reel_add_tests(TARGET SOURCES ... LIBS ... [LABELS ...] [COST C]): one GoogleTest binary,
+# registered with CTest. COST (default 0) starts its tests before cheaper ones in a parallel
+# CTest run that has no timings of its own yet (a fresh clone): give it to binaries with tests of
+# a minute, so they do not start last and run alone at the end.
 function(reel_add_tests target)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COST" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${target} PRIVATE
     REEL_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     REEL_BINARY_DIR="${CMAKE_BINARY_DIR}"
     REEL_DATA_DIR="${CMAKE_SOURCE_DIR}/data")  # data/yt8m: the real sample shards
-  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  if(NOT ARG_COST)
+    set(ARG_COST 0)
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${ARG_LABELS}" COST ${ARG_COST})
 endfunction()
 
 # reel_add_plugin_check(NAME [ARGS ...]): a CTest, NAME_conformance, running `reel plugins check`
