@@ -50,6 +50,7 @@ scripts/install-s3rver.sh
 jobs=${REEL_JOBS:-$(nproc)}
 release_flags="-O2 -g1 -DNDEBUG"  # scripts/demo.sh builds build/ with the same
 asan_flags="-O1 -g1 -DNDEBUG"
+tsan_flags=$release_flags
 phase_start=$SECONDS
 phase_cpu=0
 times_file=$(mktemp)
@@ -65,20 +66,22 @@ phase() {
   echo "== $*"
 }
 
-phase "build (RelWithDebInfo, $release_flags)"
-REEL_BUILD_DIR=build scripts/build.sh -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON -DREEL_PLUGINS= \
-  -DREEL_BUILD_BENCH=ON -DREEL_SANITIZE=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
 # Every test runs once: the install tests (label install: `cmake --install`, out-of-tree builds
 # against the install, the Debian package; they check files and builds, not memory) in this build,
-# every other test under the sanitizers below, which see all this build would and more. With a
-# subset under the sanitizers (REEL_ASAN_PLUGINS / REEL_ASAN_LABELS set), all run here too.
+# every other test under the sanitizers below, which see all this build would and more. So this
+# build compiles what is installed and the benches, not the tests' binaries. With a subset under
+# the sanitizers (REEL_ASAN_PLUGINS / REEL_ASAN_LABELS set), everything is built and run here too.
 asan_plugins=${REEL_ASAN_PLUGINS-}
 asan_labels=${REEL_ASAN_LABELS-}
 if [[ -z "$asan_plugins" && -z "$asan_labels" ]]; then
-  release_tests=(-L install) asan_tests=(-LE install)
+  release_tests=(-L install) asan_tests=(-LE install) release_targets="reel_installables reel_benches"
 else
-  release_tests=() asan_tests=(${asan_labels:+-L "$asan_labels"})
+  release_tests=() asan_tests=(${asan_labels:+-L "$asan_labels"}) release_targets=
 fi
+phase "build (RelWithDebInfo, $release_flags${release_targets:+; targets: $release_targets})"
+REEL_BUILD_DIR=build REEL_BUILD_TARGETS="$release_targets" scripts/build.sh -DREEL_BUILD_TESTS=ON \
+  -DREEL_BUILD_PLUGINS=ON -DREEL_PLUGINS= -DREEL_BUILD_BENCH=ON -DREEL_SANITIZE=OFF \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
 phase "tests${release_tests[*]:+ (${release_tests[*]})}"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 "${release_tests[@]}"
 
@@ -118,17 +121,17 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 # region's threads and the caller's next use of its stack; on one thread TSan still checks
 # everything else those tests do.
 tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord|async_sgd}
-phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord, async_sgd tests, $release_flags)"
+phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord, async_sgd tests, $tsan_flags)"
 tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
   reel_async_sgd_tests reel_async_sgd_train_tests"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
   -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord;moe;async_sgd" \
-  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
+  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags"
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
 OMP_NUM_THREADS=1 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$PWD/scripts/tsan.supp" \
   ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
   -LE netns -E '^tcp_conformance_world_|OnOpenMpThreads'
 
 phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
-scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}"
+scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}" --jobs "$jobs"  # a target a core
 phase "done"
