@@ -30,6 +30,9 @@ function(reel_add_tests target)
   cmake_parse_arguments(ARG "" "COST" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  # REEL_TEST_COMPILE_OPTIONS (a list, default empty): extra options for the test binary's own
+  # sources, after the build type's (scripts/test.sh gives -O0 to its sanitizer builds).
+  target_compile_options(${target} PRIVATE ${REEL_TEST_COMPILE_OPTIONS})
   target_compile_definitions(${target} PRIVATE
     REEL_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     REEL_BINARY_DIR="${CMAKE_BINARY_DIR}"

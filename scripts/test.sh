@@ -15,9 +15,17 @@
 #
 # Build flags (CI only; scripts/build.sh alone keeps CMake's RelWithDebInfo, -O2 -g): line tables
 # only everywhere (-g1: a failing test's backtrace still has file:line; full debug info costs
-# compile and link time and nothing here reads it), and the ASan build at -O1 (what the
-# sanitizers' documentation suggests: fewer checks optimised away, cheaper to compile). The TSan
-# build keeps -O2 (-O1 there has not been run through the TSan tests yet).
+# compile and link time and nothing here reads it), the sanitizer builds at -O1 (what the
+# sanitizers' documentation suggests: fewer checks optimised away, cheaper to compile), and in
+# them the test binaries' own sources at -O0 (REEL_TEST_COMPILE_OPTIONS: assertions and fixtures
+# are not what a test measures; the code under test keeps -O1). The release build makes only
+# what is installed and the benches (reel_installables, reel_benches): it runs the install tests
+# alone. CTest starts the minute-long tests first (COST in reel_add_tests), and the fuzz targets
+# run a core each.
+# CI took 2535 s on 2026-11-30 with every test binary in the release build, the TSan build at
+# -O2 and the test sources at -O1; measured since, per translation unit (CPU seconds, machine
+# loaded): a test source under ASan at -O1 5.8-15.6 s, at -O0 2.8-10.5 s (-30 to -60 %), of
+# which parsing is only 1.6-3 s (so precompiled headers would gain little: tried, under 10 %).
 # Measured (2026-11-30, CPU seconds = user + system of the phase's processes; the machine was at
 # load 9-19, which stretches wall time but not CPU time):
 #   * before, a fresh Debian root (no ccache), commit 35610bc, -O2 -g: the build of the library,
@@ -50,7 +58,7 @@ scripts/install-s3rver.sh
 jobs=${REEL_JOBS:-$(nproc)}
 release_flags="-O2 -g1 -DNDEBUG"  # scripts/demo.sh builds build/ with the same
 asan_flags="-O1 -g1 -DNDEBUG"
-tsan_flags=$release_flags
+tsan_flags="-O1 -g1 -DNDEBUG"
 phase_start=$SECONDS
 phase_cpu=0
 times_file=$(mktemp)
@@ -91,7 +99,7 @@ ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 "${release_te
 phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all}, $asan_flags)"
 REEL_BUILD_DIR=build-asan scripts/build.sh -DREEL_SANITIZE=ON -DREEL_BUILD_TESTS=ON \
   -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=$asan_plugins" -DREEL_BUILD_BENCH=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags" -DREEL_TEST_COMPILE_OPTIONS=-O0
 phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (${asan_tests[*]:-all})"
 # intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes some dynamic TLS blocks (those of
 # libraries loaded with dlopen: the plugins, oneDNN, libgomp) for glibc 2.19's layout and reads
@@ -126,7 +134,8 @@ tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_
   reel_async_sgd_tests reel_async_sgd_train_tests"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
   -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord;moe;async_sgd" \
-  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags"
+  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags" \
+  -DREEL_TEST_COMPILE_OPTIONS=-O0
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
 OMP_NUM_THREADS=1 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$PWD/scripts/tsan.supp" \
   ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
