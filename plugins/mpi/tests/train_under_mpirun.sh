@@ -57,15 +57,22 @@ config mpi 0 16
 
 "$reel" train --config "$work/threads.pbtxt" > "$work/threads.out"
 "$reel" train --config "$work/single.pbtxt" > "$work/single.out"
-fail() { echo "FAIL: $*"; for f in threads single mpi; do echo "-- $f:"; cat "$work/$f.out"; done; exit 1; }
-"${mpirun[@]}" -n 2 "$reel" train --config "$work/mpi.pbtxt" 2>&1 |
-  sed 's/^\[[0-9,]*\]<std[a-z]*>://' > "$work/mpi.out" ||  # without --tag-output's prefixes
-  fail "mpirun -n 2 reel train failed"
+fail() {
+  echo "FAIL: $*"
+  for f in threads.out single.out mpi.out mpi.err; do echo "-- $f:"; cat "$work/$f" 2>/dev/null || true; done
+  exit 1
+}
+# stdout and stderr apart: mpirun forwards each in chunks, and a progress line on stderr whose
+# newline had not come yet once took rank 1's "trained ..." line onto its end.
+"${mpirun[@]}" -n 2 "$reel" train --config "$work/mpi.pbtxt" > "$work/mpi.tagged" 2> "$work/mpi.err" ||
+  { sed 's/^\[[0-9,]*\]<std[a-z]*>://' "$work/mpi.tagged" > "$work/mpi.out"
+    fail "mpirun -n 2 reel train failed"; }
+sed 's/^\[[0-9,]*\]<std[a-z]*>://' "$work/mpi.tagged" > "$work/mpi.out"  # without --tag-output's prefixes
 
 want=$(grep -o 'trained 12 steps.*' "$work/threads.out") || fail "the inproc run did not finish"
 [ "$(grep -c "^trained 12 steps" "$work/mpi.out")" = 2 ] || fail "not both mpi ranks finished 12 steps"
 grep -q "^$want\$" "$work/mpi.out" || fail "the mpi run differs from the inproc run: want '$want'"
-grep -q "using transport 'mpi'" "$work/mpi.out" || fail "the host did not say it picked mpi"
+grep -q "using transport 'mpi'" "$work/mpi.err" || fail "the host did not say it picked mpi"
 ls "$work/mpi/checkpoints/"* >/dev/null 2>&1 || fail "rank 0 wrote no checkpoint"
 
 # The clip binds: every step's gradient norm (before clipping) is above it.
