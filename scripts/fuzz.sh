@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (tests/fuzz/, clang with ASan + UBSan) into build-fuzz/ and runs
 # each on its seed corpus.
 #
-#   scripts/fuzz.sh [--seconds S] [--runs N] [--jobs J] [--build-only | --no-build] [target ...]
+#   scripts/fuzz.sh [--seconds S] [--runs N] [--jobs J] [--timeout T] [--build-only | --no-build]
+#                   [target ...]
 #
 # Default: every target for 30 seconds; given both limits, a target stops at the first reached.
 # --jobs J runs up to J targets at once (default 1: a long campaign gives each target a core).
@@ -10,7 +11,9 @@
 # ...). Inputs a run finds go to build-fuzz/work/<target>/
 # (the seed folders are only read), crashing inputs to build-fuzz/crashes/<target>/, the log to
 # build-fuzz/logs/<target>.log. Exits non-zero when a target crashes, leaks, times out (one input
-# over 10 s) or runs out of memory (2 GB); a line per target gives executions and coverage.
+# over T s of wall time, default 10: a campaign at nice 19 on a busy machine needs more, since a
+# starved fuzzer can wait that long on one input) or runs out of memory (2 GB); a line per
+# target gives executions and coverage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +21,7 @@ limit=()
 build_only=0
 no_build=0
 parallel=1
+timeout=10
 targets=()
 while (($#)); do
   case "$1" in
@@ -26,6 +30,7 @@ while (($#)); do
     --build-only) build_only=1; shift ;;
     --no-build) no_build=1; shift ;;  # e.g. several targets run at once on one build
     --jobs) parallel="$2"; shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
@@ -64,7 +69,7 @@ run_target() {
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   rm -f "$result"
   for d in "tests/fuzz/corpus/$t" "$build/fuzz-corpus/$t"; do [[ -d "$d" ]] && seeds+=("$d"); done
-  "$bin" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$bin" "${limit[@]}" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$work" "${seeds[@]}" >"$log" 2>&1 || status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
