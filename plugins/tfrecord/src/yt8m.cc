@@ -164,6 +164,9 @@ bool Floats(std::string_view list, std::string_view* packed, std::vector<float>*
     if (w.field() == 1 && w.wire_type() == kLengthDelimited) {
       std::string_view run;
       if (!w.View(&run) || run.size() % 4 != 0) return false;
+      // An empty run adds nothing; copying it would pass memcpy the null data() of an empty
+      // vector (undefined behaviour, found by the yt8m_decode fuzzer).
+      if (run.empty()) continue;
       if (++runs == 1 && unpacked->empty()) {
         *packed = run;
         continue;

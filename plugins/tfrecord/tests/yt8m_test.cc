@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "example.pb.h"
 #include "local_storage.h"
@@ -208,6 +211,55 @@ TEST(VideoLevelTest, WrongFloatCount) {
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(),
               HasSubstr("video 'short': feature 'mean_rgb' has 1000 floats, want 1024"));
+}
+
+// Protobuf wire bytes by hand, for lists that protobuf's own serializer never writes.
+std::string Varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>(v | 0x80));
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string LengthDelimited(int field, const std::string& payload) {
+  return Varint(static_cast<uint64_t>(field) << 3 | 2) + Varint(payload.size()) + payload;
+}
+std::string FloatRun(int n, float value) {
+  std::string run(static_cast<size_t>(n) * 4, '\0');
+  for (int i = 0; i < n; ++i) std::memcpy(run.data() + 4 * i, &value, 4);
+  return LengthDelimited(1, run);
+}
+std::string FeatureEntry(const std::string& key, const std::string& feature) {
+  return LengthDelimited(1, LengthDelimited(1, key) + LengthDelimited(2, feature));
+}
+
+// Found by the yt8m_decode fuzzer: a FloatList whose packed values come in several runs, some
+// empty. An empty run after the first copied zero bytes from a null pointer into an empty vector
+// (undefined behaviour that UBSan stops on). Empty runs add nothing; the values are the others'.
+TEST(VideoLevelTest, EmptyPackedRunsAddNothing) {
+  const std::string rgb = FloatRun(0, 0) + FloatRun(0, 0) + FloatRun(1024, 0.25f);
+  const std::string features =
+      FeatureEntry("id", LengthDelimited(1, LengthDelimited(1, "runs"))) +
+      FeatureEntry("mean_rgb", LengthDelimited(2, rgb)) +
+      FeatureEntry("mean_audio", LengthDelimited(2, FloatRun(0, 0) + FloatRun(128, 0.5f)));
+  const std::string payload = LengthDelimited(1, features);  // the record points into it
+  VideoRecord rec;
+  ASSERT_TRUE(DecodeVideo(payload, VideoConfig(), &rec).ok());
+  std::vector<float> rgb_out(1024), audio_out(128);
+  WriteFeature(rec, 0, 1024, Level::kVideo, rgb_out.data());
+  WriteFeature(rec, 1, 128, Level::kVideo, audio_out.data());
+  EXPECT_THAT(rgb_out, ::testing::Each(0.25f));
+  EXPECT_THAT(audio_out, ::testing::Each(0.5f));
+
+  // Only empty runs: no floats, a clear error.
+  const std::string empty =
+      FeatureEntry("mean_rgb", LengthDelimited(2, FloatRun(0, 0) + FloatRun(0, 0)));
+  Status s = DecodeVideo(
+      LengthDelimited(1, FeatureEntry("id", LengthDelimited(1, LengthDelimited(1, "none"))) +
+                             empty +
+                             FeatureEntry("mean_audio", LengthDelimited(2, FloatRun(128, 0.5f)))),
+      VideoConfig(), &rec);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("feature 'mean_rgb' has 0 floats, want 1024"));
 }
 
 TEST(DequantizeTest, FormulaVectorPathAndQuantizeRoundTrip) {
