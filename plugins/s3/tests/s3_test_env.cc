@@ -41,6 +41,17 @@ Status S3rverProcess::Start() {
     return FailedPreconditionError(
         "s3rver is not installed at " + entry +
         "; run scripts/install-s3rver.sh (or set REEL_S3RVER_DIR to its install folder)");
+  // Unfixed, s3rver answers a PUT before the bytes are on disk and ignores "bytes=0-0": the
+  // tests would flake under load instead of failing here (scripts/s3rver-fixes.js).
+  const std::string store = std::filesystem::path(entry).parent_path().parent_path().string() +
+                            "/lib/stores/filesystem.js";
+  std::ifstream first_line_of(store);
+  std::string first_line;
+  std::getline(first_line_of, first_line);
+  if (first_line != "// reel: scripts/s3rver-fixes.js applied")
+    return FailedPreconditionError("s3rver at " + entry +
+                                   " lacks reel's fixes for its read-after-write bugs; run "
+                                   "scripts/install-s3rver.sh (it applies scripts/s3rver-fixes.js)");
   char tmpl[] = "/tmp/reel-s3rver-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return InternalError("mkdtemp failed");
   dir_ = tmpl;
