@@ -49,9 +49,10 @@ Status S3rverProcess::Start() {
   std::string first_line;
   std::getline(first_line_of, first_line);
   if (first_line != "// reel: scripts/s3rver-fixes.js applied")
-    return FailedPreconditionError("s3rver at " + entry +
-                                   " lacks reel's fixes for its read-after-write bugs; run "
-                                   "scripts/install-s3rver.sh (it applies scripts/s3rver-fixes.js)");
+    return FailedPreconditionError(
+        "s3rver at " + entry +
+        " lacks reel's fixes for its read-after-write bugs; run "
+        "scripts/install-s3rver.sh (it applies scripts/s3rver-fixes.js)");
   char tmpl[] = "/tmp/reel-s3rver-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return InternalError("mkdtemp failed");
   dir_ = tmpl;
