@@ -25,16 +25,13 @@ void Dense::Initialize(uint64_t seed) {
 
 void Dense::Forward(const float* x, int64_t batch, float* y) const {
   const float* w = arena_->values().data() + arena_->block(w_).offset;
-  float beta = 0.0f;
-  if (has_bias_) {
-    const float* b = arena_->values().data() + arena_->block(b_).offset;
+  const float* b = has_bias_ ? arena_->values().data() + arena_->block(b_).offset : nullptr;
+  // A short batch adds the bias as it stores y (a serial copy of the bias into y took the second
+  // thread's time at the MoE head's width).
+  if (batch <= kShortBatch) return ShortGemm(batch, out_, in_, x, in_, w, out_, false, y, out_, b);
+  if (b != nullptr)
     for (int64_t i = 0; i < batch; ++i) std::copy_n(b, out_, y + i * out_);
-    beta = 1.0f;
-  }
-  if (batch <= kShortBatch)
-    ShortGemm(batch, out_, in_, x, in_, w, out_, /*accumulate=*/beta != 0.0f, y, out_);
-  else
-    Gemm(false, false, batch, out_, in_, 1.0f, x, in_, w, out_, beta, y, out_);
+  Gemm(false, false, batch, out_, in_, 1.0f, x, in_, w, out_, b != nullptr ? 1.0f : 0.0f, y, out_);
 }
 
 void Dense::Backward(const float* x, const float* dy, int64_t batch, float* dx,

@@ -21,8 +21,9 @@ struct ShortGemmArgs {
   int64_t ldb = 0;
   float* c = nullptr;
   int64_t ldc = 0;
-  bool accumulate = false;  // C += product instead of C = product
-  float* b_sums = nullptr;  // ShortGemmAtB: when set, also B's column sums [n] (overwritten)
+  bool accumulate = false;      // C += product instead of C = product
+  float* b_sums = nullptr;      // ShortGemmAtB: when set, also B's column sums [n] (overwritten)
+  const float* bias = nullptr;  // Product: when set, also adds this row [n] to every row of C
 };
 
 // Tests: makes the public functions take their fallback route (dnnl_sgemm) on any CPU while set.

@@ -49,6 +49,7 @@ struct TileArgs {
   int64_t ldc;
   ColumnMasks m;
   bool accumulate;
+  const float* bias = nullptr;  // a row added to each of the tile's rows as it is stored
   // With kPrefetch: the same depth rows of the next panel, whose cache lines first_line,
   // first_line + line_step, ... (of the four that 48 floats can span) this tile asks for, so the
   // row groups of a panel share the prefetching of the next one.
@@ -90,6 +91,15 @@ void Tile(const TileArgs& t) {
   }
   // Every loop over acc fully unrolled (and stored here, not by a helper taking the array):
   // otherwise GCC keeps acc in memory and stores all 24 vectors at every step.
+  if (t.bias != nullptr) {
+    const __m512 bias[3] = {_mm512_maskz_loadu_ps(t.m.v[0], t.bias),
+                            _mm512_maskz_loadu_ps(t.m.v[1], t.bias + 16),
+                            _mm512_maskz_loadu_ps(t.m.v[2], t.bias + 32)};
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; ++v) acc[i][v] = _mm512_add_ps(acc[i][v], bias[v]);
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < kRows; ++i)
 #pragma GCC unroll 3
@@ -188,7 +198,8 @@ void Product(const ShortGemmArgs& g, int64_t n0, int64_t n1) {
                  nullptr,
                  g.ldc,
                  MasksFor(std::min(kTileCols, n1 - j)),
-                 g.accumulate || p0 > 0};
+                 g.accumulate || p0 > 0,
+                 p0 == 0 && g.bias != nullptr ? g.bias + j : nullptr};
       t.next = t.b + kTileCols;
       t.line_step = groups;
       for (int64_t i = 0; i < g.rows; i += kTileRows) {

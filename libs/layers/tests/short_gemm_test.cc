@@ -37,19 +37,20 @@ struct Shape {
 
 enum class Op { kAB, kAtB, kABt };
 
-std::string Name(const Shape& s, Op op, bool accumulate) {
+std::string Name(const Shape& s, Op op, bool accumulate, bool bias = false) {
   return std::string(op == Op::kAB    ? "AB"
                      : op == Op::kAtB ? "AtB"
                                       : "ABt") +
          " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
-         " pad=" + std::to_string(s.pad) + (accumulate ? " accumulate" : " overwrite");
+         " pad=" + std::to_string(s.pad) + (accumulate ? " accumulate" : " overwrite") +
+         (bias ? " bias" : "");
 }
 
 // Runs one product both ways and compares C element by element, to float rounding of a k-term
-// dot product of values in [-1, 1] (plus C's initial values when accumulating). For A^T B, also
-// B's column sums.
-void Check(const Shape& s, Op op, bool accumulate) {
-  SCOPED_TRACE(Name(s, op, accumulate));
+// dot product of values in [-1, 1] (plus C's initial values when accumulating, plus the bias row
+// with `bias`, A B only). For A^T B, also B's column sums.
+void Check(const Shape& s, Op op, bool accumulate, bool bias = false) {
+  SCOPED_TRACE(Name(s, op, accumulate, bias));
   // A is [m, k] ([k, m] for A^T B); B is [k, n] ([n, k] for A B^T); C is [m, n].
   const bool at = op == Op::kAtB, bt = op == Op::kABt;
   const int64_t a_rows = at ? s.k : s.m, a_cols = at ? s.m : s.k;
@@ -61,9 +62,14 @@ void Check(const Shape& s, Op op, bool accumulate) {
   std::vector<float> want = c;
   Gemm(at, bt, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, accumulate ? 1.0f : 0.0f,
        want.data(), ldc);
+  const std::vector<float> bias_row = Random(1, s.n, s.n, 4);
+  if (bias)
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) want[static_cast<size_t>(i * ldc + j)] += bias_row[j];
   std::vector<float> sums(static_cast<size_t>(s.n), kGuard);
   if (op == Op::kAB)
-    ShortGemm(s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc);
+    ShortGemm(s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc,
+              bias ? bias_row.data() : nullptr);
   else if (at)
     ShortGemmAtB(s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc,
                  sums.data());
@@ -122,6 +128,11 @@ TEST_P(ShortGemmTest, MatchesSgemmOverwritingAndAccumulating) {
     for (bool accumulate : {false, true}) Check(s, Op::kAB, accumulate);
 }
 
+TEST_P(ShortGemmTest, AddsTheBiasRowAsItStoresC) {
+  for (const Shape& s : Shapes())
+    for (bool accumulate : {false, true}) Check(s, Op::kAB, accumulate, /*bias=*/true);
+}
+
 TEST_P(ShortGemmTest, AtBAndColumnSumsMatchSgemmOverwritingAndAccumulating) {
   for (const Shape& s : Shapes())
     for (bool accumulate : {false, true}) Check(s, Op::kAtB, accumulate);
@@ -150,6 +161,13 @@ TEST_P(ShortGemmTest, ZeroDepthGivesZerosOrLeavesCAlone) {
       EXPECT_EQ(c, std::vector<float>(3 * 20, accumulate ? 2.0f : 0.0f));
     }
   }
+  // With a bias, an empty sum leaves only the bias (added when accumulating).
+  const std::vector<float> bias(20, 0.5f);
+  std::vector<float> c(3 * 20, 2.0f);
+  ShortGemm(3, 20, 0, a.data(), 1, b.data(), 20, true, c.data(), 20, bias.data());
+  EXPECT_EQ(c, std::vector<float>(3 * 20, 2.5f));
+  ShortGemm(3, 20, 0, a.data(), 1, b.data(), 20, false, c.data(), 20, bias.data());
+  EXPECT_EQ(c, std::vector<float>(3 * 20, 0.5f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Routes, ShortGemmTest, ::testing::Bool(),

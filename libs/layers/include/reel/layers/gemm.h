@@ -20,12 +20,13 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // rate. On CPUs with AVX-512 kernels of our own stream the wide matrix once, split over the
 // threads; elsewhere they are Gemm. Each overwrites C, or adds to it with `accumulate`; any sizes
 // (results equal Gemm's to float rounding), fastest with the short side <= 64.
-//   ShortGemm:    C[m, n] (+)= A[m, k] B[k, n]    (m short: y = x W)
+//   ShortGemm:    C[m, n] (+)= A[m, k] B[k, n]    (m short: y = x W); with bias not null, also
+//                 adds bias [n] to every row of C (in the same pass over C)
 //   ShortGemmAtB: C[m, n] (+)= A[k, m]^T B[k, n]  (k short: dW = x^T dy); with b_col_sums not
 //                 null, also writes B's column sums [n] there (db, from the same pass over dy)
 //   ShortGemmABt: C[m, n] (+)= A[m, k] B[n, k]^T  (m short: dx = dy W^T)
 void ShortGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, bool accumulate, float* c, int64_t ldc);
+               int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* bias = nullptr);
 void ShortGemmAtB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                   int64_t ldb, bool accumulate, float* c, int64_t ldc, float* b_col_sums = nullptr);
 void ShortGemmABt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
