@@ -10,17 +10,19 @@
 namespace reel::layers {
 namespace {
 
-// Runs f(part, first) on `items` split into one contiguous part per OpenMP thread of the caller's
-// team (models set its size to their thread budget), each part a whole number of 16-item blocks:
-// at the audio BiLSTM's shape the head's element-wise work is as large as a direction's gates, and
-// the second thread would otherwise wait. Small inputs stay on the calling thread.
+// Runs f(part, first) on `items` split into parts of whole 16-item blocks, about 8 per OpenMP
+// thread of the caller's team (models set its size to their thread budget), which the threads
+// take as they finish: at the audio BiLSTM's shape the head's element-wise work is as large as a
+// direction's gates, and on a shared machine static halves left one thread waiting for the other.
+// Small inputs stay on the calling thread.
 template <typename F>
 void ForParts(const MoeItems& items, F&& f) {
   const int threads = items.n >= 8192 ? omp_get_max_threads() : 1;
-  const int64_t per = ((items.n + threads - 1) / threads + 15) / 16 * 16;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const int64_t first = t * per, last = std::min(items.n, first + per);
+  const int64_t parts = threads == 1 ? 1 : 8 * threads;
+  const int64_t per = ((items.n + parts - 1) / parts + 15) / 16 * 16;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t part = 0; part < parts; ++part) {
+    const int64_t first = part * per, last = std::min(items.n, first + per);
     if (first < last)
       f(MoeItems{items.z + first * (items.experts + 1), items.a + first * items.experts,
                  last - first, items.experts},

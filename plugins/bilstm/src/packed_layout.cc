@@ -25,8 +25,12 @@ PackedLayout::PackedLayout(std::span<const int32_t> lengths)
   }
 }
 
+// On the OpenMP threads, a video each (their lengths differ, hence dynamic): the copy runs before
+// both directions can start, and on one thread the other one waited for it (0.7-1.4 ms of the audio
+// step).
 void PackedLayout::Pack(const float* src, int64_t t_in, int64_t dim, float* dst) const {
   const size_t bytes = static_cast<size_t>(dim) * sizeof(float);
+#pragma omp parallel for schedule(dynamic, 1) if (rows_ * dim >= (int64_t{1} << 16))
   for (int64_t b = 0; b < batch(); ++b)
     for (int64_t t = 0; t < lengths_[static_cast<size_t>(b)]; ++t)
       std::memcpy(dst + Row(t, b) * dim, src + (b * t_in + t) * dim, bytes);

@@ -136,15 +136,16 @@ class UpdateRule {
   // the audio BiLSTM's 5.2M parameters took 7.8-8.0 ms on one thread and 4.0-5.9 on two (2 cores,
   // AVX-512). Compiled with OpenMP (the core and the oneDNN models are), an arena of kSplitMin
   // floats or more is split over the OpenMP threads, whose pool is already warm from the model's
-  // own regions; the blocks write disjoint ranges. Inside a parallel region, or without OpenMP,
-  // it runs on the calling thread.
+  // own regions; the blocks write disjoint ranges, taken by the threads in runs of 64K floats as
+  // they finish (on a shared machine, static halves left one thread waiting whenever the other
+  // lost its core). Inside a parallel region, or without OpenMP, it runs on the calling thread.
   template <typename F>
   static void ForBlocks(size_t n, F&& block) {
     constexpr size_t kBlock = 64;
     const int64_t blocks = static_cast<int64_t>(n / kBlock);
 #if defined(_OPENMP)
     if (n >= kSplitMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1024)
       for (int64_t b = 0; b < blocks; ++b)
         block.template operator()<kBlock>(static_cast<size_t>(b) * kBlock);
     } else
