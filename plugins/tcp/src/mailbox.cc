@@ -323,8 +323,26 @@ std::span<std::byte> Mailbox::Inbound::Next() {
     drop_.resize(std::max(drop_.size(), n));
     return {drop_.data(), n};
   }
-  if (staging_.size() != length_) staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+  const size_t need = static_cast<size_t>(received_) + n;
+  if (staging_.size() < need) Stage(need);
   return std::span<std::byte>(staging_).subspan(static_cast<size_t>(received_), n);
+}
+
+// The staging buffer grows with the bytes that arrived, at least doubling each time (the copies
+// cost at most the message once more), never beyond the message: a header's length is only a
+// claim, and a peer that claims a terabyte and sends a few bytes must not make this rank
+// allocate the terabyte (found by the tcp_stream fuzzer).
+void Mailbox::Inbound::Stage(size_t need) {
+  const size_t size = static_cast<size_t>(
+      std::min<uint64_t>(length_, std::max({need, 2 * staging_.size(), kChunkBytes})));
+  if (staging_.capacity() >= size) {
+    staging_.resize(size);
+    return;
+  }
+  std::vector<std::byte> grown = box_->TakeBuffer(size);
+  if (received_ > 0) std::memcpy(grown.data(), staging_.data(), static_cast<size_t>(received_));
+  if (!staging_.empty()) box_->ReturnBuffer(std::move(staging_));
+  staging_ = std::move(grown);
 }
 
 void Mailbox::Inbound::Advance(size_t n) {
@@ -380,7 +398,7 @@ void Mailbox::Inbound::Finish() {
     return;
   }
   if (!p) {
-    if (staging_.size() != length_) staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+    staging_.resize(static_cast<size_t>(length_));  // Next() grew it to length_ (0: nothing)
     box_->Enqueue(source_, tag_, std::move(staging_));
     return;
   }

@@ -153,13 +153,14 @@ class Mailbox::Inbound {
   friend class Mailbox;
   Inbound(Mailbox* box, int source, int tag, uint64_t length);
   void Release(Status status);  // hands the claimed receive back (abandoned or failed)
+  void Stage(size_t need);      // grows staging_ to hold at least `need` bytes
 
   Mailbox* box_;
   int source_, tag_;
   uint64_t length_, received_ = 0;
   Posted* claimed_ = nullptr;       // writing into its buffer
   bool discard_ = false;            // the claimed receive had the wrong size; bytes are dropped
-  std::vector<std::byte> staging_;  // unclaimed: the whole message
+  std::vector<std::byte> staging_;  // unclaimed: the bytes so far (grows up to the whole message)
   std::vector<std::byte> drop_;     // discard_: one chunk of scratch
   bool done_ = false;
 };
