@@ -172,17 +172,17 @@ Status BiLstmEncoder::Forward(const Feature& feature, bool train, float* enc, in
   argmax_fwd_.resize(static_cast<size_t>(batch_ * h));
   argmax_bwd_.resize(argmax_fwd_.size());
   // Each direction pools into its own columns, on its own thread.
-  REEL_RETURN_IF_ERROR(RunBoth(
-      [&] {
-        layers::PoolForward(config_.pooling, top.fwd.out.data(), steps_, batch_, h, lengths_, enc,
-                            enc_ld, col, argmax_fwd_.data());
-        return Status::Ok();
-      },
-      [&] {
-        layers::PoolForward(config_.pooling, top.bwd.out.data(), steps_, batch_, h, lengths_, enc,
-                            enc_ld, col + h, argmax_bwd_.data());
-        return Status::Ok();
-      }));
+  auto pool = [&](bool backward_dir) {
+    if (config_.impl == LstmImpl::kGemm) {
+      PoolGemm(enc, enc_ld, col, backward_dir);
+    } else {
+      layers::PoolForward(config_.pooling, (backward_dir ? top.bwd : top.fwd).out.data(), steps_,
+                          batch_, h, lengths_, enc, enc_ld, col + (backward_dir ? h : 0),
+                          (backward_dir ? argmax_bwd_ : argmax_fwd_).data());
+    }
+    return Status::Ok();
+  };
+  REEL_RETURN_IF_ERROR(RunBoth([&] { return pool(false); }, [&] { return pool(true); }));
   trained_ = train;
   return Status::Ok();
 }
@@ -211,6 +211,7 @@ Status BiLstmEncoder::Backward(const float* denc, int64_t enc_ld, int64_t col) {
                                    "': Backward() without a training Forward()");
   const int64_t h = config_.hidden, n = steps_ * batch_ * h;
   ScopedFlushDenormals flush;
+  if (config_.impl == LstmImpl::kGemm) return BackwardGemm(denc, enc_ld, col);
   dout_fwd_.resize(static_cast<size_t>(n));
   dout_bwd_.resize(static_cast<size_t>(n));
   REEL_RETURN_IF_ERROR(RunBoth(
@@ -224,7 +225,6 @@ Status BiLstmEncoder::Backward(const float* denc, int64_t enc_ld, int64_t col) {
                              argmax_bwd_.data(), dout_bwd_.data());
         return Status::Ok();
       }));
-  if (config_.impl == LstmImpl::kGemm) return BackwardGemm();
   return BackwardDnnl();
 }
 
@@ -270,6 +270,11 @@ std::vector<float> BiLstmEncoder::TopOutputs() const {
     const int64_t len = lengths_[static_cast<size_t>(b)];
     for (int64_t t = 0; t < len; ++t) {
       float* o = out.data() + (b * steps_ + t) * 2 * h;
+      if (config_.impl == LstmImpl::kGemm) {  // a packed row holds both directions' frame t
+        std::memcpy(o, top.packed_out.data() + layout_.Row(t, b) * 2 * h,
+                    static_cast<size_t>(2 * h) * sizeof(float));
+        continue;
+      }
       std::memcpy(o, top.fwd.out.data() + (t * batch_ + b) * h,
                   static_cast<size_t>(h) * sizeof(float));
       std::memcpy(o + h, top.bwd.out.data() + ((len - 1 - t) * batch_ + b) * h,

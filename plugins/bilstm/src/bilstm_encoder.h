@@ -105,8 +105,7 @@ class BiLstmEncoder {
     std::unique_ptr<DnnlLstm> lstm;  // kDnnlRnn
     std::unique_ptr<GemmLstm> gemm;  // kGemm
     ParamArena::BlockId wx = -1, wh = -1, b = -1;
-    // kDnnlRnn: [T, B, I] and [T, B, H], in this direction's time order; kGemm: the top layer's
-    // out only (for pooling).
+    // kDnnlRnn: [T, B, I] and [T, B, H], in this direction's time order (kGemm: unused).
     std::vector<float> in, out;
   };
   struct Layer {
@@ -116,10 +115,12 @@ class BiLstmEncoder {
   Status RunForward(Dir& d, bool train);
   Status RunBackward(Dir& d, const std::vector<float>& dout, std::vector<float>& din);
   void BuildLayerInputs(size_t k);
-  // kGemm (bilstm_encoder_gemm.cc). ForwardGemm() leaves the top layer's outputs in
-  // top.fwd.out/top.bwd.out as kDnnlRnn does; BackwardGemm() reads dout_fwd_/dout_bwd_.
+  // kGemm (bilstm_encoder_gemm.cc): the layers on the packed layout; PoolGemm() pools one
+  // direction of the top layer's packed outputs into enc, BackwardGemm() starts from the pooled
+  // gradient denc.
   Status ForwardGemm(const Feature& feature);
-  Status BackwardGemm();
+  void PoolGemm(float* enc, int64_t enc_ld, int64_t col, bool backward_dir);
+  Status BackwardGemm(const float* denc, int64_t enc_ld, int64_t col);
   Status ForwardDnnl(const Feature& feature, bool train);
   Status BackwardDnnl();
 

@@ -16,44 +16,50 @@ Status BiLstmEncoder::ForwardGemm(const Feature& feature) {
   layout_.Pack(feature.values.data(), feature.values.dim(1), width, packed_input_.data());
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& layer = layers_[k];
-    const bool top = k + 1 == layers_.size();
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
     layer.packed_out.resize(static_cast<size_t>(rows * 2 * h));
-    if (top) {
-      layer.fwd.out.resize(static_cast<size_t>(steps_ * batch_ * h));
-      layer.bwd.out.resize(layer.fwd.out.size());
-    }
-    auto run = [&](Dir& d, int64_t col, bool reversed) {
+    auto run = [&](Dir& d, int64_t col) {
       d.gemm->Forward(layout_, in, arena_->values(d.wx).data(), arena_->values(d.wh).data(),
                       arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h);
-      // Pooling (and TopOutputs()) read [T, B, H] in each direction's own time order; each
-      // direction's thread unpacks its own columns, so the copy runs on both cores.
-      if (top) layout_.ToTbd(layer.packed_out.data() + col, 2 * h, h, reversed, d.out.data());
       return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
-        RunBoth([&] { return run(layer.fwd, 0, false); }, [&] { return run(layer.bwd, h, true); }));
+        RunBoth([&] { return run(layer.fwd, 0); }, [&] { return run(layer.bwd, h); }));
   }
   return Status::Ok();
 }
 
-Status BiLstmEncoder::BackwardGemm() {
+// The pooling reads the top layer's packed outputs where they are: unpacking them to [T, B, H]
+// (and packing the pooled gradient back) moved ~17 MB per direction and step at the audio shape,
+// for a "last" pooling that reads one frame per video.
+void BiLstmEncoder::PoolGemm(float* enc, int64_t enc_ld, int64_t col, bool backward_dir) {
+  const int64_t h = config_.hidden;
+  const int64_t side = backward_dir ? h : 0;
+  layers::PoolForwardRows(config_.pooling, layers_.back().packed_out.data() + side, 2 * h,
+                          layout_.Frames(backward_dir), batch_, h, lengths_, enc, enc_ld,
+                          col + side, (backward_dir ? argmax_bwd_ : argmax_fwd_).data());
+}
+
+Status BiLstmEncoder::BackwardGemm(const float* denc, int64_t enc_ld, int64_t col) {
   const int64_t h = config_.hidden, rows = layout_.rows();
   dpacked_.resize(static_cast<size_t>(rows * 2 * h));
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& layer = layers_[k];
     const bool top = k + 1 == layers_.size();
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
-    auto run = [&](Dir& d, const std::vector<float>& dout, int64_t col, bool reversed) {
-      // The pooled gradient, [T, B, H] in the direction's own order, into its packed columns.
-      if (top) layout_.FromTbd(dout.data(), h, reversed, dpacked_.data() + col, 2 * h);
-      d.gemm->Backward(layout_, in, arena_->values(d.wh).data(), layer.packed_out.data() + col,
-                       2 * h, dpacked_.data() + col, 2 * h, arena_->grads(d.wx).data(),
+    auto run = [&](Dir& d, int64_t side, bool reversed) {
+      // The pooled gradient straight into the direction's packed columns.
+      if (top)
+        layers::PoolBackwardRows(config_.pooling, denc, enc_ld, col + side, batch_, h, lengths_,
+                                 (reversed ? argmax_bwd_ : argmax_fwd_).data(),
+                                 dpacked_.data() + side, 2 * h, layout_.Frames(reversed));
+      d.gemm->Backward(layout_, in, arena_->values(d.wh).data(), layer.packed_out.data() + side,
+                       2 * h, dpacked_.data() + side, 2 * h, arena_->grads(d.wx).data(),
                        arena_->grads(d.wh).data(), arena_->grads(d.b).data());
       return Status::Ok();
     };
-    REEL_RETURN_IF_ERROR(RunBoth([&] { return run(layer.fwd, dout_fwd_, 0, false); },
-                                 [&] { return run(layer.bwd, dout_bwd_, h, true); }));
+    REEL_RETURN_IF_ERROR(
+        RunBoth([&] { return run(layer.fwd, 0, false); }, [&] { return run(layer.bwd, h, true); }));
     if (k == 0) break;  // the features need no gradient
     // The gradient reaching layer k-1's outputs: dA_fwd Wx_fwd^T + dA_bwd Wx_bwd^T, on all threads.
     const auto start = std::chrono::steady_clock::now();

@@ -36,29 +36,10 @@ void PackedLayout::Pack(const float* src, int64_t t_in, int64_t dim, float* dst)
       std::memcpy(dst + Row(t, b) * dim, src + (b * t_in + t) * dim, bytes);
 }
 
-void PackedLayout::ToTbd(const float* src, int64_t src_ld, int64_t dim, bool reversed,
-                         float* dst) const {
-  const int64_t b_n = batch();
-  std::memset(dst, 0, static_cast<size_t>(steps() * b_n * dim) * sizeof(float));
-  const size_t bytes = static_cast<size_t>(dim) * sizeof(float);
-  for (int64_t b = 0; b < b_n; ++b) {
-    const int64_t len = lengths_[static_cast<size_t>(b)];
-    for (int64_t t = 0; t < len; ++t)
-      std::memcpy(dst + ((reversed ? len - 1 - t : t) * b_n + b) * dim, src + Row(t, b) * src_ld,
-                  bytes);
-  }
-}
-
-void PackedLayout::FromTbd(const float* src, int64_t dim, bool reversed, float* dst,
-                           int64_t dst_ld) const {
-  const int64_t b_n = batch();
-  const size_t bytes = static_cast<size_t>(dim) * sizeof(float);
-  for (int64_t b = 0; b < b_n; ++b) {
-    const int64_t len = lengths_[static_cast<size_t>(b)];
-    for (int64_t t = 0; t < len; ++t)
-      std::memcpy(dst + Row(t, b) * dst_ld, src + ((reversed ? len - 1 - t : t) * b_n + b) * dim,
-                  bytes);
-  }
+layers::FrameRow PackedLayout::Frames(bool reversed) const {
+  return [this, reversed](int64_t t, int64_t b) {
+    return Row(reversed ? lengths_[static_cast<size_t>(b)] - 1 - t : t, b);
+  };
 }
 
 }  // namespace reel::bilstm

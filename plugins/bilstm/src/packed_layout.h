@@ -15,6 +15,8 @@
 #include <span>
 #include <vector>
 
+#include "reel/layers/sequence.h"
+
 namespace reel::bilstm {
 
 class PackedLayout {
@@ -34,11 +36,10 @@ class PackedLayout {
 
   // Packs frames t < length of src btd [B, t_in, dim] into dst [rows, dim].
   void Pack(const float* src, int64_t t_in, int64_t dim, float* dst) const;
-  // dst tbd [T, B, dim] (zero past each length) from the packed src [rows, src_ld]: frame t of
-  // video b at time t, or at time length-1-t with reversed=true (a backward pass's own order).
-  void ToTbd(const float* src, int64_t src_ld, int64_t dim, bool reversed, float* dst) const;
-  // The inverse of ToTbd() on the valid frames: dst [rows, dst_ld] from tbd src.
-  void FromTbd(const float* src, int64_t dim, bool reversed, float* dst, int64_t dst_ld) const;
+  // The packed row of frame t of video b counted in a pass's own time order: frame t, or frame
+  // length-1-t with reversed=true (a backward pass), for the pooling helpers (layers/sequence.h).
+  // REQUIRES: this layout outlives the function.
+  layers::FrameRow Frames(bool reversed) const;
 
  private:
   std::vector<int32_t> lengths_;

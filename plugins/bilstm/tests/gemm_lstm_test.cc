@@ -35,7 +35,7 @@ TEST(PackedLayoutTest, SortsByLengthAndKeepsOnlyRunningSequences) {
   EXPECT_EQ(layout.Row(3, 3), 10);
 }
 
-TEST(PackedLayoutTest, PackAndTbdRoundTripInBothTimeOrders) {
+TEST(PackedLayoutTest, PacksEveryFrameAtItsRowAndCountsFramesInBothTimeOrders) {
   const std::vector<int32_t> lengths = {3, 1, 2};
   const int64_t t_in = 4, dim = 2;
   PackedLayout layout(lengths);
@@ -47,17 +47,13 @@ TEST(PackedLayoutTest, PackAndTbdRoundTripInBothTimeOrders) {
     for (int64_t t = 0; t < lengths[b]; ++t)
       for (int64_t j = 0; j < dim; ++j)
         EXPECT_EQ(packed[layout.Row(t, b) * dim + j], btd[(b * t_in + t) * dim + j]);
-  for (bool reversed : {false, true}) {
-    std::vector<float> tbd(layout.steps() * 3 * dim, -1.0f), back(packed.size(), 0.0f);
-    layout.ToTbd(packed.data(), dim, dim, reversed, tbd.data());
-    // Video 1 (length 1) has padding at times 1 and 2, zeroed.
-    EXPECT_EQ(tbd[(1 * 3 + 1) * dim], 0.0f);
-    EXPECT_EQ(tbd[(2 * 3 + 1) * dim], 0.0f);
-    // Video 0's frame 0 sits at time 0, or at time 2 when reversed.
-    EXPECT_EQ(tbd[((reversed ? 2 : 0) * 3 + 0) * dim], btd[0]);
-    layout.FromTbd(tbd.data(), dim, reversed, back.data(), dim);
-    EXPECT_EQ(back, packed) << reversed;
-  }
+  // A backward pass's frame 0 is each video's last.
+  const layers::FrameRow forward = layout.Frames(false), backward = layout.Frames(true);
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t) {
+      EXPECT_EQ(forward(t, b), layout.Row(t, b));
+      EXPECT_EQ(backward(t, b), layout.Row(lengths[b] - 1 - t, b));
+    }
 }
 
 double Sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }

@@ -10,6 +10,7 @@
 #define REEL_LAYERS_SEQUENCE_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,19 @@ void PoolForward(Pooling pooling, const float* x, int64_t steps, int64_t batch, 
 void PoolBackward(Pooling pooling, const float* dy, int64_t y_ld, int64_t col, int64_t steps,
                   int64_t batch, int64_t hidden, std::span<const int32_t> lengths,
                   const int32_t* argmax, float* dx);
+
+// The same two on frames stored as rows anywhere: frame t (argmax's time order) of sequence b is
+// row frame_row(t, b) of a matrix with row stride ld, its H values first (tbd is frame_row =
+// t * B + b, ld = H; a packed layout keeps both directions' outputs in one row). PoolBackwardRows
+// writes the H values of every valid frame's row (zeros where the pooling took nothing) and
+// leaves all other memory alone.
+using FrameRow = std::function<int64_t(int64_t t, int64_t b)>;
+void PoolForwardRows(Pooling pooling, const float* x, int64_t ld, const FrameRow& frame_row,
+                     int64_t batch, int64_t hidden, std::span<const int32_t> lengths, float* y,
+                     int64_t y_ld, int64_t col, int32_t* argmax);
+void PoolBackwardRows(Pooling pooling, const float* dy, int64_t y_ld, int64_t col, int64_t batch,
+                      int64_t hidden, std::span<const int32_t> lengths, const int32_t* argmax,
+                      float* dx, int64_t ld, const FrameRow& frame_row);
 
 }  // namespace reel::layers
 
