@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstring>
@@ -71,10 +72,17 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   if (line.starts_with("HTTP/")) {  // a new response (e.g. after 100 Continue): forget the old
     t->response->etag.clear();
     t->response->content_length = 0;
+    t->response->range_total.reset();
   } else if (HeaderIs(line, "etag")) {
     t->response->etag = HeaderValue(line, 4);
   } else if (HeaderIs(line, "content-length")) {
     t->response->content_length = std::strtoull(HeaderValue(line, 14).c_str(), nullptr, 10);
+  } else if (HeaderIs(line, "content-range")) {  // "bytes 0-99/1234"; the total may be "*"
+    std::string v = HeaderValue(line, 13);
+    size_t slash = v.rfind('/');
+    if (slash != std::string::npos && slash + 1 < v.size() &&
+        std::isdigit(static_cast<unsigned char>(v[slash + 1])))
+      t->response->range_total = std::strtoull(v.c_str() + slash + 1, nullptr, 10);
   }
   return size * n;
 }
@@ -239,6 +247,7 @@ curl_slist* Prepare(CURL* h, CURLSH* share, const S3Config& c, const S3Request& 
   if (!r.sink.empty())
     headers.push_back("Range: bytes=" + std::to_string(r.range_begin) + "-" +
                       std::to_string(r.range_begin + r.sink.size() - 1));
+  if (!r.if_match.empty()) headers.push_back("If-Match: " + r.if_match);
   if (r.method == "HEAD") {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (r.method == "PUT" || r.method == "POST") {
@@ -277,6 +286,17 @@ Attempt Classify(CURLcode rc, const char* err, const Transfer& t, const S3Reques
                              std::to_string(rc) + ")"),
             RetryableCurlError(rc)};
   }
+  if (!r.if_match.empty() && out.status == 412)
+    return {DataLossError(Describe(r) +
+                          ": the object changed since it was opened (its ETag is no "
+                          "longer " +
+                          r.if_match + ")"),
+            false};
+  if (r.object_size && out.status == 206 && out.range_total && *out.range_total != *r.object_size)
+    return {DataLossError(Describe(r) + ": the object changed since it was opened (" +
+                          std::to_string(*r.object_size) + " bytes then, " +
+                          std::to_string(*out.range_total) + " now)"),
+            false};
   if (out.status < 200 || out.status >= 300) {
     std::string code = XmlValue(out.body, "Code"), message = XmlValue(out.body, "Message");
     std::string text = Describe(r) + ": HTTP " + std::to_string(out.status);

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,12 @@ struct S3Request {
   // empty sink means "no range, body into S3Response::body".
   uint64_t range_begin = 0;
   std::span<std::byte> sink;
+  // For a reader's ranged GETs: the object as it was opened. The GET carries If-Match with the
+  // ETag (S3 answers 412 if the object was replaced), and a 206 whose Content-Range gives
+  // another total size is refused too (servers that ignore If-Match). Either is DataLoss:
+  // "changed since it was opened", never bytes of two versions mixed in one file.
+  std::string if_match;
+  std::optional<uint64_t> object_size;
 };
 
 // Builds a request; body/sink/range_begin are set on the result where needed. (A function, not
@@ -56,9 +63,10 @@ inline S3Request MakeRequest(std::string method, std::string bucket, std::string
 
 struct S3Response {
   long status = 0;
-  std::string body;             // the body when no sink was given
-  std::string etag;             // ETag header (quotes kept), for multipart parts
-  uint64_t content_length = 0;  // Content-Length header (HEAD: the object's size)
+  std::string body;                     // the body when no sink was given
+  std::string etag;                     // ETag header (quotes kept), for multipart parts
+  uint64_t content_length = 0;          // Content-Length header (HEAD: the object's size)
+  std::optional<uint64_t> range_total;  // the total size in a 206's Content-Range
 };
 
 class S3Client {

@@ -21,9 +21,10 @@
 
 namespace reel::s3 {
 
-// `size` comes from the caller's HEAD. REQUIRES: client != nullptr.
+// `size` and `etag` come from the caller's HEAD: every read is of that version of the object
+// (S3Request::if_match). REQUIRES: client != nullptr.
 std::unique_ptr<RandomAccessFile> MakeS3Reader(std::shared_ptr<S3Client> client, std::string bucket,
-                                               std::string key, uint64_t size);
+                                               std::string key, uint64_t size, std::string etag);
 
 std::unique_ptr<WritableFile> MakeS3Writer(std::shared_ptr<S3Client> client, std::string bucket,
                                            std::string key);

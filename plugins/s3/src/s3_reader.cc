@@ -24,6 +24,18 @@ struct Block {
 struct Shared {
   std::shared_ptr<S3Client> client;
   std::string bucket, key;
+  std::string etag;   // as opened (HEAD); every ranged GET asks for this version
+  uint64_t size = 0;  // as opened
+
+  // A ranged GET of `sink.size()` bytes at `begin`, of the version that was opened.
+  S3Request RangeGet(uint64_t begin, std::span<std::byte> sink) const {
+    S3Request req = MakeRequest("GET", bucket, key);
+    req.range_begin = begin;
+    req.sink = sink;
+    req.if_match = etag;
+    req.object_size = size;
+    return req;
+  }
   std::mutex mu;
   std::condition_variable idle_cv;
   int inflight = 0;  // background fetches still running
@@ -31,7 +43,8 @@ struct Shared {
 
 class S3Reader : public RandomAccessFile {
  public:
-  S3Reader(std::shared_ptr<S3Client> client, std::string bucket, std::string key, uint64_t size)
+  S3Reader(std::shared_ptr<S3Client> client, std::string bucket, std::string key, uint64_t size,
+           std::string etag)
       : shared_(std::make_shared<Shared>()),
         uri_(S3Client::Uri(bucket, key)),
         size_(size),
@@ -40,6 +53,8 @@ class S3Reader : public RandomAccessFile {
     shared_->client = std::move(client);
     shared_->bucket = std::move(bucket);
     shared_->key = std::move(key);
+    shared_->etag = std::move(etag);
+    shared_->size = size;
   }
 
   // Waits for background fetches: they write into blocks this reader handed out.
@@ -85,9 +100,7 @@ class S3Reader : public RandomAccessFile {
     ++shared_->inflight;
     // A detached thread, not std::async: evicting a block must never wait for its fetch.
     std::thread([shared = shared_, block, begin, promise] {
-      S3Request req = MakeRequest("GET", shared->bucket, shared->key);
-      req.range_begin = begin;
-      req.sink = {block->data.get(), block->size};
+      S3Request req = shared->RangeGet(begin, {block->data.get(), block->size});
       promise->set_value(shared->client->Execute(req).status());
       std::lock_guard<std::mutex> lock(shared->mu);
       if (--shared->inflight == 0) shared->idle_cv.notify_all();
@@ -135,9 +148,7 @@ class S3Reader : public RandomAccessFile {
       for (size_t i; (i = next.fetch_add(1)) < chunks;) {
         size_t begin = i * block_size_;
         size_t len = std::min<size_t>(block_size_, out.size() - begin);
-        S3Request req = MakeRequest("GET", shared_->bucket, shared_->key);
-        req.range_begin = offset + begin;
-        req.sink = out.subspan(begin, len);
+        S3Request req = shared_->RangeGet(offset + begin, out.subspan(begin, len));
         Status s = shared_->client->Execute(req).status();
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(err_mu);
@@ -168,8 +179,9 @@ class S3Reader : public RandomAccessFile {
 }  // namespace
 
 std::unique_ptr<RandomAccessFile> MakeS3Reader(std::shared_ptr<S3Client> client, std::string bucket,
-                                               std::string key, uint64_t size) {
-  return std::make_unique<S3Reader>(std::move(client), std::move(bucket), std::move(key), size);
+                                               std::string key, uint64_t size, std::string etag) {
+  return std::make_unique<S3Reader>(std::move(client), std::move(bucket), std::move(key), size,
+                                    std::move(etag));
 }
 
 }  // namespace reel::s3

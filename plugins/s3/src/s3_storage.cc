@@ -60,7 +60,8 @@ class S3Storage : public Storage {
     REEL_ASSIGN_OR_RETURN(S3Path p, ParseS3Uri(uri));
     Result<S3Response> head = client_->Execute(MakeRequest("HEAD", p.bucket, p.key));
     if (!head.ok()) return ExplainHeadFailure(p, head.status());
-    return MakeS3Reader(client_, std::move(p.bucket), std::move(p.key), head->content_length);
+    return MakeS3Reader(client_, std::move(p.bucket), std::move(p.key), head->content_length,
+                        head->etag);
   }
 
   Result<std::unique_ptr<WritableFile>> OpenWrite(std::string_view uri) override {

@@ -107,6 +107,32 @@ TEST(S3Faults, TruncatedBodyIsRetriedThenUnavailable) {
   EXPECT_EQ(sized.requests().size(), 1u + 4u);  // HEAD + 4 GET attempts
 }
 
+// Every ranged GET asks for the version that was opened (If-Match: its ETag); S3's 412 for a
+// replaced object is DataLoss, not retried, and names the object.
+TEST(S3Faults, ReplacedObjectIsDataLossThroughIfMatch) {
+  FakeHttpServer server([](const HttpRequestSeen& req) {
+    if (req.method == "HEAD")
+      return std::string(
+          "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: \"v1\"\r\nConnection: "
+          "close\r\n\r\n");
+    return HttpResponse(412, S3Error("PreconditionFailed",
+                                     "At least one of the pre-conditions you specified did not "
+                                     "hold"));
+  });
+  auto storage = Make(FakeConfig(server.port()));
+  auto file = storage->OpenRead("s3://bkt/shard");
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string buf(100, '\0');
+  auto n = (*file)->Read(0, std::as_writable_bytes(std::span<char>(buf)));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kDataLoss) << n.status();
+  for (const char* part : {"changed since it was opened", "\"v1\"", "key 'shard'"})
+    EXPECT_NE(n.status().message().find(part), std::string::npos) << n.status();
+  const std::vector<HttpRequestSeen> seen = server.requests();
+  ASSERT_EQ(seen.size(), 2u);  // HEAD, one GET: not retried
+  EXPECT_EQ(seen[1].headers.at("if-match"), "\"v1\"");
+}
+
 TEST(S3Faults, StalledServerTimesOutIntoUnavailable) {
   // Answers each request only after 1.5 s; the client gives up on a transfer silent for 1 s.
   FakeHttpServer server([](const HttpRequestSeen&) {
