@@ -20,10 +20,6 @@ namespace {
 
 using boost::system::error_code;
 
-// Tags of native allreduces: they cycle through the reserved collective tags like the core's
-// collectives (a frame left over from a failed call cannot match the next one).
-constexpr int64_t kAllReduceTags = int64_t{kSubgroupTagBase} - kCollectiveTagBase;
-
 }  // namespace
 
 // One call, on the core ring's schedule (reel/ring_allreduce.h): reduce-scatter chunks arrive in
@@ -39,13 +35,14 @@ class TcpCommunicator::RingAllReduce {
   // poll() wakes at least this often to see failures the io and heartbeat threads recorded.
   static constexpr std::chrono::milliseconds kCheckEvery{100};
 
-  RingAllReduce(TcpCommunicator& comm, std::span<float> data, ReduceOp op, int tag,
+  RingAllReduce(TcpCommunicator& comm, std::span<float> data, ReduceOp op, uint32_t seq,
                 Deadline deadline)
       : comm_(comm),
         mailbox_(comm.mailbox_),
         data_(data),
         op_(op),
-        tag_(tag),
+        seq_(seq & kCollectiveSeqMask),
+        tag_(Mailbox::CollectiveTag(seq)),
         deadline_(deadline),
         n_(static_cast<size_t>(comm.world_)),
         r_(static_cast<size_t>(comm.rank_)),
@@ -202,8 +199,8 @@ class TcpCommunicator::RingAllReduce {
     const std::span<const std::byte> payload = std::as_bytes(Chunk(u, /*sent=*/true));
     count_ = data_.size();
     const size_t extra = u == 0 ? sizeof count_ : 0;
-    header_ = EncodeFrameHeader({FrameType::kData, static_cast<uint32_t>(comm_.rank_),
-                                 static_cast<uint32_t>(tag_), payload.size() + extra});
+    header_ = EncodeFrameHeader(
+        {FrameType::kCollective, static_cast<uint32_t>(comm_.rank_), seq_, payload.size() + extra});
     frame_ = {asio::buffer(header_), asio::buffer(payload.data(), payload.size()),
               asio::buffer(&count_, extra)};
     frame_done_ = 0;
@@ -265,7 +262,8 @@ class TcpCommunicator::RingAllReduce {
   Mailbox& mailbox_;
   const std::span<float> data_;
   const ReduceOp op_;
-  const int tag_;
+  const uint32_t seq_;  // this collective's number, in its frames
+  const int tag_;       // what its receives match in the Mailbox
   const Deadline deadline_;
   const size_t n_, r_;
   Peer& left_;
@@ -289,12 +287,15 @@ class TcpCommunicator::RingAllReduce {
 Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   if (world_ == 1 || data.empty()) return Status::Ok();
   std::lock_guard<std::mutex> one_at_a_time(collective_mu_);
-  const int tag = kCollectiveTagBase + static_cast<int>(allreduce_seq_++ % kAllReduceTags);
+  const uint32_t seq = collective_seq_++;
+  if (const uint64_t stale = mailbox_.StartCollective(seq); stale > 0)
+    Log("dropped " + std::to_string(stale) +
+        " message(s) of earlier allreduces that failed on this rank");
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
   Result<std::unique_lock<std::mutex>> reading = Borrow(left);
   if (!reading.ok()) return reading.status().WithContext(what);
-  Status s = RingAllReduce(*this, data, op, tag, deadline).Run();
+  Status s = RingAllReduce(*this, data, op, seq, deadline).Run();
   GiveBack(left, std::move(*reading));
   return s.ok() ? s : s.WithContext(what);
 }

@@ -56,7 +56,12 @@ void FrameReader::Header() {
       if (header->length == 0) Consumed(0);
       return;
     case FrameType::kData:
-      inbound_.emplace(mailbox_.Begin(source_, static_cast<int>(header->tag), header->length));
+    case FrameType::kCollective:
+      inbound_.emplace(mailbox_.Begin(source_,
+                                      header->type == FrameType::kData
+                                          ? static_cast<int>(header->tag)
+                                          : Mailbox::CollectiveTag(header->tag),
+                                      header->length));
       if (header->length == 0) {
         inbound_->Finish();
         inbound_.reset();

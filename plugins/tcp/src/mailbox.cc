@@ -15,6 +15,12 @@ std::string SourceName(int source) {
   return source == kAnySource ? std::string("any rank") : "rank " + std::to_string(source);
 }
 
+// A receive's tag, or the native collective whose messages a negative tag stands for.
+std::string TagName(int tag) {
+  return tag >= 0 ? "tag " + std::to_string(tag)
+                  : "collective " + std::to_string(-1 - int64_t{tag});
+}
+
 constexpr size_t kMinPooledBytes = 64 << 10;  // smaller buffers are cheap to allocate
 constexpr size_t kMaxPooled = 4;
 
@@ -36,8 +42,8 @@ Result<Message> Mailbox::Recv(int source, int tag, Deadline deadline) {
     REEL_RETURN_IF_ERROR(UnavailableLocked(source, tag));
     if (!WaitUntil(cv_, lock, deadline)) {
       if (auto m = TakeQueued(source, tag)) return std::move(*m);
-      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " tag " +
-                                   std::to_string(tag) + " passed its deadline");
+      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " " +
+                                   TagName(tag) + " passed its deadline");
     }
   }
 }
@@ -66,8 +72,8 @@ Status Mailbox::RecvInto(int source, int tag, std::span<std::byte> out, Deadline
     if (WaitUntil(cv_, lock, deadline)) continue;
     if (p.state == Posted::State::kWaiting) {
       posted_.remove(&p);
-      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " tag " +
-                                   std::to_string(tag) + " passed its deadline");
+      return DeadlineExceededError(where_ + ": Recv from " + SourceName(source) + " " +
+                                   TagName(tag) + " passed its deadline");
     }
     // The reader is writing into `out`: it hands the message back (to the queue, so the timeout
     // consumes nothing) at its next chunk, and only then may `out` go away.
@@ -115,6 +121,36 @@ void Mailbox::Withdraw(Posted& p, Status status) {
 Status Mailbox::CanReceive(int source, int tag) const {
   std::lock_guard<std::mutex> lock(mu_);
   return UnavailableLocked(source, tag);
+}
+
+// ---- Native collectives ----
+
+uint64_t Mailbox::StartCollective(uint32_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collectives_started_ = true;
+  collective_floor_ = seq & kCollectiveSeqMask;
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    if (StaleLocked(it->first.first)) {
+      stale_dropped_ += it->second.size();
+      it = queues_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return stale_dropped_ - std::exchange(stale_reported_, stale_dropped_);
+}
+
+uint64_t Mailbox::stale_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stale_dropped_;
+}
+
+// Collective numbers wrap at 2^31: `seq` is earlier than the floor if it is at most 2^30 behind.
+bool Mailbox::StaleLocked(int tag) const {
+  if (tag >= 0 || !collectives_started_) return false;
+  const uint32_t seq = static_cast<uint32_t>(-1 - int64_t{tag});
+  const uint32_t behind = (collective_floor_ - seq) & kCollectiveSeqMask;
+  return behind > 0 && behind <= (kCollectiveSeqMask >> 1) + 1;
 }
 
 // ---- Peers ----
@@ -179,8 +215,7 @@ Status Mailbox::GroupStatus() const {
 }
 
 Status Mailbox::UnavailableLocked(int source, int tag) const {
-  const std::string what =
-      where_ + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag) + ": ";
+  const std::string what = where_ + ": Recv from " + SourceName(source) + " " + TagName(tag) + ": ";
   if (first_failed_ >= 0 && !isolate_failures_)
     return UnavailableError(what + "rank " + std::to_string(first_failed_) +
                             " is unavailable: " + failed_[static_cast<size_t>(first_failed_)]);
@@ -198,9 +233,9 @@ Status Mailbox::UnavailableLocked(int source, int tag) const {
 }
 
 Status Mailbox::SizeMismatch(int source, int tag, uint64_t got, size_t want) const {
-  return InvalidArgumentError(where_ + ": message from rank " + std::to_string(source) + " tag " +
-                              std::to_string(tag) + " has " + std::to_string(got) +
-                              " bytes, expected " + std::to_string(want));
+  return InvalidArgumentError(where_ + ": message from rank " + std::to_string(source) + " " +
+                              TagName(tag) + " has " + std::to_string(got) + " bytes, expected " +
+                              std::to_string(want));
 }
 
 // ---- Queues ----
@@ -245,6 +280,10 @@ void Mailbox::Complete(Posted* p, Status status) {
 }
 
 void Mailbox::Enqueue(int source, int tag, std::vector<std::byte> payload) {
+  if (StaleLocked(tag)) {  // its collective ended here while it arrived
+    ++stale_dropped_;
+    return;
+  }
   queues_[{tag, source}].push_back(Queued{arrivals_++, std::move(payload)});
   cv_.notify_all();  // several threads may wait for different tags
 }
@@ -289,6 +328,11 @@ void Mailbox::ReturnBuffer(std::vector<std::byte> buffer) {
 Mailbox::Inbound Mailbox::Begin(int source, int tag, uint64_t length) {
   Inbound in(this, source, tag, length);
   std::lock_guard<std::mutex> lock(mu_);
+  if (StaleLocked(tag)) {  // nobody can receive it any more: its bytes are read and dropped
+    ++stale_dropped_;
+    in.discard_ = true;
+    return in;
+  }
   bool taken = false;
   in.claimed_ = Claim(source, tag, length, &taken);
   in.discard_ = taken && !in.claimed_;  // a receive of the wrong size took it and failed
@@ -312,8 +356,8 @@ Mailbox::Inbound::Inbound(Inbound&& o) noexcept
 
 Mailbox::Inbound::~Inbound() {
   if (!done_)
-    Fail(InternalError(box_->where_ + ": message from rank " + std::to_string(source_) + " tag " +
-                       std::to_string(tag_) + " abandoned mid-way"));
+    Fail(InternalError(box_->where_ + ": message from rank " + std::to_string(source_) + " " +
+                       TagName(tag_) + " abandoned mid-way"));
 }
 
 std::span<std::byte> Mailbox::Inbound::Next() {
@@ -353,7 +397,7 @@ void Mailbox::Inbound::Advance(size_t n) {
     if (!claimed_->abandon) return;
     lock.unlock();
     Release(DeadlineExceededError(box_->where_ + ": Recv from rank " + std::to_string(source_) +
-                                  " tag " + std::to_string(tag_) + " passed its deadline"));
+                                  " " + TagName(tag_) + " passed its deadline"));
     return;
   }
   bool taken = false;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "reel/transport.h"
+#include "wire.h"
 
 namespace reel::tcp {
 
@@ -67,6 +68,18 @@ class Mailbox {
   void Withdraw(Posted& p, Status status);
   // OK, or what a receive from `source` with `tag` would fail with now (Unavailable).
   Status CanReceive(int source, int tag) const;
+
+  // ---- Native collectives (collective frames, wire.h) ----
+  // The messages of collective number `seq` go by this tag: negative, so that no receive (tags
+  // >= 0) and none of the core's collectives can take them, nor they another collective's.
+  static int CollectiveTag(uint32_t seq) { return -1 - static_cast<int>(seq & kCollectiveSeqMask); }
+  // Collective `seq` starts on this rank, so every earlier one has ended here (messages of one
+  // that succeeded were all received): what peers sent for an earlier one belongs to a collective
+  // that failed here and must never be received. Drops those queued, and from now on those that
+  // arrive (their bytes are read and discarded). Returns how many it dropped since the last call.
+  uint64_t StartCollective(uint32_t seq);
+  // Messages of ended collectives dropped so far.
+  uint64_t stale_dropped() const;
 
   // ---- Peers ----
   void PeerLeft(int rank);
@@ -109,6 +122,8 @@ class Mailbox {
   void Complete(Posted* p, Status status);
   void Enqueue(int source, int tag, std::vector<std::byte> payload);
   Status SizeMismatch(int source, int tag, uint64_t got, size_t want) const;
+  // A message with `tag` belongs to a collective that has ended here.
+  bool StaleLocked(int tag) const;
 
   std::vector<std::byte> TakeBuffer(size_t bytes);
   void ReturnBuffer(std::vector<std::byte> buffer);
@@ -124,6 +139,11 @@ class Mailbox {
   std::vector<bool> left_;                                    // guarded by mu_
   std::vector<std::string> failed_;  // reason per rank, empty if alive; guarded by mu_
   int first_failed_ = -1;            // guarded by mu_
+  // Native collectives: the one running or last run; messages of earlier ones dropped.
+  bool collectives_started_ = false;  // guarded by mu_
+  uint32_t collective_floor_ = 0;     // guarded by mu_
+  uint64_t stale_dropped_ = 0;        // guarded by mu_
+  uint64_t stale_reported_ = 0;       // guarded by mu_
   std::mutex pool_mu_;
   std::vector<std::vector<std::byte>> pool_;  // recycled staging buffers; guarded by pool_mu_
 };

@@ -127,8 +127,8 @@ class TcpCommunicator final : public Communicator {
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; peers_[rank_] is unused
   std::atomic<bool> closing_{false};
   std::atomic<int> pending_handshakes_{0};
-  std::mutex collective_mu_;   // one AllReduce at a time
-  int64_t allreduce_seq_ = 0;  // guarded by collective_mu_
+  std::mutex collective_mu_;     // one AllReduce at a time
+  uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
 

@@ -335,7 +335,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes) {
   uint8_t type = 0;
   REEL_RETURN_IF_ERROR(ReadPreamble(r, kFrameMagic, kFrameHeaderBytes, bytes.size(), &type));
   if (type < static_cast<uint8_t>(FrameType::kData) ||
-      type > static_cast<uint8_t>(FrameType::kPeerFailed))
+      type > static_cast<uint8_t>(FrameType::kCollective))
     return r.Error("unknown frame type " + std::to_string(type));
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
@@ -348,7 +348,10 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes) {
   if (h.type == FrameType::kPeerFailed && h.length > kMaxNoticeBytes)
     return r.Error("failure notice of " + std::to_string(h.length) + " bytes exceeds " +
                    std::to_string(kMaxNoticeBytes));
-  if (h.tag > static_cast<uint32_t>(kMaxTag))
+  if (h.type == FrameType::kCollective && h.tag > kCollectiveSeqMask)
+    return r.Error("collective number " + std::to_string(h.tag) + " outside [0, " +
+                   std::to_string(kCollectiveSeqMask) + "]");
+  if (h.type != FrameType::kCollective && h.tag > static_cast<uint32_t>(kMaxTag))
     return r.Error("tag " + std::to_string(h.tag) + " outside [0, " + std::to_string(kMaxTag) +
                    "]");
   if (h.length > kMaxPayloadBytes)

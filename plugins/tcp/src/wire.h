@@ -23,7 +23,11 @@
 //    then `length` payload bytes. Heartbeat and goodbye frames are headers with tag and length 0.
 //    A failure notice says that another rank failed: its tag field carries that rank, its payload
 //    (<= kMaxNoticeBytes) the reason, so every rank blames the rank that failed first, not the
-//    one that gave up because of it.
+//    one that gave up because of it. A collective frame carries one message of a native
+//    collective (TcpCommunicator::AllReduce): its tag field holds the collective's sequence
+//    number (< 2^31) instead of a tag, outside the tags that receives and the core's collectives
+//    use, so a frame left over from a failed collective cannot match a later one (see
+//    Mailbox::StartCollective).
 #ifndef REEL_PLUGINS_TCP_SRC_WIRE_H_
 #define REEL_PLUGINS_TCP_SRC_WIRE_H_
 
@@ -38,7 +42,7 @@
 
 namespace reel::tcp {
 
-constexpr uint8_t kWireVersion = 1;
+constexpr uint8_t kWireVersion = 2;  // 2: collective frames
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;
 using Nonce = std::array<std::byte, kNonceBytes>;
@@ -125,7 +129,15 @@ Result<std::vector<Endpoint>> DecodeTable(std::span<const std::byte> body, uint3
 
 // ---- Data frames ----
 
-enum class FrameType : uint8_t { kData = 1, kHeartbeat = 2, kGoodbye = 3, kPeerFailed = 4 };
+enum class FrameType : uint8_t {
+  kData = 1,
+  kHeartbeat = 2,
+  kGoodbye = 3,
+  kPeerFailed = 4,
+  kCollective = 5,
+};
+// Native collectives are numbered modulo 2^31 (the tag field of a collective frame).
+constexpr uint32_t kCollectiveSeqMask = 0x7fffffff;
 constexpr size_t kFrameHeaderBytes = 24;
 // No message may exceed this (1 TiB): a larger length is corruption, not a request to allocate.
 constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
@@ -138,7 +150,8 @@ struct FrameHeader {
   uint64_t length = 0;
 };
 std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& h);
-// Checks magic, version, type, reserved bits, tag <= kMaxTag and length <= kMaxPayloadBytes,
+// Checks magic, version, type, reserved bits, tag <= kMaxTag (a collective's sequence number <=
+// kCollectiveSeqMask) and length <= kMaxPayloadBytes,
 // that heartbeats and goodbyes carry neither tag nor length, and notices at most kMaxNoticeBytes.
 Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes);
 

@@ -105,5 +105,66 @@ TEST(Mailbox, AStagedMessageGrowsAndArrivesWhole) {
   }
 }
 
+// Native collectives (collective frames): a message of a collective that has ended on this rank
+// is dropped and counted, whether it was queued already or arrives later; the running collective's
+// and later ones' messages stay, and user tags are never touched.
+void Deliver(Mailbox& box, int source, int tag, std::vector<std::byte> payload) {
+  box.DeliverCopy(source, tag, payload);
+}
+
+TEST(Mailbox, MessagesOfEndedCollectivesAreDroppedAndCounted) {
+  Mailbox box("tcp rank 0", 0, 2);
+  const std::vector<std::byte> four(4, std::byte{7});
+  Deliver(box, 1, Mailbox::CollectiveTag(3), four);  // left over from collective 3
+  Deliver(box, 1, Mailbox::CollectiveTag(4), four);  // the next one's, early
+  Deliver(box, 1, 5, four);                          // a user message
+  EXPECT_EQ(box.StartCollective(4), 1u);             // 3 ended here
+  EXPECT_EQ(box.stale_dropped(), 1u);
+  Deliver(box, 1, Mailbox::CollectiveTag(2), four);  // arrives after its collective ended
+  EXPECT_EQ(box.stale_dropped(), 2u);
+  EXPECT_EQ(box.StartCollective(4), 1u);  // counted once since the last call
+
+  std::vector<std::byte> got(4);
+  EXPECT_TRUE(
+      box.RecvInto(1, Mailbox::CollectiveTag(4), got, DeadlineIn(std::chrono::seconds(5))).ok());
+  EXPECT_EQ(got, four);
+  EXPECT_TRUE(box.RecvInto(1, 5, got, DeadlineIn(std::chrono::seconds(5))).ok());
+  // Nothing of collective 3 is left to receive.
+  const Status none =
+      box.RecvInto(1, Mailbox::CollectiveTag(3), got, DeadlineIn(std::chrono::milliseconds(1)));
+  EXPECT_EQ(none.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(none.message(), HasSubstr("collective 3"));
+}
+
+// A message that began arriving while its collective ran and ends after the next one started
+// is dropped too, not queued forever.
+TEST(Mailbox, AMessageCompletedAfterItsCollectiveEndedIsDropped) {
+  Mailbox box("tcp rank 0", 0, 2);
+  box.StartCollective(0);
+  Mailbox::Inbound in = box.Begin(1, Mailbox::CollectiveTag(0), 8);
+  std::span<std::byte> first = in.Next();
+  std::fill(first.begin(), first.end(), std::byte{1});
+  in.Advance(first.size());
+  box.StartCollective(1);
+  in.Finish();
+  EXPECT_EQ(box.stale_dropped(), 1u);
+}
+
+// Collective numbers wrap at 2^31: just after the wrap, the last numbers before it have ended
+// and the first ones after it have not.
+TEST(Mailbox, CollectiveNumbersCompareAcrossTheirWrap) {
+  Mailbox box("tcp rank 0", 0, 2);
+  const std::vector<std::byte> one(1);
+  Deliver(box, 1, Mailbox::CollectiveTag(kCollectiveSeqMask), one);  // 2^31 - 1
+  Deliver(box, 1, Mailbox::CollectiveTag(1), one);
+  EXPECT_EQ(box.StartCollective(kCollectiveSeqMask + 1), 1u);  // collective 0 after the wrap
+  std::vector<std::byte> got(1);
+  EXPECT_TRUE(
+      box.RecvInto(1, Mailbox::CollectiveTag(1), got, DeadlineIn(std::chrono::seconds(5))).ok());
+  EXPECT_NE(Mailbox::CollectiveTag(0), Mailbox::CollectiveTag(1));
+  EXPECT_EQ(Mailbox::CollectiveTag(0), Mailbox::CollectiveTag(kCollectiveSeqMask + 1));
+  EXPECT_LT(Mailbox::CollectiveTag(kCollectiveSeqMask), 0);
+}
+
 }  // namespace
 }  // namespace reel::tcp

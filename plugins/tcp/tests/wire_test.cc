@@ -20,6 +20,21 @@ TEST(Wire, FrameHeaderRoundTrips) {
   EXPECT_EQ(back->length, uint64_t{1} << 33);
 }
 
+// A collective frame's tag field is the collective's number, up to 2^31 - 1 (not a tag).
+TEST(Wire, CollectiveFramesCarryTheCollectiveNumber) {
+  auto bytes = EncodeFrameHeader({FrameType::kCollective, 1, kCollectiveSeqMask, 64});
+  Result<FrameHeader> back = DecodeFrameHeader(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->type, FrameType::kCollective);
+  EXPECT_EQ(back->tag, kCollectiveSeqMask);
+  bytes[15] = std::byte{0x80};  // 2^31 + ...
+  EXPECT_THAT(DecodeFrameHeader(bytes).status().message(), HasSubstr("collective number"));
+  // A data frame's tag still stops at kMaxTag.
+  auto data = EncodeFrameHeader({FrameType::kData, 1, 0, 64});
+  data[14] = std::byte{0x01};  // tag 65536
+  EXPECT_THAT(DecodeFrameHeader(data).status().message(), HasSubstr("tag 65536"));
+}
+
 TEST(Wire, FrameHeaderRejectsEveryBadField) {
   auto good = EncodeFrameHeader({FrameType::kData, 1, 5, 10});
   auto expect_bad = [&](size_t offset, std::byte value, const char* says) {
