@@ -6,8 +6,9 @@
 #     runs every other test there: each test runs once, under the sanitizers (REEL_ASAN_PLUGINS /
 #     REEL_ASAN_LABELS narrow this phase to some plugins / labels; then the first CTest run takes
 #     every test);
-#   * rebuilds the tests of the threaded parts (core, tcp, tfrecord, async_sgd) under
-#     ThreadSanitizer and runs them again (REEL_TSAN_LABELS, default core|sdk|tcp|tfrecord|async_sgd);
+#   * rebuilds the tests of the threaded parts (core, tcp, mpi, tfrecord, async_sgd) under
+#     ThreadSanitizer and runs them again (REEL_TSAN_LABELS, default
+#     core|sdk|tcp|mpi|tfrecord|async_sgd);
 #   * builds the libFuzzer targets (tests/fuzz/) and runs each briefly on its seed corpus, failing
 #     on any crash, leak or timeout (REEL_FUZZ_SECONDS each, default 15).
 # Each phase prints its wall time and the CPU seconds it used (children's user + system).
@@ -117,27 +118,32 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 # ThreadSanitizer over the concurrent parts: the core (inproc transport, ring collectives, the
 # sync optimizer, ranks as threads, the trainer's and tuner's threads (the distributed executor:
 # TuneTest's ranks as threads, workers that die), checkpoints shared by local ranks), the tcp
-# transport (its io thread, mailbox, failure notices; the trainer over tcp in job_test), the
-# tfrecord source's prefetch thread and the parameter server (async_sgd: its server threads over
-# inproc ranks, and `reel train` with it: ranks as threads, tcp processes under `reel launch`,
-# killed servers and workers). Only those tests and what they run are built (`reel` and the
-# plugins tcp, tfrecord, moe for its logistic model, async_sgd). Left out: the tcp conformance
-# run by `reel launch` (one rank per process) and the network-namespace runs (label netns: their
-# heartbeat timeouts are set for uninstrumented ranks).
-# Any report fails its test: TSan makes the process exit 66. scripts/tsan.supp holds the one
-# report inside glibc (dynamic TLS blocks freed under ld.so's lock), none in reel's code. Tests
+# transport (its io thread, mailbox, failure notices; the trainer over tcp in job_test), the mpi
+# transport (label mpi: its conformance suite and its own tests under `mpirun -n 2` and `-n 3`,
+# `reel train` under mpirun; Send and Recv on different threads, leave notices, polled waits),
+# the tfrecord source's prefetch thread and the parameter server (async_sgd: its server threads
+# over inproc ranks, and `reel train` with it: ranks as threads, tcp processes under `reel
+# launch`, mpi processes under mpirun, killed servers and workers). Only those tests and what they
+# run are built (`reel` and the plugins tcp, mpi, tfrecord, moe for its logistic model,
+# async_sgd). Left out: the tcp conformance run by `reel launch` (one rank per process) and the
+# network-namespace runs (label netns: their heartbeat timeouts are set for uninstrumented ranks).
+# Any report fails its test: TSan makes the process exit 66 (under mpirun: that rank, so mpirun
+# fails). scripts/tsan.supp holds the reports inside glibc (dynamic TLS blocks freed under ld.so's
+# lock) and inside Open MPI (not instrumented: its lock-free lists and its lock order, by
+# library; it says why that hides nothing of reel's), none in reel's code. Tests
 # named *OnOpenMpThreads* are left out: libgomp is not instrumented, so TSan does not see its
 # barriers and takes every result a worker thread wrote for a race. For the same reason the
 # other tests run with OMP_NUM_THREADS=1: a model's own OpenMP regions (the dense layers'
 # ShortGemm, in `reel eval` of AsyncTrain's logistic model) were reported as races between the
 # region's threads and the caller's next use of its stack; on one thread TSan still checks
 # everything else those tests do.
-tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|tfrecord|async_sgd}
-phase "build under ThreadSanitizer (core, sdk, tcp, tfrecord, async_sgd tests, $tsan_flags)"
+tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|mpi|tfrecord|async_sgd}
+phase "build under ThreadSanitizer (core, sdk, tcp, mpi, tfrecord, async_sgd tests, $tsan_flags)"
 tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
+  reel_mpi_conformance_tests reel_mpi_tests reel_plugin_mpi reel
   reel_async_sgd_tests reel_async_sgd_train_tests"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
-  -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;tfrecord;moe;async_sgd" \
+  -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;mpi;tfrecord;moe;async_sgd" \
   -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags" \
   -DREEL_TEST_COMPILE_OPTIONS=-O0
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
