@@ -51,6 +51,14 @@
 #     phase with async_sgd: its build (with ccache) 222 CPU-s, its 400 tests 109 CPU-s, 126 s wall
 #     (labels async_sgd 113 s*proc, core 77, tcp 38, tfrecord 23). Not yet measured: a whole
 #     test.sh run with these phases on CI.
+#   * the mpi tests joining the TSan phase (2026-12-01, this machine at load 12-20, 2 cores shared
+#     with ~5 engineers): the build of the mpi plugin and its two test binaries 28 CPU-s without
+#     ccache (7 translation units, 62 s wall; `reel` and the other plugins are built for async_sgd
+#     already); label mpi's 5 tests and AsyncTrain.ThreeMpiProcessesBeatTheBaseline (which the mpi
+#     plugin's presence no longer skips) 55 / 55 / 55 CPU-s in three runs, 234-273 s wall at that
+#     load (CTest runs them one at a time: PROCESSORS 2-3 of -j2; the polling ranks mostly wait);
+#     the whole TSan phase's tests 431, 227 CPU-s, 539 s wall. On CI's idle machine that is about
+#     +85 CPU-s in all; the wall time there not measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
