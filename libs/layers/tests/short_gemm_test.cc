@@ -170,6 +170,28 @@ TEST_P(ShortGemmTest, ZeroDepthGivesZerosOrLeavesCAlone) {
   EXPECT_EQ(c, std::vector<float>(3 * 20, 0.5f));
 }
 
+// Under AddressSanitizer the AVX-512 tiles run unchecked and each call checks its rows' ends
+// instead (short_gemm_avx512.cc): a B one float shorter than its k rows must still be reported.
+TEST_P(ShortGemmTest, UnderAddressSanitizerAShortMatrixIsReported) {
+#if defined(__SANITIZE_ADDRESS__)
+  if (GetParam() || DetectVectorIsa() != VectorIsa::kAvx512 || !short_gemm_avx512::Compiled())
+    GTEST_SKIP() << "checks the AVX-512 kernels' own bounds checks";
+  const int64_t m = 3, n = 40, k = 5;
+  std::vector<float> a(m * k, 1.0f), c(m * n);
+  std::vector<float> b(k * n - 1, 1.0f);  // one float short of B [k, n]
+  EXPECT_DEATH(ShortGemm(m, n, k, a.data(), k, b.data(), n, false, c.data(), n),
+               "heap-buffer-overflow");
+  std::vector<float> dy(k * n - 1, 1.0f), dw(m * n);  // A^T B with the same short B
+  EXPECT_DEATH(ShortGemmAtB(m, n, k, a.data(), m, dy.data(), n, false, dw.data(), n),
+               "heap-buffer-overflow");
+  std::vector<float> w(n * k - 1, 1.0f), dx(m * n);  // A B^T with B [n, k] one float short
+  EXPECT_DEATH(ShortGemmABt(m, n, k, a.data(), k, w.data(), k, false, dx.data(), n),
+               "heap-buffer-overflow");
+#else
+  GTEST_SKIP() << "needs a build with -fsanitize=address (scripts/test.sh's ASan phase)";
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Routes, ShortGemmTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Fallback" : "Best";
