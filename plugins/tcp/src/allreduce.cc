@@ -44,6 +44,7 @@ class TcpCommunicator::RingAllReduce {
         seq_(seq & kCollectiveSeqMask),
         tag_(Mailbox::CollectiveTag(seq)),
         deadline_(deadline),
+        spin_(comm.options_.allreduce_spin),
         n_(static_cast<size_t>(comm.world_)),
         r_(static_cast<size_t>(comm.rank_)),
         left_(*comm.peers_[(r_ + n_ - 1) % n_]),
@@ -69,13 +70,22 @@ class TcpCommunicator::RingAllReduce {
   }
 
  private:
+  // With allreduce_spin, a turn that moved nothing is followed by another at once (the checks of
+  // Wait() still made) until nothing has moved for that long; only then does it sleep.
   Status Loop() {
+    Deadline idle_since = Deadline::max();  // since when nothing moved; max while it moves
     while (reduced_ < units_ || sent_ < units_) {
       bool moved = Post();
       Read(&moved);
       REEL_RETURN_IF_ERROR(Collect(&moved));
       REEL_RETURN_IF_ERROR(Write(&moved));
-      if (!moved) REEL_RETURN_IF_ERROR(Wait());
+      if (moved) {
+        idle_since = Deadline::max();
+        continue;
+      }
+      const Deadline now = Clock::now();
+      if (idle_since == Deadline::max()) idle_since = now;
+      REEL_RETURN_IF_ERROR(Wait(/*reading=*/true, now - idle_since >= spin_));
     }
     return Status::Ok();
   }
@@ -221,7 +231,8 @@ class TcpCommunicator::RingAllReduce {
 
   // Nothing moved: fails on what the other threads recorded (a failed or departed neighbour, a
   // broken group) or at the deadline, else sleeps until a socket is ready or the next check.
-  Status Wait(bool reading = true) {
+  // Without `sleep`, only fails or returns (busy waiting).
+  Status Wait(bool reading = true, bool sleep = true) {
     const bool receiving = reading && reduced_ < posted_up_to_;
     if (receiving) REEL_RETURN_IF_ERROR(mailbox_.CanReceive(left_.rank, tag_));
     if (sent_ < units_) REEL_RETURN_IF_ERROR(mailbox_.PeerStatus(right_.rank));
@@ -231,6 +242,7 @@ class TcpCommunicator::RingAllReduce {
                                    std::to_string(units_) + " chunks received from rank " +
                                    std::to_string(left_.rank) + ", " + std::to_string(sent_) +
                                    " sent to rank " + std::to_string(right_.rank) + ")");
+    if (!sleep) return Status::Ok();
     pollfd fds[2];
     nfds_t count = 0;
     if (receiving && left_.frames->state() == FrameReader::State::kReading && left_.reading.load())
@@ -265,6 +277,7 @@ class TcpCommunicator::RingAllReduce {
   const uint32_t seq_;  // this collective's number, in its frames
   const int tag_;       // what its receives match in the Mailbox
   const Deadline deadline_;
+  const Clock::duration spin_;  // busy waiting before a sleep
   const size_t n_, r_;
   Peer& left_;
   Peer& right_;

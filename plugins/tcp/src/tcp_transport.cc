@@ -20,6 +20,8 @@ class TcpTransport final : public Transport {
   const TcpOptions options_;
 };
 
+constexpr int64_t kMaxAllReduceSpinUs = 1000000;  // a second of busy waiting is plenty
+
 Result<std::chrono::milliseconds> Milliseconds(const Options& o, const char* name, int64_t min) {
   const int64_t v = o.GetInt(name);
   if (v < min)
@@ -45,6 +47,10 @@ OptionSchema TcpOptionSchema() {
                 "a peer silent this long is unavailable (its failure is reported on every rank)"),
       IntOption("handshake_timeout_ms", 5000,
                 "time a new connection has to authenticate before it is dropped"),
+      IntOption("allreduce_spin_us", 0,
+                "how long AllReduce keeps polling its sockets without sleeping when nothing moves "
+                "(busy waiting, as MPI does; pays only when every rank has a core of its own). "
+                "0: it sleeps at once"),
   };
 }
 
@@ -62,6 +68,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
   REEL_ASSIGN_OR_RETURN(t.heartbeat, Milliseconds(o, "heartbeat_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.heartbeat_timeout, Milliseconds(o, "heartbeat_timeout_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.handshake_timeout, Milliseconds(o, "handshake_timeout_ms", 1));
+  const int64_t spin = o.GetInt("allreduce_spin_us");
+  if (spin < 0 || spin > kMaxAllReduceSpinUs)
+    return InvalidArgumentError("tcp option 'allreduce_spin_us': " + std::to_string(spin) +
+                                " outside [0, " + std::to_string(kMaxAllReduceSpinUs) + "]");
+  t.allreduce_spin = std::chrono::microseconds(spin);
   if (t.heartbeat_timeout <= t.heartbeat)
     return InvalidArgumentError(
         "tcp option 'heartbeat_timeout_ms' (" + std::to_string(t.heartbeat_timeout.count()) +

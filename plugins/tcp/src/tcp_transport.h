@@ -23,6 +23,9 @@ struct TcpOptions {
   std::chrono::milliseconds heartbeat{1000};           // a peer idle this long is sent a heartbeat
   std::chrono::milliseconds heartbeat_timeout{15000};  // a peer silent this long has failed
   std::chrono::milliseconds handshake_timeout{5000};   // for a connection to authenticate
+  // How long AllReduce keeps polling its sockets without sleeping once nothing moves (0: it
+  // sleeps in poll() at once). See README.md: busy waiting pays only with a core per rank.
+  std::chrono::microseconds allreduce_spin{0};
 };
 
 OptionSchema TcpOptionSchema();

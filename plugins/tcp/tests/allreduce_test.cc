@@ -165,8 +165,18 @@ TEST(TcpAllReduce, ALeftoverOfAFailedAllReduceReachesNoLaterCollective) {
 // Rank 2 stays away: ranks 0 and 1 get through part of the ring (1 reads 0's first step) and
 // then wait until their deadline. Afterwards the connections they borrowed and wrote work for
 // point-to-point as before.
-TEST(TcpAllReduce, DeadlineMidCollectiveEndsItAndLeavesTheConnectionsUsable) {
-  conformance::Communicators comms = Group(3);
+// With and without busy waiting (allreduce_spin_us) before a sleep.
+class TcpAllReduceWaiting : public ::testing::TestWithParam<int> {  // microseconds of spin
+ protected:
+  TcpOptions Options() const {
+    TcpOptions o = TestOptions();
+    o.allreduce_spin = std::chrono::microseconds(GetParam());
+    return o;
+  }
+};
+
+TEST_P(TcpAllReduceWaiting, DeadlineMidCollectiveEndsItAndLeavesTheConnectionsUsable) {
+  conformance::Communicators comms = Group(3, Options());
   ASSERT_EQ(comms.size(), 3u);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
     if (c.rank() == 2) return Status::Ok();
@@ -192,8 +202,8 @@ TEST(TcpAllReduce, DeadlineMidCollectiveEndsItAndLeavesTheConnectionsUsable) {
 // Rank 2 leaves (its communicator says goodbye) while ranks 0 and 1 are in an allreduce that
 // needs it: rank 0 reads from it, rank 1 writes to it; both end naming it, long before their
 // deadline.
-TEST(TcpAllReduce, APeerThatLeavesMidCollectiveEndsItNamingThePeer) {
-  conformance::Communicators comms = Group(3);
+TEST_P(TcpAllReduceWaiting, APeerThatLeavesMidCollectiveEndsItNamingThePeer) {
+  conformance::Communicators comms = Group(3, Options());
   ASSERT_EQ(comms.size(), 3u);
   std::vector<Status> st(3);
   std::vector<std::thread> ranks;
@@ -211,6 +221,8 @@ TEST(TcpAllReduce, APeerThatLeavesMidCollectiveEndsItNamingThePeer) {
     EXPECT_THAT(st[r].message(), HasSubstr("rank 2")) << "rank " << r;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(SpinUs, TcpAllReduceWaiting, ::testing::Values(0, 2000));
 
 // A peer that joins the allreduce later than the heartbeat timeout is not declared failed: the
 // caller that borrowed the connection reads its heartbeats, and the heartbeat thread keeps

@@ -99,6 +99,21 @@ TEST(TcpFormation, RefusesWhatItCannotDiscoverOrParse) {
   EXPECT_EQ((*alone)->size(), 1);
 }
 
+TEST(TcpOptions, AllReduceSpinIsBoundedAndNamedWhenOutOfRange) {
+  for (const char* bad : {"-1", "1000001"}) {
+    Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"allreduce_spin_us", bad}});
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    Result<TcpOptions> o = TcpOptionsFrom(*parsed);
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("'allreduce_spin_us': " + std::string(bad)));
+  }
+  Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"allreduce_spin_us", "20000"}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  Result<TcpOptions> o = TcpOptionsFrom(*parsed);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->allreduce_spin, std::chrono::microseconds(20000));
+}
+
 TEST(TcpFormation, NonLoopbackListenerNeedsASecret) {
   TcpOptions o = TestOptions();
   o.secret.clear();

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reel/core/collectives.h"
@@ -31,8 +32,10 @@ struct Rank {
 
 // In a forked child: joins the group, says "ready", then runs allreduces of 4 MiB until one
 // fails, and reports that status. Never returns.
-[[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent) {
+[[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent,
+                          std::chrono::microseconds spin) {
   TcpOptions options = TestOptions();
+  options.allreduce_spin = spin;
   options.heartbeat = 100ms;
   options.heartbeat_timeout = 1000ms;
   auto report = [&](const std::string& s) { (void)!write(to_parent, s.data(), s.size()); };
@@ -65,7 +68,8 @@ std::string ReadReport(int fd, bool line, Deadline deadline) {
   return text;
 }
 
-class ProcessFault : public ::testing::TestWithParam<int> {  // the signal
+// The signal, and the microseconds AllReduce busy-waits before it sleeps.
+class ProcessFault : public ::testing::TestWithParam<std::tuple<int, int>> {
  protected:
   void TearDown() override {
     for (Rank& r : ranks_) {
@@ -89,7 +93,7 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       close(fds[0]);
-      RunRank(r, kWorld, coordinator, fds[1]);
+      RunRank(r, kWorld, coordinator, fds[1], std::chrono::microseconds(std::get<1>(GetParam())));
     }
     close(fds[1]);
     ranks_.push_back({pid, fds[0]});
@@ -97,7 +101,7 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   for (int r = 0; r < kWorld; ++r)
     ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
   std::this_thread::sleep_for(200ms);  // well into the stream of allreduces
-  ASSERT_EQ(kill(ranks_[kVictim].pid, GetParam()), 0);
+  ASSERT_EQ(kill(ranks_[kVictim].pid, std::get<0>(GetParam())), 0);
   for (int r = 0; r < kWorld; ++r) {
     if (r == kVictim) continue;
     const std::string status =
@@ -111,10 +115,14 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcp, ProcessFault, ::testing::Values(SIGKILL, SIGSTOP),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::string(info.param == SIGKILL ? "Killed" : "Stopped");
-                         });
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+  return std::string(std::get<0>(info.param) == SIGKILL ? "Killed" : "Stopped") +
+         (std::get<1>(info.param) > 0 ? "WhileSpinning" : "");
+}
+INSTANTIATE_TEST_SUITE_P(Tcp, ProcessFault,
+                         ::testing::Values(std::tuple{SIGKILL, 0}, std::tuple{SIGSTOP, 0},
+                                           std::tuple{SIGKILL, 2000}),
+                         CaseName);
 
 }  // namespace
 }  // namespace reel::tcp::testing
