@@ -4,11 +4,12 @@
 // machine that follows the headers: payloads read into waiting receives or staged, failure
 // notices, goodbyes, frames that break the protocol, and a stream that ends mid-frame.
 //
-// Input: byte 0 picks the world size (2-4) and whether a receive waits before the bytes arrive
-// (then bytes 1-2 give its tag, 3 its size); byte 4 seeds the sizes in which the socket hands the
-// rest over. Whatever the bytes, the reader must end Left or Failed, a waiting receive must end
-// with its message, a size mismatch, or Unavailable (rank 1 gone), and memory must follow the
-// bytes that arrived, not the lengths that headers claim.
+// Input: byte 0 picks the world size (2-4), whether a receive waits before the bytes arrive
+// (then bytes 1-2 give its tag, 3 its size) and whether native collectives run (byte 2 numbers
+// them); byte 4 seeds the sizes in which the socket hands the rest over. Whatever the bytes, the
+// reader must end Left or Failed, a waiting receive must end with its message, a size mismatch,
+// or Unavailable (rank 1 gone), and memory must follow the bytes that arrived, not the lengths
+// that headers claim.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -54,9 +55,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   posted.out = std::as_writable_bytes(std::span<char>(out));
   if (post_first) mailbox.Post(posted);
 
+  // With bit 5 of byte 0, native collectives run meanwhile: number byte 2 starts first and the
+  // next one halfway through the bytes, so that collective frames of earlier numbers are dropped
+  // whether queued, arriving or half read.
+  const bool collectives = (data[0] & 0x20) != 0;
+  if (collectives) mailbox.StartCollective(data[2]);
+
   // Hand the bytes over in pieces of 1..64 bytes, as a socket might.
   size_t at = 0;
+  bool started_next = false;
   while (at < in.size() && reader.state() == FrameReader::State::kReading) {
+    if (collectives && !started_next && at >= in.size() / 2) {
+      mailbox.StartCollective(data[2] + 1u);
+      started_next = true;
+    }
     std::span<std::byte> buffer = reader.Buffer();
     Require(!buffer.empty());
     cut = cut * 1103515245u + 12345u;
