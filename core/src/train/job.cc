@@ -43,11 +43,12 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
         reg.CreateDataSource(c.data().name(),
                              ComponentOptions(reg, ComponentKind::kDataSource, c.data(), c), dctx));
     // Training ranks that step independently (see reel/core/trainer.h): the lead evaluates
-    // alone, on the whole evaluation set.
+    // alone, on the whole evaluation set; every training rank has it, since any may take over
+    // from a lost lead.
     const bool independent = group != nullptr && group->size() > 1;
     DataSourceContext ectx = dctx;
     if (independent) ectx.shard = {0, 1};
-    if (c.has_eval_data() && (!independent || group->rank() == 0)) {
+    if (c.has_eval_data()) {
       REEL_ASSIGN_OR_RETURN(
           eval, reg.CreateDataSource(
                     c.eval_data().name(),

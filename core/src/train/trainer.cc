@@ -45,13 +45,15 @@ class Loop {
   Result<TrainResult> Run();
 
  private:
-  // The lead: rank 0 of the training ranks; it logs, reports and writes checkpoints.
-  bool rank0() const { return trains_ && group_->rank() == 0; }
+  // The lead: rank 0 of the training ranks, or the one that took over from a lost lead; it logs,
+  // reports and writes checkpoints.
+  bool lead() const { return trains_ && group_->rank() == lead_; }
   // The training ranks (all ranks unless the optimizer has server-only ranks).
   int world() const { return group_->size(); }
 
   Status Init();
-  Status OpenLogs();
+  // `append`: a rank taking over a lost lead's logs adds to them.
+  Status OpenLogs(bool append = false);
   Result<bool> ResumeFromCheckpoint();
   Status TrainStep(const Batch& batch);
   Status StepWithoutData();
@@ -63,8 +65,20 @@ class Loop {
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
 
   Result<TrainResult> Serve();
-  // Independent training ranks (see reel/core/trainer.h): their reports to the lead.
+  // Independent training ranks (see reel/core/trainer.h). The lead: tells the others its own
+  // position and gathers theirs (kStart, kFinal: waits for each; kCheckpoint: takes what has
+  // arrived). Another rank: reports to the lead, and finds and follows (or becomes) its successor
+  // if it was lost.
   Status Report(ReportKind kind, const std::string& position);
+  WorkerReport MyReport(ReportKind kind, const std::string& position) const;
+  // Whether `s` shows a peer lost (or silent past the deadline) rather than a fault of this rank.
+  static bool ShowsLoss(const Status& s) {
+    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+  }
+  // The lead did not answer (`why`): asks the optimizer who leads now and follows it, taking
+  // over if it is this rank. Unchanged if the optimizer sees the lead alive and `why` was silence.
+  Status FollowLead(const Status& why);
+  Status TakeOver(int lost, const Status& why);
   // The end of an independent rank's run: the lead waits for every other rank's final report
   // (or its loss), evaluates, writes the final checkpoint and reports the lost ranks.
   Status FinishIndependently(bool interrupted, const std::string& position_before);
@@ -74,7 +88,9 @@ class Loop {
   Communicator* group_;     // the training ranks; not owned
   const bool trains_;       // false on a server-only rank
   const bool independent_;  // training ranks step on their own (see reel/core/trainer.h)
-  std::unique_ptr<WorkerReports> reports_;  // the lead of independent ranks
+  std::unique_ptr<WorkerReports> reports_;  // independent ranks: their view of the others
+  int lead_ = 0;                            // the lead's rank among the training ranks
+  std::vector<int> members_;                // independent ranks: world rank by group rank
   StorageResolver& storage_;
   Progress progress_;
   std::optional<LrSchedule> schedule_;
@@ -106,10 +122,11 @@ Status Loop::SumOverRanks(std::span<float> values) {
   return group_->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
 }
 
-Status Loop::OpenLogs() {
-  if (!rank0()) return Status::Ok();
+Status Loop::OpenLogs(bool append) {
+  if (!lead()) return Status::Ok();
   if (!o_.metrics_log.empty()) {
-    REEL_ASSIGN_OR_RETURN(auto sink, AppendSink::Open(storage_, o_.metrics_log, !o_.resume));
+    REEL_ASSIGN_OR_RETURN(auto sink,
+                          AppendSink::Open(storage_, o_.metrics_log, !o_.resume && !append));
     metrics_ = std::make_unique<MetricsLog>(std::move(sink));
   }
   if (!o_.tensorboard_dir.empty()) {
@@ -263,7 +280,7 @@ Status Loop::LogWindow() {
   window_start_ = SteadyClock::now();
   if (sums[1] == 0) return Status::Ok();  // nothing trained since the last line
   result_.last_loss = loss;
-  if (!rank0()) return Status::Ok();
+  if (!lead()) return Status::Ok();
   progress_.Log(Snapshot(loss, rate));
   if (metrics_) {
     REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
@@ -287,9 +304,9 @@ Status Loop::LogWindow() {
 }
 
 Status Loop::RunEval() {
-  // Independent ranks: the lead alone, on the whole evaluation set (the host gives no other rank
-  // an evaluation source).
-  if (r_.eval == nullptr || (independent_ && !rank0())) return Status::Ok();
+  // Independent ranks: the lead alone, on the whole evaluation set (the host gives every training
+  // rank one, since any may take over from a lost lead).
+  if (r_.eval == nullptr || (independent_ && !lead())) return Status::Ok();
   REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before evaluation"));
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
@@ -298,7 +315,7 @@ Status Loop::RunEval() {
   result_.final_eval = m;
   result_.evals.emplace_back(step_, m);
   last_eval_step_ = step_;
-  if (!rank0()) return Status::Ok();
+  if (!lead()) return Status::Ok();
   progress_.Note("eval @ step " + std::to_string(step_) + ": GAP " + Fixed(m.gap) + "  Hit@1 " +
                  Fixed(m.hit_at_1) + "  PERR " + Fixed(m.perr) + "  mAP " + Fixed(m.map) + "  (" +
                  std::to_string(m.videos) + " videos)");
@@ -327,16 +344,17 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   last_checkpoint_step_ = step_;
   std::vector<std::string> positions;
   if (independent_) {
-    if (!rank0()) return Report(ReportKind::kCheckpoint, my_position);
-    // The other ranks' newest reported positions, without waiting for slower ones.
-    REEL_RETURN_IF_ERROR(reports_->Poll());
+    // The lead takes the other ranks' newest reported positions, without waiting for slower
+    // ones; a rank that takes over a lost lead here goes on as the lead.
+    REEL_RETURN_IF_ERROR(Report(ReportKind::kCheckpoint, my_position));
+    if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
     positions = reports_->Positions(my_position);
   } else {
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
     REEL_ASSIGN_OR_RETURN(positions, GatherBytes(*group_, my_position, o_.timeout));
   }
-  if (!rank0()) return Status::Ok();
+  if (!lead()) return Status::Ok();
   CheckpointState s;
   s.model_name = o_.model_name;
   s.CaptureParams(*r_.arena);
@@ -372,25 +390,75 @@ Result<TrainResult> Loop::Serve() {
   return result_;
 }
 
-Status Loop::Report(ReportKind kind, const std::string& position) {
-  if (rank0()) {
-    if (!reports_) reports_ = std::make_unique<WorkerReports>(*group_, o_.timeout);
-    return reports_->CatchUp(kind == ReportKind::kFinal ? WorkerReports::kFinal : step_);
-  }
+WorkerReport Loop::MyReport(ReportKind kind, const std::string& position) const {
   WorkerReport r;
   r.kind = kind;
   r.rank = r_.comm->rank();
   r.step = step_;
+  r.start_step = session_start_step_;
   r.examples = examples_ + window_examples_;
   r.position = position;
-  Status s = SendWorkerReport(*group_, r, o_.timeout);
-  if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded) return s;
-  // The lead is not replaced: it alone evaluates and writes checkpoints. Stop, so that the run
-  // fails visibly instead of training on without them.
-  return UnavailableError(
-      "the lead (training rank 0) was lost, and nothing evaluates or writes checkpoints without "
-      "it: `reel train --resume` continues from the newest checkpoint (" +
-      s.ToString() + ")");
+  return r;
+}
+
+Status Loop::Report(ReportKind kind, const std::string& position) {
+  const WorkerReport mine = MyReport(kind, position);
+  if (!lead()) {
+    Status sent = SendWorkerReport(*group_, lead_, kWorkerReportTag, mine, o_.timeout);
+    while (!sent.ok() && !lead()) {
+      if (!ShowsLoss(sent)) return sent;
+      REEL_RETURN_IF_ERROR(FollowLead(sent));
+      if (!lead()) sent = SendWorkerReport(*group_, lead_, kWorkerReportTag, mine, o_.timeout);
+    }
+    if (!lead()) return Status::Ok();
+  }
+  // The lead (perhaps since just now).
+  reports_->TellOthers(mine);
+  if (kind == ReportKind::kCheckpoint) return reports_->Poll();
+  return reports_->CatchUp(kind == ReportKind::kFinal ? WorkerReports::kFinal : step_);
+}
+
+Status Loop::FollowLead(const Status& why) {
+  const int lost = lead_;
+  const std::string who = "the lead (training rank " + std::to_string(lost) + ", rank " +
+                          std::to_string(members_[static_cast<size_t>(lost)]) + ")";
+  Result<std::optional<int>> next = r_.optimizer->LeadAfter(members_[static_cast<size_t>(lost)]);
+  if (!next.ok()) return next.status().WithContext("finding the successor of " + who);
+  if (!*next)
+    return UnavailableError(
+        who +
+        " was lost, and this optimizer names no successor: nothing evaluates or writes "
+        "checkpoints without it; `reel train --resume` continues from the newest "
+        "checkpoint (" +
+        why.ToString() + ")");
+  if (**next == members_[static_cast<size_t>(lost)]) {
+    if (why.code() == StatusCode::kDeadlineExceeded) return Status::Ok();  // busy, not lost
+    return UnavailableError("training rank " + std::to_string(group_->rank()) + " cannot reach " +
+                            who + ", which the optimizer's servers still see alive (" +
+                            why.ToString() + ")");
+  }
+  const auto it = std::find(members_.begin(), members_.end(), **next);
+  if (it == members_.end())
+    return InternalError("the optimizer named rank " + std::to_string(**next) + " to lead after " +
+                         who + ", which is not a training rank");
+  lead_ = static_cast<int>(it - members_.begin());
+  if (!lead()) return Status::Ok();
+  return TakeOver(lost, why);
+}
+
+Status Loop::TakeOver(int lost, const Status& why) {
+  REEL_RETURN_IF_ERROR(
+      reports_->LoseLead(lost, members_[static_cast<size_t>(lost)], why.ToString()));
+  progress_ = Progress(o_.progress, o_.tty, o_.verbosity);
+  progress_.Note("training rank " + std::to_string(group_->rank()) + " (rank " +
+                 std::to_string(r_.comm->rank()) + ") takes over as the lead from training rank " +
+                 std::to_string(lost) + " (rank " +
+                 std::to_string(members_[static_cast<size_t>(lost)]) + "), which was lost (" +
+                 why.ToString() + ")");
+  REEL_RETURN_IF_ERROR(OpenLogs(/*append=*/true));
+  // A report from every other rank (each sends its next one here once it finds the old lead
+  // gone), so that checkpoints hold every rank's position.
+  return reports_->CatchUp(0);
 }
 
 Status Loop::FinishIndependently(bool interrupted, const std::string& position_before) {
@@ -398,15 +466,27 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   if (!interrupted) {
     REEL_ASSIGN_OR_RETURN(position, r_.train->Position());
   }
-  if (!rank0()) {
-    // Every push of this rank applied first, so that the lead's final pull holds them; Finish()
-    // only after the report, since it may wait for the lead (a rank that also serves a shard
-    // serves until every rank, the lead too, is done).
+  bool gathered = false;  // this rank gathered the final reports as the lead
+  if (!lead()) {
+    // Every push of this rank applied first, so that the lead's final pull holds them.
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the final report"));
     REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
-    return r_.optimizer->Finish();
+    gathered = lead();
+    // The lead's end, after its final checkpoint: a lead lost before it is replaced, and this
+    // rank may be the replacement. Finish() only then, since it may wait for the lead (a rank
+    // that also serves a shard serves until every rank, the lead too, is done).
+    while (!lead()) {
+      Status end = reports_->AwaitEnd(lead_);
+      if (end.ok()) return r_.optimizer->Finish();
+      if (!ShowsLoss(end)) return end;
+      REEL_RETURN_IF_ERROR(FollowLead(end));
+      if (!lead()) {
+        REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
+        gathered = lead();
+      }
+    }
   }
-  REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
+  if (!gathered) REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
   const int64_t budget =
       o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
   // What reached the parameters of each lost rank's work, as the optimizer counted it.
@@ -445,13 +525,25 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
     // After every rank's final push, so the evaluation and the checkpoint see all of them.
     REEL_RETURN_IF_ERROR(RunEval());
   }
-  return SaveCheckpoint(position);
+  REEL_RETURN_IF_ERROR(SaveCheckpoint(position));
+  // The others may leave now.
+  reports_->TellOthers(MyReport(ReportKind::kEnd, position));
+  return Status::Ok();
 }
 
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   if (!trains_) return Serve();
   if (independent_) {
+    // Who is who among the training ranks, for finding a lost lead's successor.
+    const int me = r_.comm->rank();
+    members_.resize(static_cast<size_t>(world()));
+    REEL_RETURN_IF_ERROR(group_
+                             ->AllGather(std::as_bytes(std::span<const int>(&me, 1)),
+                                         std::as_writable_bytes(std::span<int>(members_)),
+                                         DeadlineIn(o_.timeout))
+                             .WithContext("training ranks exchanging their world ranks"));
+    reports_ = std::make_unique<WorkerReports>(*group_, o_.timeout);
     // The newest parameters, from ranks that serve them (a rank that also serves a shard starts
     // serving here, so that the others need not wait for its first step).
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the first step"));
@@ -500,7 +592,7 @@ Result<TrainResult> Loop::Run() {
     REEL_RETURN_IF_ERROR((batch.ok() ? TrainStep(*batch) : StepWithoutData())
                              .WithContext("step " + std::to_string(step_)));
     ++batches_this_epoch;
-    if (rank0()) {
+    if (lead()) {
       const double secs = std::max(1e-9, SecondsSince(window_start_));
       progress_.Tick(Snapshot(window_examples_ > 0 ? window_loss_sum_ / window_examples_ : 0.0,
                               static_cast<double>(window_examples_ * world()) / secs));
@@ -529,7 +621,7 @@ Result<TrainResult> Loop::Run() {
     }
   }
   // (An independent rank other than the lead finished its optimizer before its final report.)
-  if (!independent_ || rank0()) REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+  if (!independent_ || lead()) REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
   progress_.Finish();
   result_.steps = step_;
   result_.examples = examples_ + (reports_ ? reports_->Examples() : 0);

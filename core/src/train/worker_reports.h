@@ -2,12 +2,17 @@
 // per-step collective, keep them together) tell the lead where they are with point-to-point
 // reports instead of collectives, so one that dies is dropped instead of stopping the others.
 //
-// Every other training rank sends the lead (rank 0 of the training group) a report when it starts
-// (its data position then), at every checkpoint step, and when it finishes or is interrupted.
-// Reports of one rank arrive in the order sent; the lead reads them only when it needs them
-// (CatchUp) and waits for none that a rank cannot send: a rank whose receive fails with
-// Unavailable (its connection was lost) or passes the deadline is lost, and keeps the last
+// Every other training rank sends the lead (rank 0 of the training group, until it is lost) a
+// report when it starts (its data position then), at every checkpoint step, and when it finishes
+// or is interrupted. Reports of one rank arrive in the order sent; the lead reads them only when
+// it needs them (CatchUp) and waits for none that a rank cannot send: a rank whose receive fails
+// with Unavailable (its connection was lost) or passes the deadline is lost, and keeps the last
 // position it reported, from which a resume trains the rest of its share again.
+//
+// The lead sends its own reports (start, checkpoints) to every other rank on a tag of its own,
+// and when it has written the final checkpoint, an end (kEnd): the others wait for that before
+// they leave, so that whichever of them takes over a lost lead's duties (reel/core/trainer.h)
+// knows where the lead's data stood and none has left before the run's end was written.
 //
 // Thread-safety: one thread (the rank's trainer).
 #ifndef REEL_CORE_SRC_TRAIN_WORKER_REPORTS_H_
@@ -29,27 +34,42 @@ namespace reel::core {
 
 // A user tag of the training group (below kSubgroupUserTags, so it also fits a split group).
 constexpr int kWorkerReportTag = 900;
+// The lead's own reports and its end, to every other training rank.
+constexpr int kLeadReportTag = 901;
 
-enum class ReportKind : uint32_t { kStart = 1, kCheckpoint = 2, kFinal = 3 };
+// kEnd: the lead wrote the final checkpoint (lead reports only).
+enum class ReportKind : uint32_t { kStart = 1, kCheckpoint = 2, kFinal = 3, kEnd = 4 };
 
 struct WorkerReport {
   ReportKind kind = ReportKind::kStart;
-  int rank = -1;         // the sender's rank in the whole world (for messages)
-  int64_t step = 0;      // steps taken, counting those before a resume
-  int64_t examples = 0;  // examples this rank trained on in this session
-  std::string position;  // its data position (DataSource::Position)
+  int rank = -1;           // the sender's rank in the whole world (for messages)
+  int64_t step = 0;        // steps taken, counting those before a resume
+  int64_t start_step = 0;  // its step when this session started
+  int64_t examples = 0;    // examples this rank trained on in this session
+  std::string position;    // its data position (DataSource::Position)
 };
 
-// A training rank other than the lead: sends `report` to the lead.
-Status SendWorkerReport(Communicator& group, const WorkerReport& report,
+// Sends `report` to training rank `to`: a report to the lead, or (kLeadReportTag) the lead's own.
+Status SendWorkerReport(Communicator& group, int to, int tag, const WorkerReport& report,
                         std::chrono::milliseconds timeout);
 
-// The lead's view of the other training ranks.
+// A training rank's view of the others: the lead's (their reports), or another rank's (the
+// lead's reports, until it takes over).
 class WorkerReports {
  public:
   static constexpr int64_t kFinal = std::numeric_limits<int64_t>::max();
 
   WorkerReports(Communicator& group, std::chrono::milliseconds timeout);
+
+  // Not the lead: waits for `lead`'s end (kEnd), keeping its reports. Errors: Unavailable or
+  // DeadlineExceeded when it was lost or silent past the deadline, DataLoss for a malformed one.
+  Status AwaitEnd(int lead);
+  // Taking over from `lead`, lost with `why`: keeps its reports that have arrived and counts it
+  // lost (`world_rank` names it if it never reported).
+  Status LoseLead(int lead, int world_rank, const std::string& why);
+  // The lead: sends `report` to every other rank not known lost (kLeadReportTag); a rank it
+  // cannot reach is left to show its loss where its reports are awaited.
+  void TellOthers(const WorkerReport& report);
 
   // Reads every other rank's reports until it has one at `step` or later, its final one, or the
   // rank is lost (kFinal: until the final one). Errors only for a malformed report.
@@ -58,7 +78,7 @@ class WorkerReports {
   // newest reported position without holding the lead for slower ranks (a rank's data since its
   // last report is trained again after a resume). Errors only for a malformed report.
   Status Poll();
-  // Every training rank's newest position, group rank 0's being `lead_position`.
+  // Every training rank's newest position, this rank's being `lead_position`.
   std::vector<std::string> Positions(const std::string& lead_position) const;
   // Examples the other ranks reported having trained on.
   int64_t Examples() const;
@@ -70,19 +90,20 @@ class WorkerReports {
 
  private:
   struct View;
-  // Reads one report of group rank `w` into `v` by `deadline`. False if none came: the rank is
-  // then lost (its connection failed, or `timeout_loses` and the deadline passed).
-  Result<bool> ReadOne(int w, View& v, Deadline deadline, bool timeout_loses);
+  // Reads one report of group rank `w` (on `tag`) into `v` by `deadline`. False if none came: the
+  // rank is then lost (its connection failed, or `timeout_loses` and the deadline passed).
+  Result<bool> ReadOne(int w, View& v, Deadline deadline, bool timeout_loses,
+                       int tag = kWorkerReportTag);
 
   struct View {
     WorkerReport last;
-    int64_t start_step = 0;  // its step when this session started
-    bool final = false;
-    std::string lost;  // why, empty while alive
+    bool final = false;  // its final report (or the lead's end) arrived
+    std::string lost;    // why, empty while alive
+    Status lost_status;  // the same as a status
   };
   Communicator& group_;
   const std::chrono::milliseconds timeout_;
-  std::vector<View> views_;  // by group rank; [0] (the lead) unused
+  std::vector<View> views_;  // by group rank; this rank's own unused
 };
 
 }  // namespace reel::core

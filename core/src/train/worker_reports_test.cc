@@ -13,11 +13,13 @@
 namespace reel::core {
 namespace {
 
-WorkerReport Make(ReportKind kind, int rank, int64_t step, int64_t examples, std::string pos) {
+WorkerReport Make(ReportKind kind, int rank, int64_t step, int64_t examples, std::string pos,
+                  int64_t start_step = 0) {
   WorkerReport r;
   r.kind = kind;
   r.rank = rank;
   r.step = step;
+  r.start_step = start_step;
   r.examples = examples;
   r.position = std::move(pos);
   return r;
@@ -32,13 +34,16 @@ TEST(WorkerReportsTest, TheLeadReadsReportsUpToTheStepItNeeds) {
   for (int w = 1; w < 3; ++w) {
     Communicator& c = *(*group)[static_cast<size_t>(w)];
     const std::string p = "rank" + std::to_string(w);
-    ASSERT_TRUE(
-        SendWorkerReport(c, Make(ReportKind::kStart, 10 + w, 0, 0, p + "@0"), kTimeout).ok());
-    ASSERT_TRUE(
-        SendWorkerReport(c, Make(ReportKind::kCheckpoint, 10 + w, 20, 320, p + "@20"), kTimeout)
-            .ok());
-    ASSERT_TRUE(
-        SendWorkerReport(c, Make(ReportKind::kFinal, 10 + w, 30, 480, p + "@30"), kTimeout).ok());
+    ASSERT_TRUE(SendWorkerReport(c, 0, kWorkerReportTag,
+                                 Make(ReportKind::kStart, 10 + w, 0, 0, p + "@0"), kTimeout)
+                    .ok());
+    ASSERT_TRUE(SendWorkerReport(c, 0, kWorkerReportTag,
+                                 Make(ReportKind::kCheckpoint, 10 + w, 20, 320, p + "@20"),
+                                 kTimeout)
+                    .ok());
+    ASSERT_TRUE(SendWorkerReport(c, 0, kWorkerReportTag,
+                                 Make(ReportKind::kFinal, 10 + w, 30, 480, p + "@30"), kTimeout)
+                    .ok());
   }
   WorkerReports reports(lead, kTimeout);
   ASSERT_TRUE(reports.CatchUp(0).ok());
@@ -59,19 +64,26 @@ TEST(WorkerReportsTest, PollTakesWhatArrivedAndWaitsForNoRank) {
   ASSERT_TRUE(group.ok()) << group.status();
   Communicator& one = *(*group)[1];
   Communicator& two = *(*group)[2];
-  ASSERT_TRUE(SendWorkerReport(one, Make(ReportKind::kStart, 1, 0, 0, "one@0"), kTimeout).ok());
-  ASSERT_TRUE(
-      SendWorkerReport(one, Make(ReportKind::kCheckpoint, 1, 20, 80, "one@20"), kTimeout).ok());
-  ASSERT_TRUE(
-      SendWorkerReport(one, Make(ReportKind::kCheckpoint, 1, 40, 160, "one@40"), kTimeout).ok());
-  ASSERT_TRUE(SendWorkerReport(two, Make(ReportKind::kStart, 2, 0, 0, "two@0"), kTimeout).ok());
+  ASSERT_TRUE(SendWorkerReport(one, 0, kWorkerReportTag, Make(ReportKind::kStart, 1, 0, 0, "one@0"),
+                               kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(one, 0, kWorkerReportTag,
+                               Make(ReportKind::kCheckpoint, 1, 20, 80, "one@20"), kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(one, 0, kWorkerReportTag,
+                               Make(ReportKind::kCheckpoint, 1, 40, 160, "one@40"), kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(two, 0, kWorkerReportTag, Make(ReportKind::kStart, 2, 0, 0, "two@0"),
+                               kTimeout)
+                  .ok());
   WorkerReports reports(*(*group)[0], kTimeout);
   ASSERT_TRUE(reports.Poll().ok());
   EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "one@40", "two@0"}));
   EXPECT_EQ(reports.Examples(), 160);
   EXPECT_TRUE(reports.Lost(100).empty());
-  ASSERT_TRUE(
-      SendWorkerReport(two, Make(ReportKind::kCheckpoint, 2, 20, 80, "two@20"), kTimeout).ok());
+  ASSERT_TRUE(SendWorkerReport(two, 0, kWorkerReportTag,
+                               Make(ReportKind::kCheckpoint, 2, 20, 80, "two@20"), kTimeout)
+                  .ok());
   ASSERT_TRUE(reports.Poll().ok());
   EXPECT_EQ(reports.Positions("lead"), (std::vector<std::string>{"lead", "one@40", "two@20"}));
   EXPECT_TRUE(reports.Lost(100).empty());
@@ -82,17 +94,19 @@ TEST(WorkerReportsTest, ARankThatLeavesIsLostWithTheShareItDidNotTrain) {
   ASSERT_TRUE(group.ok()) << group.status();
   // Rank 2 reports its start and step 20 (at 16 examples a step), then its communicator goes
   // away without a final report, as when its process dies.
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[2], Make(ReportKind::kStart, 7, 0, 0, "p0"), kTimeout).ok());
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[2], Make(ReportKind::kCheckpoint, 7, 20, 320, "p20"), kTimeout)
-          .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[2], 0, kWorkerReportTag,
+                               Make(ReportKind::kStart, 7, 0, 0, "p0"), kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[2], 0, kWorkerReportTag,
+                               Make(ReportKind::kCheckpoint, 7, 20, 320, "p20"), kTimeout)
+                  .ok());
   (*group)[2].reset();
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[1], Make(ReportKind::kStart, 6, 0, 0, "q0"), kTimeout).ok());
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[1], Make(ReportKind::kFinal, 6, 100, 1600, "q100"), kTimeout)
-          .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[1], 0, kWorkerReportTag,
+                               Make(ReportKind::kStart, 6, 0, 0, "q0"), kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[1], 0, kWorkerReportTag,
+                               Make(ReportKind::kFinal, 6, 100, 1600, "q100"), kTimeout)
+                  .ok());
   WorkerReports reports(*(*group)[0], kTimeout);
   ASSERT_TRUE(reports.CatchUp(WorkerReports::kFinal).ok());
   const std::vector<LostRank> lost = reports.Lost(100);
@@ -115,11 +129,12 @@ TEST(WorkerReportsTest, ARankThatLeavesIsLostWithTheShareItDidNotTrain) {
 TEST(WorkerReportsTest, ALostRanksShareCountsWhatWasApplied) {
   auto group = CreateInprocGroup(2);
   ASSERT_TRUE(group.ok()) << group.status();
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[1], Make(ReportKind::kStart, 7, 10, 0, "p10"), kTimeout).ok());
-  ASSERT_TRUE(
-      SendWorkerReport(*(*group)[1], Make(ReportKind::kCheckpoint, 7, 20, 160, "p20"), kTimeout)
-          .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[1], 0, kWorkerReportTag,
+                               Make(ReportKind::kStart, 7, 10, 0, "p10", 10), kTimeout)
+                  .ok());
+  ASSERT_TRUE(SendWorkerReport(*(*group)[1], 0, kWorkerReportTag,
+                               Make(ReportKind::kCheckpoint, 7, 20, 160, "p20", 10), kTimeout)
+                  .ok());
   (*group)[1].reset();
   WorkerReports reports(*(*group)[0], kTimeout);
   ASSERT_TRUE(reports.CatchUp(WorkerReports::kFinal).ok());
@@ -142,6 +157,57 @@ TEST(WorkerReportsTest, ALostRanksShareCountsWhatWasApplied) {
   EXPECT_EQ(reports.Lost(100, {{6, AppliedWork{57, 47, 47 * 8, 47}}})[0].steps_not_trained, 80);
 }
 
+// The lead tells the others its own reports; one that takes over after the lead was lost keeps
+// the newest that arrived (the lead's position goes into its checkpoints), counts the lead lost
+// with its share, and reads the others' reports, which they now send to it. Before that, its
+// wait for the lead's end fails with the lead's loss. An end (kEnd) ends the wait.
+TEST(WorkerReportsTest, ARankTakingOverKeepsTheLostLeadsReports) {
+  auto group = CreateInprocGroup(3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  {
+    WorkerReports lead(*(*group)[0], kTimeout);
+    lead.TellOthers(Make(ReportKind::kStart, 5, 0, 0, "lead@0"));
+    lead.TellOthers(Make(ReportKind::kCheckpoint, 5, 20, 80, "lead@20"));
+  }
+  (*group)[0].reset();
+  ASSERT_TRUE(SendWorkerReport(*(*group)[2], 1, kWorkerReportTag,
+                               Make(ReportKind::kFinal, 7, 100, 400, "two@100"), kTimeout)
+                  .ok());
+  WorkerReports next(*(*group)[1], kTimeout);
+  const Status lost = next.AwaitEnd(0);
+  EXPECT_EQ(lost.code(), StatusCode::kUnavailable) << lost;
+  ASSERT_TRUE(next.LoseLead(0, 5, lost.ToString()).ok());
+  ASSERT_TRUE(next.CatchUp(WorkerReports::kFinal).ok());
+  EXPECT_EQ(next.Positions("me"), (std::vector<std::string>{"lead@20", "me", "two@100"}));
+  EXPECT_EQ(next.Examples(), 480);
+  const std::vector<LostRank> gone = next.Lost(100);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].rank, 5);
+  EXPECT_EQ(gone[0].group_rank, 0);
+  EXPECT_EQ(gone[0].last_step, 20);
+  EXPECT_EQ(gone[0].steps_not_trained, 80);
+  EXPECT_EQ(gone[0].examples_not_trained, 80 * 4);
+  // Rank 2 waits for the new lead's end, which comes after a report of its own.
+  next.TellOthers(Make(ReportKind::kFinal, 6, 100, 400, "me@100"));
+  next.TellOthers(Make(ReportKind::kEnd, 6, 100, 400, "me@100"));
+  WorkerReports two(*(*group)[2], kTimeout);
+  EXPECT_TRUE(two.AwaitEnd(1).ok());
+}
+
+// A lead lost before it told anything is still named, by the world rank the caller knows.
+TEST(WorkerReportsTest, ALeadLostBeforeItsFirstReportIsNamed) {
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*group)[0].reset();
+  WorkerReports next(*(*group)[1], kTimeout);
+  ASSERT_TRUE(next.LoseLead(0, 9, "gone").ok());
+  const std::vector<LostRank> gone = next.Lost(10);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].rank, 9);
+  EXPECT_EQ(gone[0].steps_not_trained, 10);
+  EXPECT_EQ(gone[0].why, "gone");
+}
+
 TEST(WorkerReportsTest, AMalformedReportIsDataLossNamingTheRank) {
   auto group = CreateInprocGroup(2);
   ASSERT_TRUE(group.ok()) << group.status();
@@ -157,11 +223,11 @@ TEST(WorkerReportsTest, AMalformedReportIsDataLossNamingTheRank) {
 
   auto again = CreateInprocGroup(2);
   ASSERT_TRUE(again.ok()) << again.status();
-  char bad_kind[24] = {};
+  char bad_kind[32] = {};
   const uint32_t kind = 9;
   std::memcpy(bad_kind, &kind, sizeof kind);
   ASSERT_TRUE((*again)[1]
-                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bad_kind, 24)),
+                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bad_kind, 32)),
                          DeadlineIn(kTimeout))
                   .ok());
   WorkerReports other(*(*again)[0], kTimeout);

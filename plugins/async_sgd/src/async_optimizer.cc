@@ -164,6 +164,13 @@ Result<std::optional<AppliedWork>> AsyncOptimizer::AppliedWorkOf(int rank) {
   return std::optional<AppliedWork>(work);
 }
 
+Result<std::optional<int>> AsyncOptimizer::LeadAfter(int lost) {
+  REEL_RETURN_IF_ERROR(Ready("LeadAfter"));
+  if (!worker_ || config_.colocated) return std::optional<int>();
+  REEL_ASSIGN_OR_RETURN(const int lead, worker_->LeadAfter(lost));
+  return std::optional<int>(lead);
+}
+
 std::string AsyncOptimizer::Encode(const std::vector<std::string>& shards) {
   std::string out(kMagic, sizeof kMagic);
   auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };

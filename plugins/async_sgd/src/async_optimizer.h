@@ -66,6 +66,9 @@ class AsyncOptimizer final : public Optimizer {
   }
   // From the servers' tallies (Worker::AppliedWorkOf); nullopt on a rank that does not train.
   Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) override;
+  // From the first server (Worker::LeadAfter); nullopt when colocated (a lost rank also served a
+  // shard, so the run cannot go on) and on a rank that does not train.
+  Result<std::optional<int>> LeadAfter(int lost) override;
 
   // For tests: this rank's server (null on a worker-only rank) and worker (null on a server).
   const ShardServer* server() const { return server_.get(); }

@@ -35,6 +35,10 @@ const char* KindName(Kind k) {
       return "push-pull";
     case Kind::kPushPulled:
       return "push-pulled";
+    case Kind::kLead:
+      return "lead";
+    case Kind::kLeadIs:
+      return "lead-is";
   }
   return "unknown";
 }
@@ -190,6 +194,12 @@ Status ShardServer::ServeWorker(int worker) {
       }
       case Kind::kApplied: {
         Status s = ReplyApplied(worker, h->step);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
+      case Kind::kLead: {
+        Status s = ReplyLead(worker, h->step);
         if (s.code() == StatusCode::kUnavailable) return lose(s);
         REEL_RETURN_IF_ERROR(s);
         break;
@@ -376,26 +386,55 @@ Status ShardServer::ReplyState(int worker) {
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(state)), NextDeadline());
 }
 
+Status ShardServer::CheckOtherWorker(int worker, int64_t of, const char* asked) const {
+  if (of < roles_.first_worker || of >= roles_.world || of == worker)
+    return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) + " asked " + asked +
+                                " rank " + std::to_string(of) + ", which is not another worker");
+  return Status::Ok();
+}
+
+bool ShardServer::AwaitEnded(const Tally& t, std::unique_lock<std::mutex>& lock) {
+  const Deadline end = NextDeadline();
+  // In slices, so that Stop() is seen (it does not notify).
+  while (!t.ended && !stop_.load() && Clock::now() < end)
+    tally_ended_.wait_until(lock, std::min(end, DeadlineIn(std::chrono::milliseconds(100))));
+  return t.ended;
+}
+
 // Waits for the worker's thread to end first: a push that had arrived whole before the worker
 // died may still be being applied.
 Status ShardServer::ReplyApplied(int worker, int64_t of) {
-  if (of < roles_.first_worker || of >= roles_.world || of == worker)
-    return InvalidArgumentError(Where() + ": rank " + std::to_string(worker) +
-                                " asked what was applied of rank " + std::to_string(of) +
-                                ", which is not another worker");
+  REEL_RETURN_IF_ERROR(CheckOtherWorker(worker, of, "what was applied of"));
   const Tally& t = tallies_[static_cast<size_t>(of - roles_.first_worker)];
   Header reply = MakeHeader(Kind::kAppliedWork, shard_, 0, 0);
   {
     std::unique_lock<std::mutex> lock(tally_mu_);
-    const Deadline end = NextDeadline();
-    // In slices, so that Stop() is seen (it does not notify).
-    while (!t.ended && !stop_.load() && Clock::now() < end)
-      tally_ended_.wait_until(lock, std::min(end, DeadlineIn(std::chrono::milliseconds(100))));
+    reply.aux = AwaitEnded(t, lock) ? 1 : 0;
     reply.step = t.applied_step;
     reply.version = t.applied;
     reply.steps = t.applied_steps;
     reply.examples = t.applied_examples;
-    reply.aux = t.ended ? 1 : 0;
+  }
+  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
+}
+
+// The successor of a lost lead: the lowest worker whose thread has not ended. Workers wait for
+// the lead's end before they say done, so every worker still training or waiting is a
+// candidate, and every lower one is gone; the asker itself is one, so there always is an answer.
+Status ShardServer::ReplyLead(int worker, int64_t of) {
+  REEL_RETURN_IF_ERROR(CheckOtherWorker(worker, of, "who leads after"));
+  const Tally& t = tallies_[static_cast<size_t>(of - roles_.first_worker)];
+  Header reply = MakeHeader(Kind::kLeadIs, shard_, of, 0);
+  {
+    std::unique_lock<std::mutex> lock(tally_mu_);
+    if (AwaitEnded(t, lock)) {
+      reply.aux = 1;
+      for (const Tally& c : tallies_)
+        if (!c.ended) {
+          reply.step = c.worker;
+          break;
+        }
+    }
   }
   return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }

@@ -7,9 +7,10 @@
 // A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
 // thread ends, the others carry on, and at the end the server names every dropped worker with its
 // last step and the pushes applied on stderr (tallies() has the same). A worker may ask what was
-// applied of another's pushes (kApplied, wire.h): the lead asks for the workers it lost. Run()
-// still succeeds on a server-only rank if any worker finished; it returns Unavailable naming the
-// dropped ones if none did, or when colocated (the dropped worker's rank also served a shard).
+// applied of another's pushes (kApplied, wire.h): the lead asks for the workers it lost; and who
+// leads once the lead was lost (kLead): the lowest worker it has neither dropped nor seen done.
+// Run() still succeeds on a server-only rank if any worker finished; it returns Unavailable naming
+// the dropped ones if none did, or when colocated (the dropped worker's rank also served a shard).
 //
 // With WriteCheckpoints(), the server writes its shard and rule state itself every `every`
 // updates (shard_checkpoints.h); a failed write fails Run() naming the file.
@@ -96,8 +97,15 @@ class ShardServer {
   ShardSnapshot Snapshot(int64_t version);
   Status ReplyPull(int worker, std::vector<float>& scratch);
   Status ReplyState(int worker);
+  // InvalidArgument unless `of` is a worker other than `worker` (who `asked` about it).
+  Status CheckOtherWorker(int worker, int64_t of, const char* asked) const;
+  // Waits (holding tally_mu_ in `lock`) until `t`'s thread ended, the deadline or Stop(); true if
+  // it ended.
+  bool AwaitEnded(const Tally& t, std::unique_lock<std::mutex>& lock);
   // kApplied: what was applied of rank `of`'s pushes, once its thread ended (or by the deadline).
   Status ReplyApplied(int worker, int64_t of);
+  // kLead (wire.h): who leads once the lost lead `of` was dropped.
+  Status ReplyLead(int worker, int64_t of);
   Deadline NextDeadline() const;
   // The next request's header from `worker`: waits in short slices until the timeout (a worker
   // silent that long is lost) or Stop().

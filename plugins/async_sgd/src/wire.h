@@ -18,9 +18,14 @@
 //                 arrives and sends that chunk's fresh values back on kReplyPayloadTag, then
 //                 Header{kPushPulled, version after the push, count}. One update, one version,
 //                 under the shard's lock; a push cut off half way is taken back, not applied.
+//     kLead       `step` names the lead worker's rank, which the asker lost; once the server
+//                 dropped it (or it said done) it replies Header{kLeadIs, step = the lowest
+//                 worker rank it still serves, aux = 1}; aux = 0 (and step that rank) if it still
+//                 serves it at the deadline. Asked of the first server only, so every worker
+//                 hears the same answer
 //     kDone       `step` carries how many pushes the worker sent this server; no reply
 //   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes,
-//   kAppliedWork, kPushPulled.
+//   kAppliedWork, kPushPulled, kLeadIs.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -51,6 +56,8 @@ enum class Kind : uint32_t {
   kAppliedWork = 10,
   kPushPull = 11,
   kPushPulled = 12,
+  kLead = 13,
+  kLeadIs = 14,
 };
 
 struct Header {
@@ -62,7 +69,8 @@ struct Header {
   int64_t steps = 0;     // a push: the worker's steps it carries (push_every, or an epoch's)
   int64_t examples = 0;  // a push: the examples of those steps (0 if nobody noted them)
   float lr = 0.0f;
-  uint32_t aux = 0;  // kPushPull: floats per chunk; kAppliedWork: 1 if the worker was dropped
+  // kPushPull: floats per chunk; kAppliedWork, kLeadIs: 1 if the worker asked about was dropped
+  uint32_t aux = 0;
 };
 static_assert(sizeof(Header) == 56);
 

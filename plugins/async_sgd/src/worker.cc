@@ -372,6 +372,25 @@ Result<AppliedWork> Worker::AppliedWorkOf(int rank) {
   return fewest;
 }
 
+Result<int> Worker::LeadAfter(int lost) {
+  REEL_RETURN_IF_ERROR(Settle());
+  const int server = roles_.server_rank(0);
+  const std::string what = Where() + ": asking server rank " + std::to_string(server) +
+                           " who leads after worker rank " + std::to_string(lost);
+  REEL_RETURN_IF_ERROR(
+      SendHeader(comm_, server, kRequestTag, MakeHeader(Kind::kLead, 0, lost), NextDeadline())
+          .WithContext(what));
+  // The server answers once it dropped the lead, which may take it up to its timeout.
+  const Deadline d = config_.timeout_ms == 0
+                         ? NoDeadline()
+                         : DeadlineIn(std::chrono::milliseconds(2 * config_.timeout_ms));
+  Result<Header> reply = RecvHeader(comm_, server, kReplyTag, d);
+  if (!reply.ok()) return reply.status().WithContext(what);
+  if (reply->kind != Kind::kLeadIs)
+    return InternalError(what + ": it answered with " + KindName(reply->kind));
+  return reply->aux == 1 ? static_cast<int>(reply->step) : lost;
+}
+
 Result<std::vector<std::string>> Worker::CollectShardStates() {
   REEL_RETURN_IF_ERROR(Settle());
   std::vector<std::string> out;

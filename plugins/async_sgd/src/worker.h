@@ -54,6 +54,10 @@ class Worker {
   // What the servers applied of worker rank `rank`'s pushes, once they dropped it: the server
   // that applied the fewest (a push reaches the servers one after another) speaks for all.
   Result<AppliedWork> AppliedWorkOf(int rank);
+  // Who leads the workers once worker rank `lost` (the lead) is gone, as the first server sees
+  // it (wire.h, kLead): every worker that asks hears the same. `lost` itself if that server
+  // still serves it at the deadline.
+  Result<int> LeadAfter(int lost);
 
   // Global progress for the learning-rate schedule: updates applied to shard 0 (as last heard),
   // in per-worker steps.

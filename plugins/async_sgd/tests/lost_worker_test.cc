@@ -16,24 +16,6 @@ using core::testing::TinySource;
 constexpr int kWorld = 4, kServers = 2, kLost = 3, kSteps = 30, kLostAfter = 7;
 constexpr int kBatch = 4, kDim = 6, kClasses = 12;
 
-// The lost worker's data: kLostAfter batches, then an error that ends its trainer.
-class FailingSource : public DataSource {
- public:
-  explicit FailingSource(ShardSpec shard) : inner_(96, kDim, kClasses, kBatch, 7, shard) {}
-  Result<Batch> Next() override {
-    if (taken_ == kLostAfter) return DataLossError("the lost worker's disk went away");
-    ++taken_;
-    return inner_.Next();
-  }
-  Status StartEpoch(int64_t epoch) override { return inner_.StartEpoch(epoch); }
-  Result<std::string> Position() const override { return inner_.Position(); }
-  Status Restore(std::string_view p) override { return inner_.Restore(p); }
-
- private:
-  TinySource inner_;
-  int taken_ = 0;
-};
-
 // push_every 1 and 2: with 2, the lost worker's 7th step was computed but never pushed, so it
 // does not count as trained.
 class LostWorker : public ::testing::TestWithParam<int> {};
@@ -55,7 +37,8 @@ TEST_P(LostWorker, ItsShareIsCountedFromWhatTheServersApplied) {
               auto group, comm->Split(serves ? 1 : 0, r, DeadlineIn(std::chrono::minutes(1))));
           const ShardSpec shard{serves ? 0 : r - kServers, kWorld - kServers};
           TinySource healthy(96, kDim, kClasses, kBatch, 7, shard);
-          FailingSource failing(shard);
+          FailingSource failing(TinySource(96, kDim, kClasses, kBatch, 7, shard), kLostAfter,
+                                "the lost worker's disk went away");
           DataSource* train = serves       ? nullptr
                               : r == kLost ? static_cast<DataSource*>(&failing)
                                            : &healthy;

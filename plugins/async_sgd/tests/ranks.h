@@ -65,10 +65,12 @@ inline float SmoothGrad(int step, size_t i) {
 }
 
 // Trains `steps` steps of the tiny model of `dim` features and `classes` classes on `train`
-// (null on a server-only rank), `group` being the training ranks' own group.
-inline Result<core::TrainResult> TrainTinyRank(AsyncOptimizer& opt, Communicator& comm,
-                                               Communicator& group, DataSource* train, int steps,
-                                               int dim, int classes, StorageResolver& storage) {
+// (null on a server-only rank), `group` being the training ranks' own group; `eval` (may be
+// null) evaluates, `tune` changes the trainer's options.
+inline Result<core::TrainResult> TrainTinyRank(
+    AsyncOptimizer& opt, Communicator& comm, Communicator& group, DataSource* train, int steps,
+    int dim, int classes, StorageResolver& storage, DataSource* eval = nullptr,
+    const std::function<void(core::TrainerOptions&)>& tune = nullptr) {
   ParamArena arena;
   core::testing::TinyModel model(dim, classes);
   REEL_RETURN_IF_ERROR(model.DeclareParams(arena));
@@ -78,9 +80,32 @@ inline Result<core::TrainResult> TrainTinyRank(AsyncOptimizer& opt, Communicator
   t.num_classes = classes;
   t.model_name = "tiny";
   t.learning_rate = {.base = 0.1};
-  core::RankComponents rc{train, nullptr, &model, &arena, &opt, &comm, &group};
+  if (tune) tune(t);
+  core::RankComponents rc{train, eval, &model, &arena, &opt, &comm, &group};
   return core::RunTrainer(t, rc, storage);
 }
+
+// `inner`'s batches until `after` of them were taken, then DataLoss(`why`), as a disk that goes
+// away: its rank's trainer then ends.
+class FailingSource : public DataSource {
+ public:
+  FailingSource(core::testing::TinySource inner, int after, std::string why)
+      : inner_(std::move(inner)), after_(after), why_(std::move(why)) {}
+  Result<Batch> Next() override {
+    if (taken_ == after_) return DataLossError(why_);
+    ++taken_;
+    return inner_.Next();
+  }
+  Status StartEpoch(int64_t epoch) override { return inner_.StartEpoch(epoch); }
+  Result<std::string> Position() const override { return inner_.Position(); }
+  Status Restore(std::string_view p) override { return inner_.Restore(p); }
+
+ private:
+  core::testing::TinySource inner_;
+  const int after_;
+  const std::string why_;
+  int taken_ = 0;
+};
 
 // fn(rank, comm) on a thread per rank of an inproc world of `world` ranks (with ring
 // collectives); the results in rank order. `comm` is the rank's own: a fn may reset it, as a

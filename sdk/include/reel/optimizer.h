@@ -31,6 +31,12 @@
 // what reached the parameters (the trainer tells every Step() its step and batch through
 // NoteStep()), not only what the rank last reported.
 //
+// A lost lead: training ranks that step independently and find their lead gone ask LeadAfter()
+// who leads now. An optimizer whose parameter holders see every training rank (parameter
+// servers) answers the same on every rank: the lowest training rank they still serve, once they
+// too have dropped the lost lead. That rank takes over the lead's duties (reel/core/trainer.h).
+// The default cannot tell, and the run then stops naming the lost lead.
+//
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
 #define REEL_OPTIMIZER_H_
@@ -140,6 +146,14 @@ class Optimizer {
   virtual Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) {
     (void)rank;
     return std::optional<AppliedWork>();
+  }
+  // A training rank whose lead (`lost`, its rank in the world) was lost: the world rank of the
+  // training rank that leads now, the same on every rank that asks (see the top); `lost` itself
+  // if the parameter holders still see it alive by their deadline; nullopt if this optimizer
+  // cannot tell (the lead is then not replaced).
+  virtual Result<std::optional<int>> LeadAfter(int lost) {
+    (void)lost;
+    return std::optional<int>();
   }
 };
 

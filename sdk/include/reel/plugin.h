@@ -133,7 +133,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 7: Optimizer gained NoteStep and AppliedWorkOf (a lost rank's share counted from what the
 //    parameter holders applied); UpdateRule gained BeginUpdate and ApplyPart (one update applied
 //    in pieces, as a parameter server applies a push while its chunks arrive).
-inline constexpr uint32_t kPluginAbiVersion = 7;
+// 8: Optimizer gained LeadAfter (who takes over a lost lead of independent training ranks).
+inline constexpr uint32_t kPluginAbiVersion = 8;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;

@@ -18,6 +18,13 @@
 // evaluation set, writes checkpoints with every rank's reported position, and a training rank
 // that dies (its connection lost, or silent past the timeout) is dropped and listed in
 // TrainResult::lost_ranks with the share it did not train, while the others finish the run.
+// The lead too: when the others find it lost (a report or their wait for its end fails), they ask
+// the optimizer who leads now (Optimizer::LeadAfter), and that rank takes over its duties from
+// there on: it logs, evaluates, writes the checkpoints (its metrics log appended to), and at the
+// end gathers the reports, evaluates, writes the final checkpoint and lists the lost lead in its
+// lost_ranks like any other. The others wait for the lead's end before they leave, so a lead
+// lost during the final evaluation or checkpoint is replaced too. An optimizer that cannot name
+// a successor stops the run naming the lost lead (`--resume` continues it).
 //
 // Thread-safety: RunTrainer is called once per rank, each on its own thread; the components of
 // a rank are used only by that call.
