@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -279,14 +282,25 @@ TEST(TuneTest, AshaKeepsEveryWorkerBusyWhileConfigurationsRemain) {
     search { algorithm: ASHA trials: 12 min_budget: 1 max_budget: 9 eta: 3 }
     execution { parallel: 3 })");
   FakeTrainer fake;
-  std::atomic<int> running{0}, most{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0, most = 0, calls = 0;  // guarded by mu
   TrialRunner inner = fake.Runner();
   TrialRunner counting = [&](const TrialRequest& req) {
-    int now = ++running;
-    for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      const int call = ++calls;
+      most = std::max(most, ++running);
+      cv.notify_all();
+      // The first three trials wait for one another: with three slots and twelve configurations
+      // the tuner must have all three running before any ends. (It used to be a 20 ms sleep per
+      // trial, which a loaded machine under TSan outlasted: 2 of 3 seen, 5 runs of 5.) The bound
+      // only turns a tuner that starts fewer into a failure instead of a hang.
+      // (`most`, not `running`: the third may have ended already when the first two wake.)
+      if (call <= 3) cv.wait_for(lock, std::chrono::seconds(60), [&] { return most >= 3; });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto out = inner(req);
+    std::lock_guard<std::mutex> lock(mu);
     --running;
     return out;
   };
@@ -294,7 +308,7 @@ TEST(TuneTest, AshaKeepsEveryWorkerBusyWhileConfigurationsRemain) {
   o.workdir = Scratch("asha_busy");
   auto r = RunTune(f, o, counting);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(most.load(), 3) << "three slots, twelve configurations: all three must be used";
+  EXPECT_EQ(most, 3) << "three slots, twelve configurations: all three must be used";
   EXPECT_GE(r->rows.size(), 12u + 4u);  // 12 first-rung trials, at least 4 promotions
 }
 
