@@ -11,7 +11,11 @@ stopped=$(mktemp)
 cont() { xargs -r kill -CONT < "$stopped" 2>/dev/null; rm -f "$stopped"; }
 trap cont EXIT INT TERM
 stop_all() {
-  ps -eo pid=,comm= | awk -v re="$names" '$2 ~ re {print $1}' | while read -r p; do
+  # By name; and libFuzzer targets (tests/fuzz: <target>_fuzz) by their program's path, since
+  # the kernel cuts a process name to 15 characters (tfrecord_framing_fuzz is "tfrecord_framin").
+  { ps -eo pid=,comm= | awk -v re="$names" '$2 ~ re {print $1}'
+    ps -eo pid=,args= | awk '{n = split($2, p, "/"); if (p[n] ~ /_fuzz$/) print $1}'
+  } | while read -r p; do
     [ "$p" = "$$" ] && continue
     kill -STOP "$p" 2>/dev/null && echo "$p" >> "$stopped"
   done
