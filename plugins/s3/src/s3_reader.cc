@@ -25,7 +25,7 @@ struct Shared {
   std::shared_ptr<S3Client> client;
   std::string bucket, key;
   std::string etag;   // as opened (HEAD); every ranged GET asks for this version
-  uint64_t size = 0;  // as opened
+  uint64_t size = 0;  // as opened; set before any fetch starts, never changed
 
   // A ranged GET of `sink.size()` bytes at `begin`, of the version that was opened.
   S3Request RangeGet(uint64_t begin, std::span<std::byte> sink) const {
@@ -47,7 +47,6 @@ class S3Reader : public RandomAccessFile {
            std::string etag)
       : shared_(std::make_shared<Shared>()),
         uri_(S3Client::Uri(bucket, key)),
-        size_(size),
         block_size_(static_cast<uint64_t>(client->config().read_ahead)),
         parallel_(client->config().parallel_ranges) {
     shared_->client = std::move(client);
@@ -64,11 +63,11 @@ class S3Reader : public RandomAccessFile {
   }
 
   const std::string& uri() const override { return uri_; }
-  Result<uint64_t> Size() override { return size_; }
+  Result<uint64_t> Size() override { return shared_->size; }
 
   Result<size_t> Read(uint64_t offset, std::span<std::byte> out) override {
-    if (offset >= size_ || out.empty()) return size_t{0};
-    size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
+    if (offset >= shared_->size || out.empty()) return size_t{0};
+    size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), shared_->size - offset));
     if (n >= block_size_) return ReadDirect(offset, out.first(n));
     size_t done = 0;
     while (done < n) {
@@ -84,7 +83,7 @@ class S3Reader : public RandomAccessFile {
   }
 
  private:
-  uint64_t BlockCount() const { return (size_ + block_size_ - 1) / block_size_; }
+  uint64_t BlockCount() const { return (shared_->size + block_size_ - 1) / block_size_; }
 
   // Starts fetching block `idx` in the background unless it is cached or in flight.
   // REQUIRES: shared_->mu held.
@@ -92,7 +91,7 @@ class S3Reader : public RandomAccessFile {
     if (idx >= BlockCount() || blocks_.count(idx)) return;
     auto block = std::make_shared<Block>();
     uint64_t begin = idx * block_size_;
-    block->size = static_cast<size_t>(std::min(block_size_, size_ - begin));
+    block->size = static_cast<size_t>(std::min(block_size_, shared_->size - begin));
     block->data = std::make_unique_for_overwrite<std::byte[]>(block->size);
     auto promise = std::make_shared<std::promise<Status>>();
     block->done = promise->get_future().share();
@@ -168,7 +167,6 @@ class S3Reader : public RandomAccessFile {
 
   std::shared_ptr<Shared> shared_;
   const std::string uri_;
-  const uint64_t size_;
   const uint64_t block_size_;
   const int64_t parallel_;
   // Guarded by shared_->mu.
