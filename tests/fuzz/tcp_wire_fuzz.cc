@@ -69,9 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 4: {
-      auto e = DecodeEndpoint(in);
+      auto e = DecodeMember(in);
       RequireRejectedOr(e);
-      if (e.ok()) Require(SameBytes(EncodeEndpoint(*e), in));
+      if (e.ok()) Require(SameBytes(EncodeMember(*e), in));
       break;
     }
     case 5: {

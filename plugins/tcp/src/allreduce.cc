@@ -44,7 +44,7 @@ class TcpCommunicator::RingAllReduce {
         seq_(seq & kCollectiveSeqMask),
         tag_(Mailbox::CollectiveTag(seq)),
         deadline_(deadline),
-        spin_(comm.options_.allreduce_spin),
+        spin_(comm.allreduce_spin_),
         n_(static_cast<size_t>(comm.world_)),
         r_(static_cast<size_t>(comm.rank_)),
         left_(*comm.peers_[(r_ + n_ - 1) % n_]),

@@ -2,16 +2,19 @@
 //
 //   1. Rank 0 listens on the coordinator's address. Every other rank connects there, opens its own
 //      listener (on the address it reached the coordinator from, or `listen_address`), and sends
-//      a Join with that endpoint. Rank 0 answers each Join with the set of ranks joined so far
-//      (so a rank that gives up can name the missing ones) and, once all have joined, with the
-//      table of every rank's endpoint.
+//      a Join with that endpoint and its machine id. Rank 0 answers each Join with the set of
+//      ranks joined so far (so a rank that gives up can name the missing ones) and, once all
+//      have joined, with the table of every rank's endpoint and machine id (from which each rank
+//      counts the ranks sharing its machine: ChooseWaiting()).
 //   2. Every rank connects to every other rank's listener (its sending connection to that rank)
 //      and waits until every other rank has connected to it.
 // Every connection, rendezvous ones included, passes the handshake of wire.h first. A connection
 // that fails it, speaks anything but the protocol, or stays silent past handshake_timeout is
 // closed and logged; it cannot disturb the group.
+#include <algorithm>
 #include <cstdlib>
 
+#include "allreduce_waiting.h"
 #include "tcp_communicator.h"
 #include "waiting.h"
 
@@ -57,6 +60,7 @@ Result<std::unique_ptr<Communicator>> TcpCommunicator::Connect(const TcpOptions&
 Status TcpCommunicator::Form(const std::string& coordinator, Deadline deadline) {
   REEL_ASSIGN_OR_RETURN(Endpoint coord, ParseHostPort(coordinator, Where() + ": coordinator"));
   peers_[0]->endpoint = coord;
+  peers_[static_cast<size_t>(rank_)]->machine = MachineId();
   REEL_RETURN_IF_ERROR(rank_ == 0 ? HostRendezvous(coord, deadline)
                                   : JoinRendezvous(coord, deadline));
   REEL_RETURN_IF_ERROR(ConnectMesh(deadline));
@@ -65,8 +69,19 @@ Status TcpCommunicator::Form(const std::string& coordinator, Deadline deadline) 
     std::lock_guard<std::mutex> lock(form_mu_);
     joiners_.clear();  // the rendezvous is over; the table went out before the mesh formed
   }
+  ChooseWaiting();
   StartHeartbeats();
   return Status::Ok();
+}
+
+void TcpCommunicator::ChooseWaiting() {
+  const std::string& mine = peers_[static_cast<size_t>(rank_)]->machine;
+  const auto on_host = std::count_if(peers_.begin(), peers_.end(),
+                                     [&](const auto& p) { return p->machine == mine; });
+  const AllReduceWaiting waiting =
+      ChooseAllReduceWaiting(options_.allreduce_spin, static_cast<int>(on_host), CoresAvailable());
+  allreduce_spin_ = waiting.spin;
+  Log(waiting.why);
 }
 
 Status TcpCommunicator::Listen(const tcp::endpoint& at) {
@@ -136,8 +151,8 @@ Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline)
     }
   }
   rendezvous_open_ = false;
-  std::vector<Endpoint> table;
-  for (int r = 0; r < world_; ++r) table.push_back(peers_[static_cast<size_t>(r)]->endpoint);
+  std::vector<Member> table;
+  for (const auto& p : peers_) table.push_back({p->endpoint, p->machine});
   auto joiners = joiners_;
   lock.unlock();
   tell_all(ControlType::kTable, EncodeTable(table), joiners, deadline);
@@ -159,14 +174,15 @@ Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline)
     if (!bind.is_unspecified()) advertise = bind;
   }
   REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(bind, static_cast<uint16_t>(options_.listen_port))));
-  const Endpoint mine{advertise.to_string(), acceptor_.local_endpoint().port()};
+  const Member mine{{advertise.to_string(), acceptor_.local_endpoint().port()},
+                    peers_[static_cast<size_t>(rank_)]->machine};
   REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
   REEL_RETURN_IF_ERROR(ClientHandshake(
       io_, socket, options_.secret,
       Hello{Purpose::kJoin, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), nonce}, 0,
       what, deadline));
   REEL_RETURN_IF_ERROR(
-      WriteControl(io_, socket, ControlType::kJoin, EncodeEndpoint(mine), what, deadline));
+      WriteControl(io_, socket, ControlType::kJoin, EncodeMember(mine), what, deadline));
   std::vector<bool> joined(static_cast<size_t>(world_), false);
   while (true) {
     Result<Control> c = ReadControl(io_, socket, what, deadline);
@@ -187,10 +203,13 @@ Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline)
     if (c->type != ControlType::kTable)
       return UnavailableError(what + ": unexpected control message " +
                               std::to_string(static_cast<int>(c->type)));
-    Result<std::vector<Endpoint>> table = DecodeTable(c->body, static_cast<uint32_t>(world_));
+    Result<std::vector<Member>> table = DecodeTable(c->body, static_cast<uint32_t>(world_));
     if (!table.ok()) return UnavailableError(what + ": " + table.status().message());
-    for (int r = 1; r < world_; ++r)
-      peers_[static_cast<size_t>(r)]->endpoint = (*table)[static_cast<size_t>(r)];
+    for (int r = 0; r < world_; ++r) {
+      Peer& p = *peers_[static_cast<size_t>(r)];
+      if (r != 0) p.endpoint = (*table)[static_cast<size_t>(r)].endpoint;
+      p.machine = (*table)[static_cast<size_t>(r)].machine;
+    }
     return Status::Ok();
   }
 }
@@ -388,8 +407,8 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   co_await asio::async_read(*socket, asio::buffer(body),
                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return drop(io_failure());
-  Result<Endpoint> endpoint = DecodeEndpoint(body);
-  if (!endpoint.ok()) co_return drop(endpoint.status().message());
+  Result<Member> member = DecodeMember(body);
+  if (!member.ok()) co_return drop(member.status().message());
   *admitted = true;
   watchdog.cancel();
   {
@@ -400,7 +419,8 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
       refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
     else {
       joined_[static_cast<size_t>(r)] = true;
-      peers_[static_cast<size_t>(r)]->endpoint = *endpoint;
+      peers_[static_cast<size_t>(r)]->endpoint = member->endpoint;
+      peers_[static_cast<size_t>(r)]->machine = member->machine;
       joiners_[static_cast<size_t>(r)] = socket;
     }
   }

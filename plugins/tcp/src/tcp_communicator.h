@@ -57,7 +57,8 @@ class TcpCommunicator final : public Communicator {
   struct Peer {
     explicit Peer(asio::io_context& io) : out(io), resume(io) {}
     int rank = 0;
-    Endpoint endpoint;  // where it accepts connections
+    Endpoint endpoint;    // where it accepts connections
+    std::string machine;  // the machine it runs on (MachineId()), from the rendezvous
     // Outgoing (this rank writes). `out` is written by whoever holds write_mu.
     DeadlineMutex write_mu;
     tcp::socket out;
@@ -102,6 +103,9 @@ class TcpCommunicator final : public Communicator {
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket);
   std::string MissingRanks(const std::vector<bool>& present) const;
+  // Once formed: how AllReduce waits (allreduce_waiting.h), from the option or from the ranks
+  // that share this machine and its cores; logs the choice.
+  void ChooseWaiting();
 
   // ---- Running (tcp_communicator.cc) ----
   asio::awaitable<void> ReadLoop(Peer* peer);
@@ -131,6 +135,8 @@ class TcpCommunicator final : public Communicator {
   uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
+  // How long AllReduce polls once nothing moves; set by ChooseWaiting() before any call.
+  std::chrono::microseconds allreduce_spin_{0};
 
   // Formation state shared between the io thread (Admit) and the connecting thread.
   std::mutex form_mu_;

@@ -47,9 +47,11 @@ OptionSchema TcpOptionSchema() {
                 "a peer silent this long is unavailable (its failure is reported on every rank)"),
       IntOption("handshake_timeout_ms", 5000,
                 "time a new connection has to authenticate before it is dropped"),
-      IntOption("allreduce_spin_us", 0,
+      IntOption("allreduce_spin_us", -1,
                 "how long AllReduce keeps polling its sockets without sleeping when nothing moves "
                 "(busy waiting, as MPI does; pays only when every rank has a core of its own). "
+                "-1: automatic, as Open MPI decides: it polls for 20000 us when the group's ranks "
+                "on this host are no more than the cores this rank may use, else sleeps at once; "
                 "0: it sleeps at once"),
   };
 }
@@ -69,10 +71,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
   REEL_ASSIGN_OR_RETURN(t.heartbeat_timeout, Milliseconds(o, "heartbeat_timeout_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.handshake_timeout, Milliseconds(o, "handshake_timeout_ms", 1));
   const int64_t spin = o.GetInt("allreduce_spin_us");
-  if (spin < 0 || spin > kMaxAllReduceSpinUs)
+  if (spin < -1 || spin > kMaxAllReduceSpinUs)
     return InvalidArgumentError("tcp option 'allreduce_spin_us': " + std::to_string(spin) +
-                                " outside [0, " + std::to_string(kMaxAllReduceSpinUs) + "]");
-  t.allreduce_spin = std::chrono::microseconds(spin);
+                                " outside [0, " + std::to_string(kMaxAllReduceSpinUs) +
+                                "] (or -1: automatic)");
+  if (spin >= 0) t.allreduce_spin = std::chrono::microseconds(spin);
   if (t.heartbeat_timeout <= t.heartbeat)
     return InvalidArgumentError(
         "tcp option 'heartbeat_timeout_ms' (" + std::to_string(t.heartbeat_timeout.count()) +

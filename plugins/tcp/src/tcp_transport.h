@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "reel/options.h"
@@ -24,8 +25,9 @@ struct TcpOptions {
   std::chrono::milliseconds heartbeat_timeout{15000};  // a peer silent this long has failed
   std::chrono::milliseconds handshake_timeout{5000};   // for a connection to authenticate
   // How long AllReduce keeps polling its sockets without sleeping once nothing moves (0: it
-  // sleeps in poll() at once). See README.md: busy waiting pays only with a core per rank.
-  std::chrono::microseconds allreduce_spin{0};
+  // sleeps in poll() at once). Unset: chosen when the group forms, polling only when the ranks
+  // on this host fit its cores (allreduce_waiting.h). Busy waiting pays only with a core per rank.
+  std::optional<std::chrono::microseconds> allreduce_spin;
 };
 
 OptionSchema TcpOptionSchema();

@@ -235,38 +235,50 @@ Result<ControlHeader> DecodeControlHeader(std::span<const std::byte> bytes) {
 }
 
 namespace {
-void WriteEndpoint(Writer& w, const Endpoint& e) {
-  w.U16(e.port);
-  w.U8(static_cast<uint8_t>(e.host.size()));
-  w.Bytes(e.host.data(), e.host.size());
+void WriteText(Writer& w, const std::string& text) {
+  w.U8(static_cast<uint8_t>(text.size()));
+  w.Bytes(text.data(), text.size());
 }
-Result<Endpoint> ReadEndpoint(Reader& r) {
-  if (!r.Has(3)) return r.Error("truncated endpoint");
-  Endpoint e;
-  e.port = static_cast<uint16_t>(r.Uint(2));
+// 1 to kMaxHostBytes printable characters without spaces, after a u8 length.
+Result<std::string> ReadText(Reader& r, const char* what) {
+  if (!r.Has(1)) return r.Error(std::string("truncated ") + what);
   const size_t len = static_cast<size_t>(r.Uint(1));
-  if (len == 0) return r.Error("empty host");
-  if (!r.Has(len)) return r.Error("truncated host");
-  e.host.resize(len);
-  r.Copy(e.host.data(), len);
-  for (char c : e.host)
-    if (c <= ' ' || c > '~') return r.Error("host contains a non-printable character");
-  if (e.port == 0) return r.Error("port 0 for host " + e.host);
-  return e;
+  if (len == 0) return r.Error(std::string("empty ") + what);
+  if (!r.Has(len)) return r.Error(std::string("truncated ") + what);
+  std::string text(len, '\0');
+  r.Copy(text.data(), len);
+  for (char c : text)
+    if (c <= ' ' || c > '~')
+      return r.Error(std::string(what) + " contains a non-printable character");
+  return text;
+}
+void WriteMember(Writer& w, const Member& m) {
+  w.U16(m.endpoint.port);
+  WriteText(w, m.endpoint.host);
+  WriteText(w, m.machine);
+}
+Result<Member> ReadMember(Reader& r) {
+  if (!r.Has(2)) return r.Error("truncated endpoint");
+  Member m;
+  m.endpoint.port = static_cast<uint16_t>(r.Uint(2));
+  REEL_ASSIGN_OR_RETURN(m.endpoint.host, ReadText(r, "host"));
+  if (m.endpoint.port == 0) return r.Error("port 0 for host " + m.endpoint.host);
+  REEL_ASSIGN_OR_RETURN(m.machine, ReadText(r, "machine id"));
+  return m;
 }
 }  // namespace
 
-std::vector<std::byte> EncodeEndpoint(const Endpoint& e) {
+std::vector<std::byte> EncodeMember(const Member& m) {
   Writer w;
-  WriteEndpoint(w, e);
+  WriteMember(w, m);
   return w.Take();
 }
 
-Result<Endpoint> DecodeEndpoint(std::span<const std::byte> body) {
+Result<Member> DecodeMember(std::span<const std::byte> body) {
   Reader r(body, "join message");
-  REEL_ASSIGN_OR_RETURN(Endpoint e, ReadEndpoint(r));
+  REEL_ASSIGN_OR_RETURN(Member m, ReadMember(r));
   if (r.left() != 0) return r.Error(std::to_string(r.left()) + " trailing bytes");
-  return e;
+  return m;
 }
 
 std::vector<std::byte> EncodeRankSet(const std::vector<bool>& ranks) {
@@ -294,23 +306,23 @@ Result<std::vector<bool>> DecodeRankSet(std::span<const std::byte> body, uint32_
   return ranks;
 }
 
-std::vector<std::byte> EncodeTable(const std::vector<Endpoint>& table) {
+std::vector<std::byte> EncodeTable(const std::vector<Member>& table) {
   Writer w;
   w.U32(static_cast<uint32_t>(table.size()));
-  for (const Endpoint& e : table) WriteEndpoint(w, e);
+  for (const Member& m : table) WriteMember(w, m);
   return w.Take();
 }
 
-Result<std::vector<Endpoint>> DecodeTable(std::span<const std::byte> body, uint32_t world_size) {
+Result<std::vector<Member>> DecodeTable(std::span<const std::byte> body, uint32_t world_size) {
   Reader r(body, "rank table");
   if (!r.Has(4)) return r.Error("truncated count");
   const auto count = static_cast<uint32_t>(r.Uint(4));
   if (count != world_size)
     return r.Error(std::to_string(count) + " ranks, expected world size " +
                    std::to_string(world_size));
-  std::vector<Endpoint> table;
+  std::vector<Member> table;
   for (uint32_t i = 0; i < count; ++i) {
-    Result<Endpoint> e = ReadEndpoint(r);
+    Result<Member> e = ReadMember(r);
     if (!e.ok()) return e.status().WithContext("rank " + std::to_string(i));
     table.push_back(std::move(*e));
   }

@@ -42,7 +42,7 @@
 
 namespace reel::tcp {
 
-constexpr uint8_t kWireVersion = 2;  // 2: collective frames
+constexpr uint8_t kWireVersion = 3;  // 2: collective frames; 3: machine ids in the rendezvous
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;
 using Nonce = std::array<std::byte, kNonceBytes>;
@@ -95,9 +95,9 @@ Result<Nonce> FreshNonce();
 enum class ControlType : uint8_t {
   kAccept = 1,    // handshake verdict: authenticated and admitted; empty body
   kRefuse = 2,    // handshake or rendezvous refused; body: the reason as text
-  kJoin = 3,      // rank -> rank 0: where this rank accepts connections (Endpoint)
+  kJoin = 3,      // rank -> rank 0: where this rank accepts connections, its machine (Member)
   kProgress = 4,  // rank 0 -> joiners: which ranks have joined so far (RankSet)
-  kTable = 5,     // rank 0 -> joiners: every rank's endpoint, in rank order (Table)
+  kTable = 5,     // rank 0 -> joiners: every rank's Member, in rank order (Table)
 };
 constexpr size_t kControlHeaderBytes = 12;
 constexpr uint32_t kMaxControlBody = 1 << 20;
@@ -116,16 +116,26 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 constexpr size_t kMaxHostBytes = 255;
-std::vector<std::byte> EncodeEndpoint(const Endpoint& e);
-Result<Endpoint> DecodeEndpoint(std::span<const std::byte> body);
+
+// A rank as the rendezvous knows it: where it accepts connections, and the machine it runs on
+// (an id that every process under one kernel shares, so that ranks can count the ranks that
+// share their cores). Encoded as u16 port, u8 length + host, u8 length + machine; host and
+// machine are 1 to kMaxHostBytes printable characters without spaces.
+struct Member {
+  Endpoint endpoint;
+  std::string machine;
+  bool operator==(const Member&) const = default;
+};
+std::vector<std::byte> EncodeMember(const Member& m);
+Result<Member> DecodeMember(std::span<const std::byte> body);
 
 // A set of ranks as a bitmap over [0, world_size).
 std::vector<std::byte> EncodeRankSet(const std::vector<bool>& ranks);
 Result<std::vector<bool>> DecodeRankSet(std::span<const std::byte> body, uint32_t world_size);
 
-// u32 count, then count endpoints as above. The count must equal world_size.
-std::vector<std::byte> EncodeTable(const std::vector<Endpoint>& table);
-Result<std::vector<Endpoint>> DecodeTable(std::span<const std::byte> body, uint32_t world_size);
+// u32 count, then count members as above. The count must equal world_size.
+std::vector<std::byte> EncodeTable(const std::vector<Member>& table);
+Result<std::vector<Member>> DecodeTable(std::span<const std::byte> body, uint32_t world_size);
 
 // ---- Data frames ----
 

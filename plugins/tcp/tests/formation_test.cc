@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -100,18 +102,26 @@ TEST(TcpFormation, RefusesWhatItCannotDiscoverOrParse) {
 }
 
 TEST(TcpOptions, AllReduceSpinIsBoundedAndNamedWhenOutOfRange) {
-  for (const char* bad : {"-1", "1000001"}) {
+  for (const char* bad : {"-2", "1000001"}) {
     Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"allreduce_spin_us", bad}});
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     Result<TcpOptions> o = TcpOptionsFrom(*parsed);
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(o.status().message(), HasSubstr("'allreduce_spin_us': " + std::string(bad)));
   }
-  Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"allreduce_spin_us", "20000"}});
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  Result<TcpOptions> o = TcpOptionsFrom(*parsed);
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->allreduce_spin, std::chrono::microseconds(20000));
+  // Unset and -1 leave the choice to the group (automatic), 0 and N fix it.
+  for (const auto& [given, want] : std::vector<
+           std::pair<std::map<std::string, std::string>, std::optional<std::chrono::microseconds>>>{
+           {{}, std::nullopt},
+           {{{"allreduce_spin_us", "-1"}}, std::nullopt},
+           {{{"allreduce_spin_us", "0"}}, std::chrono::microseconds(0)},
+           {{{"allreduce_spin_us", "20000"}}, std::chrono::microseconds(20000)}}) {
+    Result<Options> parsed = ParseOptions(TcpOptionSchema(), given);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    Result<TcpOptions> o = TcpOptionsFrom(*parsed);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->allreduce_spin, want);
+  }
 }
 
 TEST(TcpFormation, NonLoopbackListenerNeedsASecret) {

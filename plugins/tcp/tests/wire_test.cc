@@ -94,27 +94,27 @@ TEST(Wire, HelloRejectsRankOutsideWorldAndUnknownPurpose) {
 }
 
 TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
-  Endpoint e{"10.77.0.2", 40000};
-  Result<Endpoint> back = DecodeEndpoint(EncodeEndpoint(e));
+  Member m{{"10.77.0.2", 40000}, "boot:0b1a4c55"};
+  Result<Member> back = DecodeMember(EncodeMember(m));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(*back, e);
-  auto body = EncodeEndpoint(e);
+  EXPECT_EQ(*back, m);
+  auto body = EncodeMember(m);
   body.push_back(std::byte{0});
-  EXPECT_THAT(DecodeEndpoint(body).status().message(), HasSubstr("1 trailing bytes"));
-  EXPECT_THAT(DecodeEndpoint(EncodeEndpoint({"h", 0})).status().message(), HasSubstr("port 0"));
-  EXPECT_THAT(DecodeEndpoint(EncodeEndpoint({"a b", 1})).status().message(),
-              HasSubstr("non-printable"));
+  EXPECT_THAT(DecodeMember(body).status().message(), HasSubstr("1 trailing bytes"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"h", 0}, "m"})).status().message(), HasSubstr("port 0"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"a b", 1}, "m"})).status().message(),
+              HasSubstr("host contains a non-printable"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"h", 1}, ""})).status().message(),
+              HasSubstr("empty machine id"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"h", 1}, "a\nb"})).status().message(),
+              HasSubstr("machine id contains a non-printable"));
+  auto no_machine = EncodeMember(m);
+  no_machine.resize(no_machine.size() - m.machine.size() - 1);
+  EXPECT_THAT(DecodeMember(no_machine).status().message(), HasSubstr("truncated machine id"));
 
-  std::vector<Endpoint> table{{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"::1", 3}};
-  Result<std::vector<Endpoint>> t = DecodeTable(EncodeTable(table), 3);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(*t, table);
-  EXPECT_THAT(DecodeTable(EncodeTable(table), 4).status().message(),
-              HasSubstr("3 ranks, expected world size 4"));
-  auto cut = EncodeTable(table);
-  cut.pop_back();
-  EXPECT_THAT(DecodeTable(cut, 3).status().message(), HasSubstr("rank 2"));
-
+  std::vector<Member> table{
+      {{"127.0.0.1", 1}, "boot:a"}, {{"127.0.0.1", 2}, "boot:a"}, {{"::1", 3}, "host:b"}};
+  Result<std::vector<Member>> t = DecodeTable(EncodeTable(table), 3);
   std::vector<bool> set{true, false, true, false, false, false, false, false, true};
   Result<std::vector<bool>> s = DecodeRankSet(EncodeRankSet(set), 9);
   ASSERT_TRUE(s.ok()) << s.status();

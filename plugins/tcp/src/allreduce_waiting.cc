@@ -1,0 +1,63 @@
+// The choice of how AllReduce waits (see allreduce_waiting.h).
+#include "allreduce_waiting.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace reel::tcp {
+namespace {
+
+std::string Polling(std::chrono::microseconds spin) {
+  return "AllReduce waits by polling (for up to " + std::to_string(spin.count()) +
+         " us once nothing moves, then sleeps)";
+}
+
+// Printable, without spaces, as the rendezvous requires; "" when nothing usable is left.
+std::string Printable(std::string s) {
+  std::erase_if(s, [](char c) { return c <= ' ' || c > '~'; });
+  if (s.size() > 240) s.resize(240);  // room for the prefix below
+  return s;
+}
+
+}  // namespace
+
+AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
+                                        int ranks_on_host, int cores) {
+  if (option) {
+    const std::string given = " (allreduce_spin_us=" + std::to_string(option->count()) + ")";
+    if (option->count() == 0) return {*option, "AllReduce waits by sleeping" + given};
+    return {*option, Polling(*option) + given};
+  }
+  const std::string counts = std::to_string(ranks_on_host) +
+                             " rank(s) of the group on this host, " + std::to_string(cores) +
+                             " core(s) for this rank";
+  if (ranks_on_host <= cores)
+    return {kAutomaticSpin,
+            Polling(kAutomaticSpin) + " (automatic: " + counts + "; allreduce_spin_us=0 sleeps)"};
+  return {std::chrono::microseconds(0),
+          "AllReduce waits by sleeping (automatic: " + counts +
+              ", so polling would take the cores the others need; allreduce_spin_us=N polls)"};
+}
+
+int CoresAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  // A mask larger than cpu_set_t (over 1024 CPUs) fails above: count what is online instead.
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::string MachineId() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (boot && std::getline(boot, id) && !(id = Printable(id)).empty()) return "boot:" + id;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0 && !(id = Printable(host)).empty())
+    return "host:" + id;
+  return "host:unknown";
+}
+
+}  // namespace reel::tcp

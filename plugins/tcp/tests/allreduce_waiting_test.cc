@@ -1,0 +1,64 @@
+// The choice of how AllReduce waits (allreduce_waiting.h): the option when given, else Open MPI's
+// rule (poll while the group's ranks on this host fit the cores, sleep when they do not).
+#include "allreduce_waiting.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace reel::tcp {
+namespace {
+
+using std::chrono::microseconds;
+using ::testing::HasSubstr;
+
+TEST(AllReduceWaiting, AutomaticPollsWhileTheHostsRanksFitItsCores) {
+  for (const auto& [ranks, cores] : {std::pair{1, 1}, {2, 2}, {2, 4}, {4, 4}, {3, 64}}) {
+    const AllReduceWaiting w = ChooseAllReduceWaiting(std::nullopt, ranks, cores);
+    EXPECT_EQ(w.spin, kAutomaticSpin) << ranks << " ranks, " << cores << " cores";
+    EXPECT_THAT(w.why, HasSubstr("waits by polling"));
+    EXPECT_THAT(w.why, HasSubstr("automatic: " + std::to_string(ranks) +
+                                 " rank(s) of the group on this host, " + std::to_string(cores) +
+                                 " core(s) for this rank"));
+  }
+}
+
+TEST(AllReduceWaiting, AutomaticSleepsWhenTheHostIsOversubscribed) {
+  for (const auto& [ranks, cores] : {std::pair{3, 2}, {2, 1}, {65, 64}}) {
+    const AllReduceWaiting w = ChooseAllReduceWaiting(std::nullopt, ranks, cores);
+    EXPECT_EQ(w.spin, microseconds(0)) << ranks << " ranks, " << cores << " cores";
+    EXPECT_THAT(w.why, HasSubstr("waits by sleeping (automatic: " + std::to_string(ranks) +
+                                 " rank(s) of the group on this host, " + std::to_string(cores) +
+                                 " core(s)"));
+  }
+}
+
+TEST(AllReduceWaiting, TheOptionOverridesTheRuleEitherWay) {
+  const AllReduceWaiting never = ChooseAllReduceWaiting(microseconds(0), 1, 8);
+  EXPECT_EQ(never.spin, microseconds(0));
+  EXPECT_THAT(never.why, HasSubstr("waits by sleeping (allreduce_spin_us=0)"));
+  const AllReduceWaiting fixed = ChooseAllReduceWaiting(microseconds(500), 3, 2);
+  EXPECT_EQ(fixed.spin, microseconds(500));
+  EXPECT_THAT(fixed.why, HasSubstr("for up to 500 us"));
+  EXPECT_THAT(fixed.why, HasSubstr("(allreduce_spin_us=500)"));
+}
+
+TEST(AllReduceWaiting, CoresAreThoseOfTheAffinityMask) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(CoresAvailable(), CPU_COUNT(&set));
+  EXPECT_LE(CoresAvailable(), static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+TEST(AllReduceWaiting, TheMachineIdIsStableAndFitsTheRendezvous) {
+  const std::string id = MachineId();
+  EXPECT_EQ(MachineId(), id);
+  ASSERT_FALSE(id.empty());
+  EXPECT_LE(id.size(), 255u);
+  for (char c : id) EXPECT_TRUE(c > ' ' && c <= '~') << id;
+}
+
+}  // namespace
+}  // namespace reel::tcp
