@@ -39,9 +39,12 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
 TCP_SPIN_US = 20000  # reel_tcp_spin: long enough to cover a peer's turn, short against a late rank
 PROGRAMS = {  # name -> (links it runs on, description)
-    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (its native ring allreduce)"),
+    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (its native ring allreduce; how it "
+                 "waits chosen by the transport: polls when the host's ranks fit its cores)"),
     "reel_tcp_spin": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us="
                       f"{TCP_SPIN_US} (busy waiting before a sleep, as MPI polls)"),
+    "reel_tcp_sleep": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us=0 "
+                       "(sleeps at once: the default before the automatic choice)"),
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
     "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
@@ -51,7 +54,7 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
 }
 RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
-          ("reel_tcp_spin", "reel_tcp"), ("reel_mpi", "mpi"),
+          ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"), ("reel_mpi", "mpi"),
           ("reel_mpi_polled", "mpi"), ("reel_tcp", "reel_tcp_base")]
 
 
@@ -118,12 +121,13 @@ def run(program, n, link, args, netns_name):
     secret = secrets.token_hex(16)
     for i in range(n):
         e = dict(env, REEL_RANK=str(i), REEL_WORLD_SIZE=str(n))
-        if program in ("reel_tcp", "reel_tcp_base", "reel_tcp_spin"):
+        if program in ("reel_tcp", "reel_tcp_base", "reel_tcp_spin", "reel_tcp_sleep"):
             e.update(REEL_COORDINATOR=f"{addr(0)}:{port}", REEL_SECRET=secret)
             c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
                  "--option", f"listen_address={addr(i)}"]
-            if program == "reel_tcp_spin":
-                c += ["--option", f"allreduce_spin_us={TCP_SPIN_US}"]
+            if program in ("reel_tcp_spin", "reel_tcp_sleep"):
+                spin = TCP_SPIN_US if program == "reel_tcp_spin" else 0
+                c += ["--option", f"allreduce_spin_us={spin}"]
         else:
             c = [os.path.join(b, "gloo_allreduce_peer"), "--store", store, "--host", addr(i)]
         commands.append(wrap(i, c + sweep))
