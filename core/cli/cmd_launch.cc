@@ -189,6 +189,8 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
                             outcome.first_failure->Describe() +
                             WhileStopped(outcome.stopped_at_failure));
   if (outcome.interrupted_by != 0) return CancelledError("interrupted; every rank has finished");
+  if (outcome.exit_code != 0 && !outcome.stranded.empty())
+    return UnavailableError(Stranded(outcome.stranded));
   return Status::Ok();
 }
 

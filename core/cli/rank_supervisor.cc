@@ -123,6 +123,9 @@ class Supervisor {
   // `e` is the run's first failure: say so and stop the other ranks.
   void Fail(const RankExit& e);
   void Signal(int sig);  // to every running rank's process group
+  // Ranks stopped while every other rank has ended would never end: name and end them.
+  void EndStranded();
+  bool IsStranded(int rank) const;
   void Say(const std::string& line) { WriteAll(o_.err_fd, "reel launch: " + line + "\n"); }
   int Running() const;
 
@@ -138,6 +141,7 @@ class Supervisor {
   std::optional<Clock::time_point> settle_until_;
   std::vector<RankStop> stopped_at_failure_;
   std::vector<RankExit> tolerated_;  // keep_going: ranks != 0 that failed
+  std::vector<RankStop> stranded_;   // stopped when every other rank had ended; ended by us
   int interrupted_by_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when stopping ranks get SIGKILL
 };
@@ -272,7 +276,8 @@ void Supervisor::OnExit(Child& c, int status) {
   c.err.Close();
   RankExit e{c.rank, WIFSIGNALED(status),
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
-  if (e.ok() || interrupted_by_ != 0 || first_failure_) return;
+  // Ended by us (EndStranded): the outcome names it as stopped, however it exited.
+  if (e.ok() || interrupted_by_ != 0 || first_failure_ || IsStranded(c.rank)) return;
   if (o_.keep_going && e.rank != 0) {
     tolerated_.push_back(e);
     Say("rank " + std::to_string(e.rank) + " " + e.Describe() + "; the other " +
@@ -308,6 +313,30 @@ void Supervisor::Fail(const RankExit& e) {
   Say("rank " + std::to_string(e.rank) + " " + e.Describe() + WhileStopped(stopped_at_failure_) +
       "; stopping the other " + std::to_string(others) + " rank(s) (SIGTERM, then SIGKILL after " +
       grace + " s)");
+  Signal(SIGTERM);
+  kill_at_ = Clock::now() + o_.grace;
+}
+
+bool Supervisor::IsStranded(int rank) const {
+  return std::any_of(stranded_.begin(), stranded_.end(),
+                     [rank](const RankStop& s) { return s.rank == rank; });
+}
+
+// A stopped rank that every other rank ended without (they finished, or gave up on it and failed
+// under keep_going) has nobody left to work with and nothing to continue it: without this,
+// launch would wait for it forever. Only once: a stranded rank continues when it is signalled.
+void Supervisor::EndStranded() {
+  if (first_failure_ || pending_failure_ || interrupted_by_ != 0 || !stranded_.empty()) return;
+  const int running = Running();
+  if (running == 0 || running == static_cast<int>(children_.size())) return;
+  for (const Child& c : children_)
+    if (c.running && c.stopped_by == 0) return;
+  for (const Child& c : children_)
+    if (c.running) stranded_.push_back({c.rank, c.stopped_by});
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.1f", static_cast<double>(o_.grace.count()) / 1000.0);
+  Say(Stranded(stranded_) + "; ending " + (running == 1 ? "it" : "them") +
+      " (SIGTERM, then SIGKILL after " + grace + " s)");
   Signal(SIGTERM);
   kill_at_ = Clock::now() + o_.grace;
 }
@@ -383,6 +412,7 @@ SuperviseOutcome Supervisor::Wait() {
       }
     }
     Reap();
+    EndStranded();
   }
   // A failure still settling when the last rank exited (the last one tolerated, --keep-going).
   if (pending_failure_) Fail(*pending_failure_);
@@ -390,15 +420,22 @@ SuperviseOutcome Supervisor::Wait() {
   outcome.first_failure = first_failure_;
   outcome.stopped_at_failure = stopped_at_failure_;
   outcome.tolerated = tolerated_;
+  outcome.stranded = stranded_;
   outcome.interrupted_by = interrupted_by_;
   const bool has_rank0 =
       std::any_of(o_.ranks.begin(), o_.ranks.end(), [](const RankSpec& r) { return r.rank == 0; });
+  const bool stranded_fails =
+      std::any_of(stranded_.begin(), stranded_.end(),
+                  [this](const RankStop& s) { return !o_.keep_going || s.rank == 0; });
   if (first_failure_)
     outcome.exit_code = first_failure_->ExitCode();
   else if (interrupted_by_ != 0)
     outcome.exit_code = 128 + interrupted_by_;
-  else if (!has_rank0 && !tolerated_.empty() && tolerated_.size() == o_.ranks.size())
-    outcome.exit_code = tolerated_.front().ExitCode();
+  else if (stranded_fails)
+    outcome.exit_code = 128 + stranded_.front().signal;
+  else if (!has_rank0 && tolerated_.size() + stranded_.size() == o_.ranks.size())
+    outcome.exit_code =
+        tolerated_.empty() ? 128 + stranded_.front().signal : tolerated_.front().ExitCode();
   if (!tolerated_.empty()) {
     // Each named, the first one first: it is often the cause of the others' failures (a lost
     // parameter server) and of rank 0's exit code.
@@ -409,6 +446,8 @@ SuperviseOutcome Supervisor::Wait() {
     Say(std::to_string(tolerated_.size()) + " rank(s) failed and were tolerated (--keep-going)" +
         which);
   }
+  if (!stranded_.empty() && !stranded_fails)
+    Say("tolerated (--keep-going): " + Stranded(stranded_));
   return outcome;
 }
 
@@ -424,6 +463,13 @@ std::string WhileStopped(const std::vector<RankStop>& stopped) {
     text += (text.empty() ? " while rank " : " and rank ") + std::to_string(s.rank) + " " +
             s.Describe();
   return text;
+}
+
+std::string Stranded(const std::vector<RankStop>& stranded) {
+  std::string text;
+  for (const RankStop& s : stranded)
+    text += (text.empty() ? "rank " : " and rank ") + std::to_string(s.rank) + " " + s.Describe();
+  return text + " and every other rank ended without " + (stranded.size() == 1 ? "it" : "them");
 }
 
 std::string RankExit::Describe() const {

@@ -14,6 +14,11 @@
 //   - a rank stopped by a signal (SIGSTOP) is reported when it stops and when it continues; if
 //     another rank fails while it is stopped, the outcome names it beside the failed rank, and
 //     every SIGTERM or SIGINT sent to a stopped rank is followed by SIGCONT so it can act on it.
+//   - ranks still stopped when every other rank has ended (with `keep_going` the others may all
+//     have failed, or finished without a lost worker) would wait forever: they are "stranded",
+//     named and ended (SIGTERM and SIGCONT, SIGKILL after `grace`). A stranded rank is a failure
+//     (exit code 128 + the stopping signal, as a shell gives a stopped job), but with
+//     `keep_going` for a rank other than 0, which is tolerated (the exit code stays rank 0's).
 //
 // Each child runs in its own process group (so a terminal's Ctrl-C reaches the ranks once,
 // through the supervisor, and stopping a rank stops what it started), with stdin on /dev/null,
@@ -74,11 +79,15 @@ struct SuperviseOutcome {
   // rank fail (their transport gives up on it) while it never exits, so it is named here.
   std::vector<RankStop> stopped_at_failure;
   std::vector<RankExit> tolerated;  // with keep_going: ranks != 0 that failed
+  std::vector<RankStop> stranded;   // ranks stopped when every other rank had ended
   int interrupted_by = 0;           // SIGINT or SIGTERM when one was forwarded
 };
 
 // " while rank 2 was stopped by signal 19 (SIGSTOP)" for every stopped rank; "" for none.
 std::string WhileStopped(const std::vector<RankStop>& stopped);
+// "rank 2 was stopped by signal 19 (SIGSTOP) and every other rank ended without it" (every
+// stranded rank named).
+std::string Stranded(const std::vector<RankStop>& stranded);
 
 // Runs the ranks to completion. Errors only for what prevents starting them (a command that
 // cannot be executed, no pipes or processes left); ranks already started are killed then.

@@ -204,6 +204,45 @@ TEST(LaunchTest, StoppedRankIsNamedWhenAnotherFailsAndIsLetRunToEnd) {
   fs::remove_all(dir);
 }
 
+// A rank still stopped when every other rank has ended would wait forever (an async_sgd server
+// stopped while its workers gave up on it, a worker stopped while the others finished): launch
+// names it and ends it (SIGTERM, and SIGCONT so its trap runs at once). It fails the launch
+// (128 + SIGSTOP, as a shell reports a stopped job) unless --keep-going tolerates it (a rank
+// other than 0). The rank at `stops` stops itself; the other waits for that, then exits `other`.
+TEST(LaunchTest, RankStoppedWhenTheOthersEndedIsEndedAndNamed) {
+  struct Case {
+    bool keep_going;
+    int stops, other, code;
+  };
+  for (const Case& c :
+       {Case{false, 1, 0, 128 + SIGSTOP}, Case{true, 1, 0, 0}, Case{true, 0, 5, 128 + SIGSTOP}}) {
+    SCOPED_TRACE("keep_going " + std::to_string(c.keep_going) + ", rank " +
+                 std::to_string(c.stops) + " stops");
+    const std::string dir = ScratchDir("launch_stranded");
+    const std::string pid = dir + "/pid", s = std::to_string(c.stops);
+    std::vector<std::string> flags = {"-n", "2", "--grace-seconds", "600"};
+    if (c.keep_going) flags.push_back("--keep-going");
+    RunResult r = LaunchSh(
+        flags, "if [ $REEL_RANK = " + s + " ]; then trap 'echo got TERM; exit 7' TERM; echo $$ > " +
+                   pid + "; kill -STOP $$; echo continued before TERM; exit 9; fi; while [ ! -e " +
+                   pid + " ] || ! grep -q '^[0-9]* ([^)]*) T' /proc/$(cat " + pid +
+                   ")/stat 2>/dev/null; do sleep 0.05; done; exit " + std::to_string(c.other));
+    EXPECT_EQ(r.code, c.code) << r.err;
+    const std::string stranded =
+        "rank " + s + " was stopped by signal 19 (SIGSTOP) and every other rank ended without it";
+    EXPECT_NE(r.err.find("reel launch: " + stranded +
+                         "; ending it (SIGTERM, then SIGKILL after 600.0 s)\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(c.code == 0 ? "reel launch: tolerated (--keep-going): " + stranded + "\n"
+                                     : "reel launch: UNAVAILABLE: " + stranded + "\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "[rank " + s + "] got TERM\n");
+    fs::remove_all(dir);
+  }
+}
+
 // A rank that ignores SIGTERM is killed once the grace period is over.
 TEST(LaunchTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   RunResult r = LaunchSh({"-n", "2", "--grace-seconds", "0.2"},
