@@ -1,11 +1,13 @@
 #include "launch_util.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -159,6 +161,43 @@ std::vector<std::string> TrainRun::Checkpoints() const {
 
 long CheckpointStep(const std::string& path) {
   return std::stol(fs::path(path).filename().string().substr(5, 10));
+}
+
+const char kQuickFaultTransport[] = R"(
+transport {
+  name: "tcp"
+  timeout_seconds: 20
+  options { key: "heartbeat_ms" value: "100" }
+  options { key: "heartbeat_timeout_ms" value: "2000" }
+}
+)";
+
+int WaitForTheEndAfterFault(Background& launch, std::chrono::steady_clock::time_point fault) {
+  // Far beyond the heartbeat timeout, a collective's timeout and launch's grace period together.
+  std::optional<int> code = launch.WaitAtMost(std::chrono::seconds(180));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - fault).count();
+  std::cout << "launch ended " << seconds << " s after the fault, status "
+            << (code ? std::to_string(*code) : "none (hung)") << "\n";
+  EXPECT_TRUE(code.has_value()) << "launch still runs long after the fault: a rank hangs\n"
+                                << launch.err();
+  return code.value_or(-1);
+}
+
+void ExpectSurvivorsNameIt(const std::string& err, int culprit, const std::vector<int>& survivors) {
+  const std::string named = "rank " + std::to_string(culprit);
+  for (int rank : survivors) {
+    const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+    bool names_it = false;
+    for (const std::string& line : Lines(err))
+      if (line.rfind(prefix, 0) == 0 &&
+          (line.find("UNAVAILABLE") != std::string::npos ||
+           line.find("DEADLINE_EXCEEDED") != std::string::npos ||
+           line.find(named + " is unavailable") != std::string::npos) &&
+          line.find(named, prefix.size()) != std::string::npos)
+        names_it = true;
+    EXPECT_TRUE(names_it) << "rank " << rank << " does not name " << named << ":\n" << err;
+  }
 }
 
 }  // namespace reel::e2e

@@ -73,6 +73,22 @@ class TrainRun {
 // The step of a checkpoint file ".../ckpt-0000000012.reelckpt".
 long CheckpointStep(const std::string& path);
 
+// Fault tests (launch_fault_test.cc, plugins/async_sgd/tests/launch_fault_test.cc): the
+// transport section a user would write to detect faults quickly. A silent peer is declared
+// failed after 2 s; a collective gives up after 20 s.
+extern const char kQuickFaultTransport[];
+
+// Waits for `launch` to end after a fault injected at `fault`, far longer than any deadline of
+// kQuickFaultTransport (not a timing assertion: only a hang reaches it, and then the test fails
+// and the Background's destructor kills what is left). Its exit code, -1 on a hang.
+int WaitForTheEndAfterFault(Background& launch, std::chrono::steady_clock::time_point fault);
+
+// Every rank in `survivors` failed with Unavailable or DeadlineExceeded naming rank `culprit`
+// in launch's stderr `err`. The transport's own line ("rank N is unavailable: ...") counts
+// too: launch stops the survivors as soon as it sees the failed rank, which can be before a
+// survivor's trainer prints its status.
+void ExpectSurvivorsNameIt(const std::string& err, int culprit, const std::vector<int>& survivors);
+
 }  // namespace reel::e2e
 
 #endif  // REEL_TESTS_E2E_LAUNCH_UTIL_H_

@@ -1,7 +1,8 @@
 # Sourced by the netns tests that run three hosts (tcp_link_cut_netns.sh, tcp_survives_netns.sh):
 # one `reel launch` of one rank of `reel train` per namespace $name-r0..2, rank 0's address as the
 # coordinator. The caller sets reel, here, name, work (holding config.pbtxt), coordinator and an
-# array pids (killed by its cleanup); functions only, nothing runs on sourcing.
+# array pids (killed by its cleanup), and may set an array launch_flags (e.g. --keep-going) for
+# every launch; functions only, nothing runs on sourcing.
 # shellcheck shell=bash disable=SC2154 # the caller sets reel, here, name, work, coordinator
 
 # start_nodes LOG EXTRA...: one `reel launch` per namespace (rank r's output in $work/LOG$r.log),
@@ -12,7 +13,7 @@ start_nodes() {
   shift
   for r in 0 1 2; do
     timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
-      --coordinator "$coordinator" --grace-seconds 10 -- \
+      --coordinator "$coordinator" --grace-seconds 10 ${launch_flags[@]+"${launch_flags[@]}"} -- \
       reel train --config "$work/config.pbtxt" "$@" >"$work/$log$r.log" 2>&1 &
     pids+=($!)
   done

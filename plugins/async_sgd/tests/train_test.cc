@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "e2e_util.h"
+#include "lost_share.h"
 
 namespace reel::e2e {
 namespace {
@@ -317,34 +318,6 @@ TEST_F(AsyncTrain, AKilledServerStopsEveryWorkerAndResumeContinues) {
   EXPECT_THAT(again.out, HasSubstr("trained " + until + " steps"));
 }
 
-// After a kill -9 of worker rank `victim` in a 200-step run (push_every 1) with server 0 alone:
-// the server's count of the victim's pushes it applied (one per step) is what the summary of the
-// lead (rank `lead`) counts as trained, exactly, and the rest of the victim's budget as not
-// trained, at about its mean batch (16 but for the short last batch of an epoch).
-void ExpectTheLostShareFromTheServersCount(const std::string& out, int victim, int lead) {
-  const std::string v = std::to_string(victim);
-  std::smatch server;
-  ASSERT_TRUE(std::regex_search(
-      out, server,
-      std::regex("\\[rank 0\\] async_sgd server rank 0 \\(shard 0\\): worker rank " + v +
-                 " was lost after its step [0-9]+ \\(([0-9]+) pushes applied, up to its step "
-                 "([0-9]+)\\)")))
-      << out;
-  EXPECT_EQ(server[1], server[2]);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      out, m,
-      std::regex("\\[rank " + std::to_string(lead) + "\\] +lost rank " + v +
-                 " after step ([0-9]+): ([0-9]+) steps \\(about ([0-9]+) examples\\) of its "
-                 "share not trained")))
-      << out;
-  EXPECT_EQ(m[1], server[2]);
-  EXPECT_GT(std::stoll(m[1]), 0);
-  EXPECT_EQ(std::stoll(m[1]) + std::stoll(m[2]), 200);
-  EXPECT_GT(std::stoll(m[3]), 0);
-  EXPECT_LE(std::stoll(m[3]), std::stoll(m[2]) * 16);
-}
-
 // Four tcp processes under `reel launch --keep-going` (server 0, workers 1-3, worker 1 the lead).
 // Worker rank 3 is killed with SIGKILL once the lead wrote a periodic checkpoint (of step 20 or
 // later; 200 steps are the budget): the server drops it, the lead writes the final
@@ -366,7 +339,7 @@ TEST_F(AsyncTrain, AKilledWorkerIsDroppedAndTheOthersFinish) {
   EXPECT_THAT(out, HasSubstr("[rank 1] trained 200 steps"));
   // The victim was killed after the lead's checkpoint of step 20, long after its last report
   // (the lead's checkpoints wait for no worker's report, so that may be its start).
-  ExpectTheLostShareFromTheServersCount(out, 3, 1);
+  ExpectTheLostShareFromTheServersCount(out, 3, 1, 200, 16);
   EXPECT_EQ(NewestCheckpointStep(run + "/ckpt"), 200);
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }
@@ -394,7 +367,7 @@ TEST_F(AsyncTrain, AKilledLeadIsReplacedAndTheOthersFinish) {
   EXPECT_THAT(out, HasSubstr("[rank 2] trained 200 steps"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("[rank 3] lost rank")));
   // The new lead's summary counts the killed lead's share from what the server applied of it.
-  ExpectTheLostShareFromTheServersCount(out, 1, 2);
+  ExpectTheLostShareFromTheServersCount(out, 1, 2, 200, 16);
   EXPECT_EQ(NewestCheckpointStep(run + "/ckpt"), 200);
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }
