@@ -5,12 +5,15 @@
 # `bash scripts/test.sh` inside with chroot. Prints the time of each phase and the CTest summaries.
 # Takes about an hour on 2 cores: too slow for every CI run, run it by hand (as root).
 #
-# usage: scripts/fresh-machine-check.sh [--reuse] [--only demo|test|deb] [--deb] [--clean] [ROOT]
+# usage: scripts/fresh-machine-check.sh [--reuse] [--only deps|demo|test|deb] [--deb] [--clean] [ROOT]
 #   ROOT      where the root is built; default /var/tmp/reel-fresh-root. Must not exist, or be a
 #             root made by this script (with --reuse).
 #   --reuse   use an existing ROOT (skip debootstrap; the tree replaces the old one, whose build
 #             directories stay): for rerunning a failed part without starting over.
-#   --only P  run only the demo, the test or the deb phase (deb needs the demo's build: --reuse).
+#   --only P  run only the demo, the test or the deb phase (deb needs the demo's build: --reuse), or
+#             the deps phase: the install steps the two commands begin with (install-deps.sh,
+#             check-paths.sh, install-s3rver.sh), minutes instead of an hour, for a change to an
+#             install step alone; the full run does them within demo and test.
 #   --deb     after the other phases, the Debian package: `cpack -G DEB` of the demo's build, then
 #             in a second fresh root (ROOT.deb, deleted at the end) `apt-get install` of the .deb
 #             alone (its Depends from the mirror) and `reel demo` from /usr.
@@ -40,7 +43,7 @@ while (($#)); do
   esac
   shift
 done
-case $only in "" | demo | test | deb) ;; *) echo "fresh-machine-check: --only takes demo, test or deb, not '$only'" >&2; exit 2 ;; esac
+case $only in "" | deps | demo | test | deb) ;; *) echo "fresh-machine-check: --only takes deps, demo, test or deb, not '$only'" >&2; exit 2 ;; esac
 [[ $only != deb ]] || deb=1
 if [[ -n $install_deb && ! -f $install_deb ]]; then
   echo "fresh-machine-check: --install-deb $install_deb: no such file" >&2
@@ -252,6 +255,7 @@ status=0
 declare -A result=()
 phases=(demo test)
 ((deb)) && phases+=(deb)
+[[ $only != deps ]] || phases=(deps)
 [[ -z $install_deb ]] || phases=(install) only=""
 pkg=/var/tmp/reel-deb  # where the deb phase leaves the package, inside the root
 for p in "${phases[@]}"; do
@@ -260,6 +264,11 @@ for p in "${phases[@]}"; do
   rc=0
   case $p in
     demo | test) run_in_root "$p" "bash scripts/$p.sh" || rc=$? ;;
+    deps)  # as test.sh begins, then the s3rver it installed must start (it refuses an unfixed one)
+      run_in_root deps "scripts/install-deps.sh && scripts/check-paths.sh &&
+        export REEL_S3RVER_DIR=/root/.cache/reel/s3rver && scripts/install-s3rver.sh &&
+        grep -rl 'reel: scripts/s3rver-fixes.js applied' \$REEL_S3RVER_DIR --include=*.js | head -3" || rc=$?
+      ;;
     deb)
       run_in_root deb "cd build && rm -rf $pkg && cpack -G DEB -B $pkg >/dev/null && ls -l $pkg/*.deb" || rc=$?
       if ((rc == 0)); then
