@@ -3,10 +3,17 @@
 // JSON object on stdout.
 //
 //   reel_bilstm_step --shape video|audio --lengths 300,300,... [--steps 3] [--warmup 1]
-//                    [--impl gemm|dnnl_rnn]
-//   reel_bilstm_step --sgemm [--steps 5]
+//                    [--impl gemm|dnnl_rnn] [--min-seconds 0] [--sgemm-beside]
+//   reel_bilstm_step --sgemm [--steps 5] [--min-seconds 0]
 //   reel_bilstm_step --stream [--steps 5]
 //   reel_bilstm_step --short-gemm --width 256 [--steps 5]
+//
+// Timed steps: at least --steps, and more until they add up to --min-seconds. This VM's speed
+// changes in stretches of a fraction of a second to seconds (the audio step in one quiet process:
+// 62 ms for a run of steps, then 75-100 ms for the next, then 62 again), so a process that times
+// two 60 ms steps samples a moment of it; a window of seconds averages over several stretches, as
+// a training run does. "mean_s" (the window's time over its steps, what a training run pays) and
+// "median_s" are both reported, with every step's time in "steps_s".
 //
 // Threads: oneDNN's OpenMP runtime, so OMP_NUM_THREADS sets them.
 #include <dnnl.h>
@@ -18,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,21 +50,62 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-int Sgemm(int steps) {
-  const int64_t n = 2048;
-  std::vector<float> a(n * n), b(n * n), c(n * n);
-  reel::layers::Rng rng(1);
-  for (float& x : a) x = rng.Symmetric(1);
-  for (float& x : b) x = rng.Symmetric(1);
-  std::vector<double> times;
-  for (int i = 0; i < steps + 1; ++i) {
-    auto t0 = Clock::now();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    if (i > 0) times.push_back(Seconds(t0, Clock::now()));
+// "t1, t2, ..." for the json: every timed step, so a spread inside one process shows beside the
+// spread between processes.
+std::string JoinTimes(const std::vector<double>& times) {
+  std::string out;
+  char buf[32];
+  for (double t : times) {
+    std::snprintf(buf, sizeof(buf), "%s%.6f", out.empty() ? "" : ", ", t);
+    out += buf;
   }
-  const double med = Median(times);
-  std::printf("{\"sgemm_n\": %ld, \"median_s\": %.6f, \"gflops\": %.3f}\n", static_cast<long>(n),
-              med, 2.0 * n * n * n / med / 1e9);
+  return out;
+}
+
+// dnnl_sgemm's 2048^3 product on the OpenMP threads, timed once: the reference rate, also taken
+// beside every step (--sgemm-beside) so a step and its reference see the same machine.
+class SgemmProbe {
+ public:
+  SgemmProbe() : a_(kN * kN), b_(kN * kN), c_(kN * kN) {
+    reel::layers::Rng rng(1);
+    for (float& x : a_) x = rng.Symmetric(1);
+    for (float& x : b_) x = rng.Symmetric(1);
+  }
+  // GFLOP/s of one product.
+  double Run() {
+    auto t0 = Clock::now();
+    dnnl_sgemm('N', 'N', kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(), kN);
+    return 2.0 * kN * kN * kN / Seconds(t0, Clock::now()) / 1e9;
+  }
+  static constexpr int64_t kN = 2048;
+
+ private:
+  std::vector<float> a_, b_, c_;
+};
+
+// True while a timed window of `done` steps taking `seconds` needs another step.
+bool WindowOpen(size_t done, double seconds, int steps, double min_seconds) {
+  constexpr size_t kMaxSteps = 10000;
+  return done < kMaxSteps && (done < static_cast<size_t>(steps) || seconds < min_seconds);
+}
+
+// The reference rate over the same kind of window as a step's: the window's products over its
+// time ("gflops"), and the median product's rate.
+int Sgemm(int steps, double min_seconds) {
+  SgemmProbe probe;
+  probe.Run();  // warm-up
+  std::vector<double> rates;
+  double seconds = 0;
+  while (WindowOpen(rates.size(), seconds, steps, min_seconds)) {
+    rates.push_back(probe.Run());
+    seconds += 2.0 * std::pow(SgemmProbe::kN, 3) / rates.back() / 1e9;
+  }
+  const double flops = 2.0 * std::pow(SgemmProbe::kN, 3);
+  std::printf(
+      "{\"sgemm_n\": %ld, \"products\": %zu, \"mean_s\": %.6f, \"gflops\": %.3f, "
+      "\"median_gflops\": %.3f}\n",
+      static_cast<long>(SgemmProbe::kN), rates.size(), seconds / rates.size(),
+      flops * rates.size() / seconds / 1e9, Median(rates));
   return 0;
 }
 
@@ -187,7 +236,7 @@ int ShortGemmBench(int64_t width, int steps) {
 }
 
 int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup,
-         const std::string& impl) {
+         double min_seconds, const std::string& impl, bool sgemm_beside) {
   const bool video = shape == "video";
   const int64_t width = video ? 1024 : 128, hidden = video ? 256 : 128, steps_t = 300;
   const int64_t b_n = static_cast<int64_t>(lengths.size()), classes = 3862;
@@ -230,7 +279,12 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
   std::vector<double> total, cpu, fwd, bwd, upd, proj, rec, gates, head;
   std::vector<float> dlogits;
   double first_loss = 0, last_loss = 0;
-  for (int i = 0; i < warmup + steps; ++i) {
+  std::unique_ptr<SgemmProbe> probe;
+  if (sgemm_beside) probe = std::make_unique<SgemmProbe>();
+  std::vector<double> beside;  // sgemm GFLOP/s right before each timed step
+  double timed_seconds = 0;
+  for (int i = 0; i < warmup || WindowOpen(total.size(), timed_seconds, steps, min_seconds); ++i) {
+    const double beside_rate = probe ? probe->Run() : 0;
     (*model)->ResetPhases();
     const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
@@ -253,6 +307,8 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
     last_loss = loss;
     if (i < warmup) continue;
     total.push_back(Seconds(t0, t3));
+    timed_seconds += total.back();
+    if (probe) beside.push_back(beside_rate);
     cpu.push_back(ProcessCpuSeconds() - cpu0);
     fwd.push_back(Seconds(t0, t1));
     bwd.push_back(Seconds(t1, t2));
@@ -268,16 +324,19 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
   const auto cache = (*model)->cache_stats();
   std::printf(
       "{\"shape\": \"%s\", \"batch\": %ld, \"frames\": %ld, \"params\": %ld, \"median_s\": %.6f, "
+      "\"mean_s\": %.6f, "
       "\"cpu_s\": %.6f, "
       "\"forward_loss_s\": %.6f, \"backward_s\": %.6f, \"adam_s\": %.6f, \"first_loss\": %.5f, "
       "\"last_loss\": %.5f, \"cache_hits\": %ld, \"cache_misses\": %ld, \"impl\": \"%s\", "
       "\"gates_isa\": \"%s\", \"phases_s\": {\"projections\": %.6f, \"recurrence\": %.6f, "
-      "\"gates\": %.6f, \"head\": %.6f, \"update\": %.6f}}\n",
+      "\"gates\": %.6f, \"head\": %.6f, \"update\": %.6f}, \"steps_s\": [%s], "
+      "\"sgemm_beside_gflops\": [%s]}\n",
       shape.c_str(), static_cast<long>(b_n), static_cast<long>(frames),
-      static_cast<long>(arena.total_size()), Median(total), Median(cpu), Median(fwd), Median(bwd),
-      Median(upd), first_loss, last_loss, static_cast<long>(cache.hits),
-      static_cast<long>(cache.misses), impl.c_str(), reel::bilstm::LstmGatesIsa(), Median(proj),
-      Median(rec), Median(gates), Median(head), Median(upd));
+      static_cast<long>(arena.total_size()), Median(total), timed_seconds / total.size(),
+      Median(cpu), Median(fwd), Median(bwd), Median(upd), first_loss, last_loss,
+      static_cast<long>(cache.hits), static_cast<long>(cache.misses), impl.c_str(),
+      reel::bilstm::LstmGatesIsa(), Median(proj), Median(rec), Median(gates), Median(head),
+      Median(upd), JoinTimes(total).c_str(), JoinTimes(beside).c_str());
   return 0;
 }
 
@@ -287,7 +346,8 @@ int main(int argc, char** argv) {
   std::string shape = "video";
   std::vector<int32_t> lengths;
   int steps = 3, warmup = 1;
-  bool sgemm = false, stream = false, short_gemm = false;
+  double min_seconds = 0;
+  bool sgemm = false, stream = false, short_gemm = false, sgemm_beside = false;
   int64_t width = 256;
   std::string impl = "gemm";
   for (int i = 1; i < argc; ++i) {
@@ -306,12 +366,16 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--steps") {
       steps = std::stoi(next());
+    } else if (a == "--min-seconds") {
+      min_seconds = std::stod(next());
     } else if (a == "--warmup") {
       warmup = std::stoi(next());
     } else if (a == "--impl") {
       impl = next();
     } else if (a == "--sgemm") {
       sgemm = true;
+    } else if (a == "--sgemm-beside") {
+      sgemm_beside = true;
     } else if (a == "--stream") {
       stream = true;
     } else if (a == "--short-gemm") {
@@ -323,7 +387,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (sgemm) return Sgemm(steps);
+  if (sgemm) return Sgemm(steps, min_seconds);
   if (stream) return Stream(steps);
   if (short_gemm) return ShortGemmBench(width, steps);
   if ((shape != "video" && shape != "audio") || lengths.empty()) {
@@ -335,5 +399,5 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "length %d outside 1..300\n", l);
       return 2;
     }
-  return Step(shape, lengths, steps, warmup, impl);
+  return Step(shape, lengths, steps, warmup, min_seconds, impl, sgemm_beside);
 }

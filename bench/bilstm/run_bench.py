@@ -6,8 +6,10 @@ Every repetition runs dnnl_sgemm (2048^3, 2 threads) and then, per case (video/a
 repetition to the next: reel's step with impl=gemm and impl=dnnl_rnn (2 OpenMP threads), PyTorch's
 padded step and, for the variable lengths, its packed (exact) step, each with 2 threads and with 1
 (on a shared 2-core machine its per-time-step barriers can make 2 threads slower than 1; the ratio
-is taken against its faster setting). Each measurement is a fresh process; /proc/loadavg is
-recorded beside each. The summary gives min/median/max of the step times beside the ratios of the
+is taken against its faster setting). Each measurement is a fresh process that times steps for
+at least --min-seconds (every program, and dnnl_sgemm, by the same rule) and reports their mean,
+the time a training run pays per step over that window; /proc/loadavg is recorded beside each.
+The summary gives min/median/max of the step times beside the ratios of the
 medians, the reel gemm step's per-phase breakdown, and the fraction of the sgemm rate.
 
   bench/bilstm/run_bench.py --build build [--reps 3] [--out bench/results] [--shapes video,audio]
@@ -123,7 +125,12 @@ def main():
                     help="untimed PyTorch steps before a packed one (its steps take 10-40 s, so the "
                          "first step's setup is a small part of them)")
     ap.add_argument("--reel-impls", default=",".join(REEL_IMPLS), help="reel LSTM implementations to run")
-    ap.add_argument("--reel-steps", default="2", help="timed reel steps per process (after 1 warmup)")
+    ap.add_argument("--reel-steps", default="2", help="timed reel steps per process (after 1 warmup), at least")
+    ap.add_argument("--min-seconds", default="2",
+                    help="every measurement process (reel, PyTorch, dnnl_sgemm) keeps timing steps until "
+                         "they add up to this many seconds and reports their mean: this VM's speed changes "
+                         "in stretches of a fraction of a second to seconds, and two 60 ms steps sampled a "
+                         "moment of it")
     ap.add_argument("--torch-flush-denormal", action=argparse.BooleanOptionalAction, default=True,
                     help="run PyTorch with torch.set_flush_denormal(True), as reel flushes denormals "
                          "in its LSTM (the conservative peer: without it PyTorch's backward slows down)")
@@ -150,7 +157,8 @@ def main():
     samples = {"sgemm": []}
     for rep in range(args.reps):
         print(f"rep {rep + 1}/{args.reps}", flush=True)
-        samples["sgemm"].append(run([reel_bin, "--sgemm", "--steps", "5"], env["2"], args.timeout))
+        samples["sgemm"].append(run([reel_bin, "--sgemm", "--steps", "5", "--min-seconds",
+                                       args.min_seconds], env["2"], args.timeout))
         samples.setdefault("stream", []).append(run([reel_bin, "--stream", "--steps", "5"], env["2"], args.timeout))
         for shape, kind, lengths in cases:
             lens = ",".join(map(str, lengths))
@@ -158,14 +166,15 @@ def main():
             programs = []
             for impl in args.reel_impls.split(","):
                 programs.append((f"reel_{impl}", [reel_bin, "--shape", shape, "--lengths", lens,
-                                                  "--steps", args.reel_steps, "--warmup", "1", "--impl", impl], "2"))
+                                                  "--steps", args.reel_steps, "--warmup", "1", "--impl", impl,
+                                                  "--min-seconds", args.min_seconds], "2"))
             for mode in ("padded", "packed") if kind == "uniform" else ("padded",):
                 for threads in ("2", "1"):
                     programs.append((f"torch_{mode}_{threads}t",
                                      [args.python, os.path.join(HERE, "torch_step.py"), "--shape", shape,
                                       "--lengths", lens, "--mode", mode, "--steps", "1",
                                       "--warmup", args.torch_packed_warmup if mode == "packed" else args.torch_warmup,
-                                      "--threads", threads]
+                                      "--threads", threads, "--min-seconds", args.min_seconds]
                                      + (["--flush-denormal"] if args.torch_flush_denormal else []), threads))
             envs = {name: (torch_env if name.startswith("torch") else env) for name, _, _ in programs}
             shift = rep % len(programs)
@@ -181,7 +190,7 @@ def main():
         "cpu": cpu, "cores": os.cpu_count(), "reps": args.reps, "threads": 2,
         "python": platform.python_version(), "timeout_s": args.timeout,
         "uniform_lengths": uniform, "cases": cases, "torch_flush_denormal": args.torch_flush_denormal,
-        "torch_openblas": torch_blas,
+        "torch_openblas": torch_blas, "min_seconds": float(args.min_seconds),
     }
     render(meta, samples, args.out)
 
@@ -195,7 +204,8 @@ def render(meta, samples, out_dir):
     timeout = meta["timeout_s"]
 
     def times(key):
-        return [s.get("median_s", timeout) for s in samples.get(key, [])]
+        # A process's figure: the mean over its timed window (older runs: the median step).
+        return [s.get("mean_s", s.get("median_s", timeout)) for s in samples.get(key, [])]
 
     def timed_out(key):
         return any("median_s" not in s for s in samples.get(key, []))
@@ -261,11 +271,13 @@ def render(meta, samples, out_dir):
 def write_md(meta, results, sgemm, timeout, out_dir):
     f3 = lambda v: f"{v:.3f}"
     lo, hi = meta["load_1min_range"]
+    window = (f" timing steps for at least {meta['min_seconds']:g} s and reporting their mean step"
+              if meta.get("min_seconds") else "")
     lines = [
         "# BiLSTM training step: reel vs PyTorch 1.13 vs dnnl_sgemm", "",
         f"Command: `{meta['command']}` ({meta['date']}, {meta['cpu']}, {meta['cores']} cores; "
         f"{meta['reps']} repetitions, programs alternated in rotated order, each measurement a fresh "
-        f"process). **The machine was shared: 1-minute load average {lo:.1f}–{hi:.1f} during the "
+        f"process{window}). **The machine was shared: 1-minute load average {lo:.1f}–{hi:.1f} during the "
         "run** (recorded beside every sample in the json); absolute numbers are lower than on an idle "
         "machine and the ratios carry that noise. PyTorch ran with "
         f"torch.set_flush_denormal({meta.get('torch_flush_denormal', False)}) (reel's LSTM flushes "
@@ -278,7 +290,7 @@ def write_md(meta, results, sgemm, timeout, out_dir):
                   f"[9600x1024]x[1024x1024] product under each OPENBLAS_CORETYPE (GFLOP/s: {probes}) and "
                   f"keeping the fastest, **{blas['chosen']}**, for every PyTorch run.", ""]
     lines += [
-        f"dnnl_sgemm 2048x2048, 2 threads, min/median/max over the repetitions: "
+        f"dnnl_sgemm 2048x2048, 2 threads, min/median/max over the repetitions (each its window's rate): "
         f"{sgemm['min']:.1f} / **{sgemm['median']:.1f}** / {sgemm['max']:.1f} GFLOP/s.", "",
         "## Step times (s): min / median / max", "",
         "| case | lengths | program | min | median | max | load (1 min) |", "|---|---|---|---|---|---|---|",

@@ -7,7 +7,11 @@ same log-odds form as reel's), per-class sigmoid cross-entropy summed over class
 over the batch, backward, Adam (lr 1e-3).
 
   torch_step.py --shape video|audio --lengths 300,300,... --mode padded|packed [--steps 2]
-                [--warmup 1] [--threads 2] [--flush-denormal]
+                [--warmup 1] [--threads 2] [--flush-denormal] [--min-seconds 0]
+
+Timed steps: at least --steps, and more until they add up to --min-seconds (the rule
+reel_bilstm_step follows, so both programs' figures cover the same span of the machine's time);
+"mean_s" is the window's time over its steps, "median_s" the median step, "steps_s" every step.
 
 padded: the LSTM runs on the [B, T, D] tensor (its fastest path; exact only when every video has
 T frames). packed: pack_padded_sequence (the exact path for different lengths).
@@ -50,6 +54,8 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-seconds", type=float, default=0.0,
+                    help="keep timing steps until they add up to this many seconds")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True), as reel's LSTM flushes denormals")
     args = ap.parse_args()
@@ -71,7 +77,8 @@ def main():
     opt = torch.optim.Adam(list(lstm.parameters()) + list(head.parameters()), lr=1e-3)
     lens = torch.tensor(lengths)
     times, fwd_times, losses = [], [], []
-    for step in range(args.warmup + args.steps):
+    step = 0
+    while step < args.warmup or len(times) < args.steps or sum(times) < args.min_seconds:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         if args.mode == "packed":
@@ -88,8 +95,10 @@ def main():
         if step >= args.warmup:
             times.append(t2 - t0)
             fwd_times.append(t1 - t0)
+        step += 1
     print(json.dumps({"shape": args.shape, "mode": args.mode, "batch": b, "frames": sum(lengths),
-                      "median_s": statistics.median(times),
+                      "median_s": statistics.median(times), "mean_s": sum(times) / len(times),
+                      "steps_s": times,
                       "forward_loss_s": statistics.median(fwd_times),
                       "first_loss": losses[0], "last_loss": losses[-1],
                       "torch": torch.__version__, "threads": torch.get_num_threads(),
