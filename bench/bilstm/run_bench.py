@@ -181,7 +181,7 @@ def main():
             for name, cmd, threads in programs[shift:] + programs[:shift]:
                 r = run(cmd, envs[name][threads], args.timeout)
                 samples.setdefault(f"{key}/{name}", []).append(r)
-                print(f"  {key} {name}: {r.get('median_s', '>timeout')} s (load {r['load_1min']})", flush=True)
+                print(f"  {key} {name}: {r.get('mean_s', r.get('median_s', '>timeout'))} s (load {r['load_1min']})", flush=True)
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     meta = {
