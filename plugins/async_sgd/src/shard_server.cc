@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include "chunk_receiver.h"
+
 namespace reel::async_sgd {
 
 const char* KindName(Kind k) {
@@ -280,43 +282,89 @@ Result<int64_t> ShardServer::CountUpdate(std::unique_lock<std::mutex>& lock) {
   return version;
 }
 
+namespace {
+
+// Rule sgd's step out of place: out = params - lr * (grads + wd * params), the expression of
+// UpdateRule's Sgd (reel/update_rule.h), so the result is the same bit for bit (the OneWorker and
+// CutOff tests compare). In blocks of a constant length with __restrict pointers, as that rule
+// does, so GCC vectorises it at -O2.
+template <size_t N>
+void SgdBlock(float* __restrict out, const float* __restrict p, const float* __restrict g, float lr,
+              float wd) {
+  for (size_t i = 0; i < N; ++i) out[i] = p[i] - lr * (g[i] + wd * p[i]);
+}
+void SgdInto(std::span<float> out, std::span<const float> params, std::span<const float> grads,
+             float lr, float wd) {
+  constexpr size_t kBlock = 64;
+  const size_t n = out.size(), blocks = n / kBlock;
+  for (size_t b = 0; b < blocks; ++b)
+    SgdBlock<kBlock>(out.data() + b * kBlock, params.data() + b * kBlock, grads.data() + b * kBlock,
+                     lr, wd);
+  for (size_t i = blocks * kBlock; i < n; ++i)
+    SgdBlock<1>(out.data() + i, params.data() + i, grads.data() + i, lr, wd);
+}
+
+}  // namespace
+
 // The push's chunks are applied as they arrive, each chunk's fresh values sent straight back, so
 // the push and the pull cross the link in both directions at once. One update (one rule step,
 // one version) under the lock for its whole length, as a push and a pull in a row would be with
-// nothing between them. A push cut off half way (the worker died) is taken back: what each chunk
-// held before is kept (undo_*) until the last chunk arrived. If only the way back fails, the
-// push arrived whole and counts.
+// nothing between them. The chunks are received on a thread of their own, each receive posted
+// before its chunk arrives (chunk_receiver.h). A push cut off half way (the worker died) is taken
+// back, so that nothing of it remains:
+//   * rule sgd (no state) writes the new values into a second buffer, next_values_, which
+//     replaces the shard's values (a swap) once the last chunk arrived: a cut-off push never
+//     touched them, and no copy is made;
+//   * the other rules update their state in place: what each chunk held before (values and
+//     state) is kept (undo_*) until the last chunk arrived, and put back if it does not.
+// If only the way back fails, the push arrived whole and counts.
 Status ShardServer::PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally) {
   const size_t n = values_.size(), chunk = h.aux;
   std::unique_lock<std::mutex> lock(mu_);
   const float lr = h.lr * Scale(h);
   rule_->BeginUpdate(n);
+  const bool out_of_place = config_.rule.rule == "sgd";
   const int vectors = rule_->state_vectors();
-  undo_values_.resize(n);
-  undo_state_.resize(static_cast<size_t>(vectors) * n);
+  if (out_of_place) {
+    next_values_.resize(n);
+  } else {
+    undo_values_.resize(n);
+    undo_state_.resize(static_cast<size_t>(vectors) * n);
+  }
   auto take_back = [&](size_t applied) {
-    std::copy_n(undo_values_.begin(), applied, values_.begin());
-    for (int k = 0; k < vectors; ++k)
-      rule_->SetState(k, 0, std::span<const float>(undo_state_).subspan(k * n, applied));
+    if (!out_of_place) {
+      std::copy_n(undo_values_.begin(), applied, values_.begin());
+      for (int k = 0; k < vectors; ++k)
+        rule_->SetState(k, 0, std::span<const float>(undo_state_).subspan(k * n, applied));
+    }
     rule_->CancelUpdate();
   };
   Status back = Status::Ok();
-  for (size_t at = 0; at < n; at += chunk) {
-    const size_t len = std::min(chunk, n - at);
-    std::span<float> in = payload.subspan(at, len), shard = std::span(values_).subspan(at, len);
-    if (Status got =
-            comm_.RecvInto(worker, kPayloadTag, std::as_writable_bytes(in), NextDeadline());
-        !got.ok()) {
-      take_back(at);
-      return got;
+  {
+    ChunkReceiver receiver(comm_, worker, kPayloadTag, payload, chunk,
+                           [this] { return NextDeadline(); });
+    for (size_t at = 0; at < n; at += chunk) {
+      const size_t len = std::min(chunk, n - at);
+      if (Status got = receiver.Await(at + len); !got.ok()) {
+        take_back(at);
+        return got;
+      }
+      std::span<const float> in = payload.subspan(at, len);
+      std::span<float> shard = std::span(values_).subspan(at, len), fresh = shard;
+      if (out_of_place) {
+        fresh = std::span(next_values_).subspan(at, len);
+        SgdInto(fresh, shard, in, lr, static_cast<float>(config_.rule.weight_decay));
+      } else {
+        std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
+        for (int k = 0; k < vectors; ++k)
+          rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
+        rule_->ApplyPart(shard, in, lr, at);
+      }
+      if (back.ok())
+        back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(fresh), NextDeadline());
     }
-    std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
-    for (int k = 0; k < vectors; ++k)
-      rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
-    rule_->ApplyPart(shard, in, lr, at);
-    if (back.ok())
-      back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(shard), NextDeadline());
   }
+  if (out_of_place) values_.swap(next_values_);
   CountApplied(tally, h);
   REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
   REEL_RETURN_IF_ERROR(back);

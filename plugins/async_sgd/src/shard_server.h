@@ -116,11 +116,12 @@ class ShardServer {
   const Roles roles_;
   Communicator& comm_;
   const int shard_;
-  mutable std::mutex mu_;  // with locking: the values, the rule and the undo buffers
+  mutable std::mutex mu_;  // with locking: the values, the rule and the buffers below
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
-  // A pipelined push's parameters and rule state before it, until it arrived whole (PushPull).
-  std::vector<float> undo_values_, undo_state_;
+  // A pipelined push's new values until it arrived whole (rule sgd), or the parameters and rule
+  // state before it (the other rules), for PushPull.
+  std::vector<float> next_values_, undo_values_, undo_state_;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;

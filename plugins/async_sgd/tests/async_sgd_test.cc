@@ -23,18 +23,19 @@ void ExpectThePlainRule(const std::map<std::string, std::string>& options);
 // One worker, locking, pulling every step: the server applies exactly the worker's gradient with
 // the worker's rate, so the worker's copy follows the plain rule step for step, bit for bit; with
 // the push and the pull pipelined in one chunk (the default here), in chunks of 5 floats (the
-// last one short), and one after the other (pipeline: false).
+// last one short), and one after the other (pipeline: false); without and with weight decay.
 TEST_P(OneWorker, EqualsThePlainRuleStepForStep) {
-  for (const char* chunk : {"", "5", "off"}) {
-    SCOPED_TRACE(std::string("pipeline_chunk ") + chunk);
-    std::map<std::string, std::string> options = {{"rule", GetParam()}};
-    if (std::string(chunk) == "off") {
-      options["pipeline"] = "false";
-    } else if (*chunk != '\0') {
-      options["pipeline_chunk"] = chunk;
+  for (const char* decay : {"0", "0.1"})
+    for (const char* chunk : {"", "5", "off"}) {
+      SCOPED_TRACE(std::string("weight_decay ") + decay + ", pipeline_chunk " + chunk);
+      std::map<std::string, std::string> options = {{"rule", GetParam()}, {"weight_decay", decay}};
+      if (std::string(chunk) == "off") {
+        options["pipeline"] = "false";
+      } else if (*chunk != '\0') {
+        options["pipeline_chunk"] = chunk;
+      }
+      ExpectThePlainRule(options);
     }
-    ExpectThePlainRule(options);
-  }
 }
 
 void ExpectThePlainRule(const std::map<std::string, std::string>& options) {
@@ -47,6 +48,7 @@ void ExpectThePlainRule(const std::map<std::string, std::string>& options) {
   std::vector<float> want(arenas[0].values().begin(), arenas[0].values().end());
   UpdateRuleConfig ref_config;
   ref_config.rule = rule;
+  ref_config.weight_decay = std::stod(options.at("weight_decay"));
   auto ref = MakeUpdateRule(ref_config);
   ASSERT_TRUE(ref.ok());
   constexpr int kSteps = 6;
