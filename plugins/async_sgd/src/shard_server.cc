@@ -61,6 +61,7 @@ ShardServer::ShardServer(const AsyncConfig& config, const Roles& roles, Communic
       roles_(roles),
       comm_(comm),
       shard_(shard),
+      size_(initial.size()),
       values_(initial.begin(), initial.end()),
       rule_(std::move(rule)) {
   for (int w = roles.first_worker; w < roles.world; ++w) {
@@ -138,8 +139,8 @@ Status ShardServer::ServeWorker(int worker) {
     tally.lost = why.ToString();
     return Status::Ok();
   };
-  const int64_t floats = static_cast<int64_t>(values_.size());
-  std::vector<float> payload(values_.size());  // this worker's pushes land here, in place
+  const int64_t floats = static_cast<int64_t>(size_);
+  std::vector<float> payload(size_);  // this worker's pushes land here, in place
   while (true) {
     Result<Header> h = NextRequest(worker);
     if (!h.ok()) {
@@ -251,9 +252,9 @@ Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
   const float scale = Scale(h);
   if (h.kind == Kind::kPushDelta) {
     if (config_.locking) {
-      for (size_t i = 0; i < values_.size(); ++i) values_[i] += scale * payload[i];
+      for (size_t i = 0; i < size_; ++i) values_[i] += scale * payload[i];
     } else {
-      for (size_t i = 0; i < values_.size(); ++i) {
+      for (size_t i = 0; i < size_; ++i) {
         std::atomic_ref<float> v(values_[i]);
         v.store(v.load(std::memory_order_relaxed) + scale * payload[i], std::memory_order_relaxed);
       }
@@ -263,7 +264,7 @@ Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
   } else {
     // Hogwild sgd (ParseAsyncConfig allows no other rule without locking).
     const float lr = h.lr * scale, wd = static_cast<float>(config_.rule.weight_decay);
-    for (size_t i = 0; i < values_.size(); ++i) {
+    for (size_t i = 0; i < size_; ++i) {
       std::atomic_ref<float> v(values_[i]);
       const float p = v.load(std::memory_order_relaxed);
       v.store(p - lr * (payload[i] + wd * p), std::memory_order_relaxed);
@@ -319,7 +320,7 @@ void SgdInto(std::span<float> out, std::span<const float> params, std::span<cons
 //     state) is kept (undo_*) until the last chunk arrived, and put back if it does not.
 // If only the way back fails, the push arrived whole and counts.
 Status ShardServer::PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally) {
-  const size_t n = values_.size(), chunk = h.aux;
+  const size_t n = size_, chunk = h.aux;
   std::unique_lock<std::mutex> lock(mu_);
   const float lr = h.lr * Scale(h);
   rule_->BeginUpdate(n);
@@ -377,8 +378,8 @@ ShardSnapshot ShardServer::Snapshot(int64_t version) {
   s.shard = shard_;
   s.shards = roles_.servers;
   s.version = version;
-  s.values.resize(values_.size());
-  for (size_t i = 0; i < values_.size(); ++i)
+  s.values.resize(size_);
+  for (size_t i = 0; i < size_; ++i)
     s.values[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
   s.state.assign(reinterpret_cast<const char*>(&version), sizeof version);
   s.state += rule_->SaveState();
@@ -386,7 +387,7 @@ ShardSnapshot ShardServer::Snapshot(int64_t version) {
 }
 
 Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
-  Header reply = MakeHeader(Kind::kPulled, shard_, 0, 0, static_cast<int64_t>(values_.size()));
+  Header reply = MakeHeader(Kind::kPulled, shard_, 0, 0, static_cast<int64_t>(size_));
   if (config_.locking) {
     // Sent from the shard itself, under the lock: a consistent version, no copy.
     std::lock_guard<std::mutex> lock(mu_);
@@ -395,7 +396,7 @@ Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
     return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(values_)), NextDeadline());
   }
   reply.version = version_.load();
-  for (size_t i = 0; i < values_.size(); ++i)
+  for (size_t i = 0; i < size_; ++i)
     scratch[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
   REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(scratch)), NextDeadline());
@@ -410,9 +411,9 @@ std::string ShardServer::Save() {
 }
 
 Status ShardServer::Restore(std::string_view state, std::span<const float> values) {
-  if (values.size() != values_.size())
+  if (values.size() != size_)
     return InvalidArgumentError(Where() + ": restoring " + std::to_string(values.size()) +
-                                " values into a shard of " + std::to_string(values_.size()));
+                                " values into a shard of " + std::to_string(size_));
   int64_t version;
   if (state.size() < sizeof version) return DataLossError(Where() + ": shard state is truncated");
   std::memcpy(&version, state.data(), sizeof version);
@@ -489,9 +490,9 @@ Status ShardServer::ReplyLead(int worker, int64_t of) {
 
 std::vector<float> ShardServer::values() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<float> out(values_.size());
+  std::vector<float> out(size_);
   // Hogwild writers do not take the lock: read each float atomically (atomic_ref needs non-const).
-  for (size_t i = 0; i < values_.size(); ++i)
+  for (size_t i = 0; i < size_; ++i)
     out[i] = std::atomic_ref<float>(const_cast<float&>(values_[i])).load(std::memory_order_relaxed);
   return out;
 }

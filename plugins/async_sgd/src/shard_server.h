@@ -116,6 +116,8 @@ class ShardServer {
   const Roles roles_;
   Communicator& comm_;
   const int shard_;
+  // The shard's floats: read without the lock, since the vector values_ is swapped (PushPull).
+  const size_t size_;
   mutable std::mutex mu_;  // with locking: the values, the rule and the buffers below
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
