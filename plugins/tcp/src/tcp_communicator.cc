@@ -278,10 +278,22 @@ void TcpCommunicator::HeartbeatLoop() {
   const int64_t interval_ns = std::chrono::nanoseconds(options_.heartbeat).count();
   const int64_t timeout_ns = std::chrono::nanoseconds(options_.heartbeat_timeout).count();
   std::unique_lock<std::mutex> lock(heartbeat_mu_);
+  int64_t last_turn_ns = NowNs();
   while (!stop_heartbeats_) {
     heartbeat_cv_.wait_for(lock, options_.heartbeat / 2);
     if (stop_heartbeats_) break;
     lock.unlock();
+    // This thread did not run for longer than the timeout: the process was stopped (SIGSTOP) or
+    // starved of the CPU. The peers' silence meanwhile says nothing about them (what they sent
+    // waits unread in its sockets, for a reader that has not run either): each gets a whole
+    // timeout from now, instead of being declared failed before the reader caught up.
+    const int64_t turn_ns = NowNs();
+    if (turn_ns - last_turn_ns > timeout_ns) {
+      for (auto& peer : peers_) peer->last_heard_ns.store(turn_ns);
+      Log("did not run for " + std::to_string((turn_ns - last_turn_ns) / 1'000'000) +
+          " ms (stopped or starved): its peers get a new heartbeat timeout from now");
+    }
+    last_turn_ns = turn_ns;
     for (auto& peer : peers_) {
       if (peer->rank == rank_) continue;
       const int64_t now = NowNs();

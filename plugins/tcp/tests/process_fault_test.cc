@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,14 +31,16 @@ struct Rank {
   int from = -1;  // the rank's report pipe: "ready\n", then its final status
 };
 
-// In a forked child: joins the group, says "ready", then runs allreduces of 4 MiB until one
-// fails, and reports that status. Never returns.
+// In a forked child: joins the group, says "ready", then runs allreduces of `floats` floats until
+// one fails (or `calls` of them, if not 0), and reports that status. Never returns.
 [[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent,
-                          std::chrono::microseconds spin) {
+                          std::chrono::microseconds spin,
+                          std::chrono::milliseconds heartbeat_timeout = 1000ms, int calls = 0,
+                          size_t floats = 1 << 20) {
   TcpOptions options = TestOptions();
   options.allreduce_spin = spin;
   options.heartbeat = 100ms;
-  options.heartbeat_timeout = 1000ms;
+  options.heartbeat_timeout = heartbeat_timeout;
   auto report = [&](const std::string& s) { (void)!write(to_parent, s.data(), s.size()); };
   auto joined = MakeTcpTransport(options)->Connect({rank, world, coordinator}, DeadlineIn(60s));
   if (!joined.ok()) {
@@ -46,9 +49,10 @@ struct Rank {
   }
   auto comm = core::WithRingCollectives(std::move(*joined));
   report("ready\n");
-  std::vector<float> data(1 << 20, 1.0f);
+  std::vector<float> data(floats, 1.0f);
   Status s;
-  while (s.ok()) s = comm->AllReduce(data, ReduceOp::kSum, DeadlineIn(kCollectiveDeadline));
+  for (int done = 0; s.ok() && (calls == 0 || done < calls); ++done)
+    s = comm->AllReduce(data, ReduceOp::kSum, DeadlineIn(kCollectiveDeadline));
   report(s.ToString());
   _exit(0);
 }
@@ -68,9 +72,23 @@ std::string ReadReport(int fd, bool line, Deadline deadline) {
   return text;
 }
 
-// The signal, and the microseconds AllReduce busy-waits before it sleeps.
-class ProcessFault : public ::testing::TestWithParam<std::tuple<int, int>> {
+// Forked ranks, killed by TearDown if they are still there.
+class ProcessRanks : public ::testing::Test {
  protected:
+  // Forks rank `r`, which runs `run(report_fd)`.
+  void Start(const std::function<void(int)>& run) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      run(fds[1]);
+      _exit(1);
+    }
+    close(fds[1]);
+    ranks_.push_back({pid, fds[0]});
+  }
   void TearDown() override {
     for (Rank& r : ranks_) {
       if (r.pid > 0) {
@@ -83,21 +101,17 @@ class ProcessFault : public ::testing::TestWithParam<std::tuple<int, int>> {
   std::vector<Rank> ranks_;
 };
 
+// The signal, and the microseconds AllReduce busy-waits before it sleeps.
+class ProcessFault : public ProcessRanks,
+                     public ::testing::WithParamInterface<std::tuple<int, int>> {};
+
 TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   constexpr int kWorld = 3, kVictim = 1;
   const std::string coordinator = FreeCoordinator();
-  for (int r = 0; r < kWorld; ++r) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      RunRank(r, kWorld, coordinator, fds[1], std::chrono::microseconds(std::get<1>(GetParam())));
-    }
-    close(fds[1]);
-    ranks_.push_back({pid, fds[0]});
-  }
+  for (int r = 0; r < kWorld; ++r)
+    Start([&](int report) {
+      RunRank(r, kWorld, coordinator, report, std::chrono::microseconds(std::get<1>(GetParam())));
+    });
   for (int r = 0; r < kWorld; ++r)
     ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
   std::this_thread::sleep_for(200ms);  // well into the stream of allreduces
@@ -113,6 +127,30 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
     ranks_[r].pid = -1;
     EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << "rank " << r;
   }
+}
+
+// A rank stopped (SIGSTOP) for longer than its own heartbeat timeout, while its peer waits more
+// patiently, carries on where it was once continued: its heartbeat thread sees that it did not run
+// itself, so the peer's silence meanwhile (its bytes wait unread in this rank's socket) is not held
+// against it. Before, the continued rank declared its peer failed ("rank 0 is unavailable: silent
+// for more than 1000 ms") when its heartbeat thread ran before its reader. (A stopped rank whose
+// peers did give up on it: ProcessFault.)
+TEST_F(ProcessRanks, AStoppedRankDoesNotBlameItsPeersForItsOwnSilence) {
+  constexpr int kCalls = 1000;
+  const std::string coordinator = FreeCoordinator();
+  constexpr size_t kFloats = 1 << 14;  // small: no call is long, even under ThreadSanitizer
+  Start([&](int report) { RunRank(0, 2, coordinator, report, 0us, 600000ms, kCalls, kFloats); });
+  Start([&](int report) { RunRank(1, 2, coordinator, report, 0us, 1000ms, kCalls, kFloats); });
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
+  ASSERT_EQ(kill(ranks_[1].pid, SIGSTOP), 0);
+  // Stopped in the middle of the stream (not after it), for longer than its heartbeat timeout.
+  ASSERT_EQ(ReadReport(ranks_[1].from, false, DeadlineIn(1500ms)), "")
+      << "rank 1 ended its allreduces before it was stopped: make the stream longer";
+  ASSERT_EQ(kill(ranks_[1].pid, SIGCONT), 0);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(ReadReport(ranks_[r].from, false, DeadlineIn(kCollectiveDeadline + 30s)), "OK")
+        << "rank " << r;
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
