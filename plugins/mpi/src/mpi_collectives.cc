@@ -15,6 +15,11 @@ namespace {
 // MPI counts are ints: longer buffers go in pieces of this many elements (alike on every rank).
 constexpr size_t kMaxPiece = size_t{1} << 30;
 
+// Below this many bytes AllReduce runs as one pass of point-to-point messages that carry the
+// arguments (mpi_exchange_allreduce.cc) instead of the arrival round and the native call: there
+// the round trip of the arrival round is most of the time.
+constexpr size_t kExchangeBelowBytes = size_t{256} << 10;
+
 // A polled AllReduce spins this long before it yields (mpi_wait.h): about as long as a large
 // allreduce takes on a loaded machine.
 constexpr std::chrono::microseconds kSpinForData{1000000};
@@ -89,6 +94,8 @@ Status MpiCommunicator::Agree(const char* collective, const std::vector<NamedArg
 
 Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   if (options_.polled_allreduce) return PolledAllReduce(data, op, deadline);
+  if (data.size() * sizeof(float) < kExchangeBelowBytes)
+    return ExchangeAllReduce(data, op, deadline);
   REEL_RETURN_IF_ERROR(
       Agree("AllReduce",
             {{"size", static_cast<int64_t>(data.size())}, {"operation", static_cast<int64_t>(op)}},

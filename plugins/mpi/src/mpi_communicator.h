@@ -112,6 +112,13 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation, MPI_Comm user,
                   MPI_Comm collective);
   Status PolledAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
+  // A small AllReduce in one pass of point-to-point messages that carry the arguments
+  // (mpi_exchange_allreduce.cc); ExchangeStep sends to and/or receives from one peer (-1: none).
+  struct ExchangeArgs;
+  enum class Landing { kCombine, kReplace };  // a received message is reduced in, or is the result
+  Status ExchangeAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
+  Status ExchangeStep(int send_to, int receive_from, Landing landing, std::span<float> data,
+                      ReduceOp op, ExchangeArgs* args, Deadline deadline, const std::string& what);
 
   std::string Where() const { return "mpi rank " + std::to_string(rank_); }
   Status CheckPeer(int peer, const char* what, bool any_allowed) const;
@@ -174,6 +181,7 @@ class MpiCommunicator final : public Communicator {
   // NoteAbandonedCollective (an AllReduce, which MPI_Finalize might wait for).
   std::optional<MPI_Request> late_collective_;
   bool late_noted_ = false;
+  std::vector<float> exchange_scratch_;  // a peer's data in ExchangeAllReduce
 };
 
 }  // namespace reel::mpi

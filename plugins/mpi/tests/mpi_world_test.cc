@@ -122,6 +122,68 @@ TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
   ExpectAllReduceWorks(*c);
 }
 
+// Below 256 KiB the default AllReduce is one pass of point-to-point messages that carry the
+// arguments; above, the arrival round and the native call. Both, every operation, every rank count.
+TEST(MpiTransport, AllReduceSumsEverySizeOnBothPaths) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  const float n_ranks = static_cast<float>(c->size());
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{7}, (size_t{256} << 10) / 4 - 1, (size_t{256} << 10) / 4}) {
+    std::vector<float> data(n, static_cast<float>(c->rank() + 1));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, n_ranks * (n_ranks + 1) / 2) << n << " floats";
+    data.assign(n, static_cast<float>(c->rank()));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMax, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, n_ranks - 1) << n << " floats";
+    data.assign(n, static_cast<float>(c->rank() + 5));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMin, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, 5.0f) << n << " floats";
+  }
+}
+
+TEST(MpiTransport, RanksDisagreeingAboutTheOperationAllGetAnErrorAndStayInStep) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  std::vector<float> data(10, 1.0f);
+  Status s =
+      c->AllReduce(data, c->rank() == c->size() - 1 ? ReduceOp::kMax : ReduceOp::kSum, Far());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("same operation"));
+  ExpectAllReduceWorks(*c);
+}
+
+// A small AllReduce that times out on one rank (the others have not arrived) fails there with
+// DeadlineExceeded, and that rank's collectives stop (messages of the pass may still arrive).
+TEST(MpiTransport, SmallAllReducePastItsDeadlineFailsAndStopsTheCollectives) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  std::vector<float> data(1000, 1.0f);
+  if (c->rank() == 0) {
+    Status s = c->AllReduce(data, ReduceOp::kSum, DeadlineIn(50ms));
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(s.message(), HasSubstr("mpi rank 0: AllReduce of 1000 floats"));
+    ExpectCollectivesRefusedSince(*c, "AllReduce failed");
+    for (int r = 1; r < c->size(); ++r) ASSERT_TRUE(c->Send(r, 1, {}, Far()).ok());
+  } else {
+    ASSERT_TRUE(c->Recv(0, 1, Far()).ok());  // rank 0 has given up
+  }
+}
+
+// The last rank leaves: a small AllReduce of the others reports a rank that left, not a hang.
+TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  if (c->rank() == c->size() - 1) {
+    c.reset();
+    return;
+  }
+  std::vector<float> data(7, 1.0f);
+  Status s = c->AllReduce(data, ReduceOp::kSum, Far());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("has left the group"));
+}
+
 // With polled_allreduce: every rank's data moves in one MPI_Iallreduce, also none at all.
 TEST(MpiTransport, PolledAllReduceSumsEverySize) {
   auto c = Join({.polled_allreduce = true});
