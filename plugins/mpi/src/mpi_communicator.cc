@@ -144,12 +144,17 @@ Status MpiCommunicator::SenderGone(int source, int tag, const std::string& what)
 
 Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std::string& what,
                               const std::function<Status()>& gone, bool cancellable,
-                              std::chrono::microseconds spin_for) {
+                              std::chrono::microseconds spin_for, MPI_Status* status,
+                              bool* truncated) {
   Backoff backoff(spin_for);
   Status failure;
   for (uint32_t polls = 1;; ++polls) {
     int done = 0;
-    int code = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    int code = MPI_Test(request, &done, status);
+    int error_class = MPI_SUCCESS;
+    if (code != MPI_SUCCESS && truncated && MPI_Error_class(code, &error_class) == MPI_SUCCESS &&
+        error_class == MPI_ERR_TRUNCATE)
+      return *truncated = true, Status::Ok();
     if (code != MPI_SUCCESS) return MpiStatus(code, what);
     if (done) return Status::Ok();
     if (polls % 64 == 0) failure = gone();  // leave notices are rare; do not probe for them often
@@ -161,12 +166,14 @@ Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std
   if (!cancellable) return failure;
   // Take the operation back if MPI can; otherwise it stays posted (*request stays set).
   MPI_Cancel(request);
-  MPI_Status status;
+  MPI_Status last;
   int done = 0, cancelled = 0;
-  MPI_Test(request, &done, &status);
+  MPI_Test(request, &done, &last);
   if (!done) return failure;
-  MPI_Test_cancelled(&status, &cancelled);
-  return cancelled ? failure : Status::Ok();  // not cancelled: it finished after all
+  MPI_Test_cancelled(&last, &cancelled);
+  if (cancelled) return failure;
+  if (status != MPI_STATUS_IGNORE) *status = last;
+  return Status::Ok();  // not cancelled: it finished after all
 }
 
 void MpiCommunicator::Abandon(MPI_Request* request, std::vector<std::byte>* owned) {

@@ -24,6 +24,15 @@
 //     moves the data as fast as raw MPI. Only the arrival can time out: once every rank is in,
 //     the data phase depends on no one being late. Disagreeing arguments are InvalidArgument on
 //     every rank, and the communicator stays usable.
+//   - An AllReduce below 64 KiB has no arrival round either: its round trip would be most of the
+//     call. It runs as one pass of point-to-point messages on the collective communicator
+//     (recursive doubling, the algorithm Open MPI itself picks there; mpi_exchange_allreduce.cc),
+//     each posted nonblocking and polled against the deadline and for ranks that left. The
+//     messages carry the arguments (a message's length is its sender's size, its tag the
+//     operation), and a rank that sees a disagreement passes it on instead of data: every rank
+//     returns InvalidArgument and the communicator stays usable, as after the arrival round.
+//     Ranks whose sizes fall on both sides of 64 KiB take different paths and meet their
+//     deadline instead. A pass that fails stops the collectives as a timed-out arrival does.
 //   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
 //     costs a synchronisation per call (much of a small allreduce; on ranks that outnumber the
 //     cores, a time slice). The native MPI_Iallreduce is posted on the caller's memory at once and
@@ -127,10 +136,13 @@ class MpiCommunicator final : public Communicator {
   // Polls `*request` until it completes (OK), the deadline passes, or `gone()` returns an error.
   // On failure it cancels the request if `cancellable` and MPI can; *request stays set when the
   // operation is still posted.
-  // `spin_for`: how long it spins before it yields the core or sleeps (mpi_wait.h).
+  // `spin_for`: how long it spins before it yields the core or sleeps (mpi_wait.h). `status`:
+  // the completed operation's; with `truncated`, a receive whose message was longer than its
+  // buffer completes (OK, *truncated set) instead of being an MPI error.
   Status Await(MPI_Request* request, Deadline deadline, const std::string& what,
                const std::function<Status()>& gone, bool cancellable,
-               std::chrono::microseconds spin_for = std::chrono::microseconds(0));
+               std::chrono::microseconds spin_for = std::chrono::microseconds(0),
+               MPI_Status* status = MPI_STATUS_IGNORE, bool* truncated = nullptr);
   // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
   void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
 
@@ -181,7 +193,7 @@ class MpiCommunicator final : public Communicator {
   // NoteAbandonedCollective (an AllReduce, which MPI_Finalize might wait for).
   std::optional<MPI_Request> late_collective_;
   bool late_noted_ = false;
-  std::vector<float> exchange_scratch_;  // a peer's data in ExchangeAllReduce
+  std::vector<std::byte> exchange_scratch_;  // a peer's message in ExchangeAllReduce
 };
 
 }  // namespace reel::mpi

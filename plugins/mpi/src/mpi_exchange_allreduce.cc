@@ -21,6 +21,9 @@ namespace {
 // messages are kDataTag + the operation, disagreements kDisagreeTag.
 constexpr int kDataTag = 100;
 constexpr int kDisagreeTag = 99;
+// A receive has room for this many bytes more than its own data: a disagreement message (four
+// int64), or another rank's size up to 8 floats larger, arrives whole.
+constexpr size_t kSlackBytes = 4 * sizeof(int64_t);
 
 // op(a, b) element-wise into `into`, the lower rank's values first (a), so that both ranks of a
 // pair compute bit for bit the same result whatever the operation.
@@ -57,7 +60,7 @@ Status MpiCommunicator::ExchangeAllReduce(std::span<float> data, ReduceOp op, De
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   const auto size = static_cast<int64_t>(data.size());
   ExchangeArgs args{size, size, static_cast<int64_t>(op), static_cast<int64_t>(op)};
-  exchange_scratch_.resize(data.size());
+  exchange_scratch_.resize(data.size() * sizeof(float) + kSlackBytes);
   int pow2 = 1;
   while (pow2 * 2 <= size_) pow2 *= 2;
   const int rem = size_ - pow2;
@@ -100,73 +103,60 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
   const int peer = send_to >= 0 ? send_to : receive_from;
   const std::string step = what + " (with rank " + std::to_string(peer) + ")";
   auto gone = [&] { return CollectivePeerGone(step); };
+  const size_t bytes = data.size() * sizeof(float);
+  // The receive first (posted before the peer's message arrives, as MPI's own collectives do):
+  // into scratch with room for kSlackBytes more than this rank's data, so that a disagreement,
+  // or another size up to that much larger, arrives whole and says what it is.
+  MPI_Request receiving = MPI_REQUEST_NULL;
+  if (receive_from >= 0)
+    REEL_RETURN_IF_ERROR(
+        MpiStatus(MPI_Irecv(exchange_scratch_.data(), static_cast<int>(bytes + kSlackBytes),
+                            MPI_BYTE, receive_from, MPI_ANY_TAG, collective_, &receiving),
+                  step));
   // What goes out: the data, tagged with the operation, or the disagreement heard of so far (on
   // the heap: should the send be abandoned, MPI may read it later).
   std::vector<std::byte> disagreement;
   MPI_Request sending = MPI_REQUEST_NULL;
   if (send_to >= 0) {
-    int code;
-    if (args->Agree()) {
-      code = MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, send_to,
-                       kDataTag + static_cast<int>(op), collective_, &sending);
-    } else {
+    const void* out = data.data();
+    int out_bytes = static_cast<int>(bytes), tag = kDataTag + static_cast<int>(op);
+    if (!args->Agree()) {
       const int64_t v[4] = {args->min_size, args->max_size, args->min_op, args->max_op};
       disagreement.resize(sizeof v);
       std::memcpy(disagreement.data(), v, sizeof v);
-      code = MPI_Isend(disagreement.data(), 4, MPI_INT64_T, send_to, kDisagreeTag, collective_,
-                       &sending);
+      out = disagreement.data(), out_bytes = sizeof v, tag = kDisagreeTag;
     }
-    REEL_RETURN_IF_ERROR(MpiStatus(code, step));
+    Status posted =
+        MpiStatus(MPI_Isend(out, out_bytes, MPI_BYTE, send_to, tag, collective_, &sending), step);
+    if (!posted.ok()) {
+      Abandon(&receiving, nullptr);
+      return posted;
+    }
   }
-  // What comes in: probed first, so that its size and tag say what it is before it lands.
   Status s;
   bool fits = false;
   if (receive_from >= 0) {
-    MPI_Message message;
     MPI_Status status;
-    Backoff backoff;
-    for (uint32_t polls = 1;; ++polls) {
-      int found = 0;
-      s = MpiStatus(MPI_Improbe(receive_from, MPI_ANY_TAG, collective_, &found, &message, &status),
-                    step);
-      if (found || !s.ok()) break;
-      if (polls % 64 == 0) s = gone();
-      if (s.ok() && Clock::now() >= deadline)
-        s = DeadlineExceededError(step + " passed its deadline");
-      if (!s.ok()) break;
-      backoff.Pause();
-    }
+    bool truncated = false;
+    s = Await(&receiving, deadline, step, gone, /*cancellable=*/true, std::chrono::microseconds(0),
+              &status, &truncated);
+    if (!s.ok()) Abandon(&receiving, nullptr);  // not cancelled: scratch stays (a member)
     if (s.ok()) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
       const bool data_message = status.MPI_TAG != kDisagreeTag;
-      int count = 0;  // in the sender's elements: floats, or the disagreement's four int64
-      s = MpiStatus(MPI_Get_count(&status, data_message ? MPI_FLOAT : MPI_INT64_T, &count), step);
-      ExchangeArgs theirs{count, count, status.MPI_TAG - kDataTag, status.MPI_TAG - kDataTag};
-      fits = data_message && args->Agree() && theirs.min_size == args->min_size &&
+      ExchangeArgs theirs{count / 4, count / 4, status.MPI_TAG - kDataTag,
+                          status.MPI_TAG - kDataTag};
+      if (truncated)  // longer than this rank's data by more than the slack: say so
+        theirs.min_size = theirs.max_size = static_cast<int64_t>(data.size() + kSlackBytes / 4 + 1);
+      if (!data_message && !truncated && count == sizeof(int64_t) * 4) {
+        int64_t v[4];
+        std::memcpy(v, exchange_scratch_.data(), sizeof v);
+        theirs = {v[0], v[1], v[2], v[3]};
+      }
+      fits = data_message && !truncated && args->Agree() && theirs.min_size == args->min_size &&
              theirs.min_op == args->min_op;
-      // A result replaces the data at once (this rank's send of it finished a step before).
-      std::vector<std::byte> other;
-      void* into = exchange_scratch_.data();
-      if (!fits) {
-        other.resize(static_cast<size_t>(count) * (data_message ? sizeof(float) : sizeof(int64_t)));
-        into = other.data();
-      } else if (landing == Landing::kReplace) {
-        into = data.data();
-      }
-      MPI_Request receiving = MPI_REQUEST_NULL;
-      if (s.ok())
-        s = MpiStatus(
-            MPI_Imrecv(into, count, data_message ? MPI_FLOAT : MPI_INT64_T, &message, &receiving),
-            step);
-      if (s.ok()) s = Await(&receiving, deadline, step, gone, /*cancellable=*/false);
-      if (!s.ok()) Abandon(&receiving, &other);
-      if (s.ok() && !fits) {
-        if (!data_message && count == 4) {
-          int64_t v[4];
-          std::memcpy(v, other.data(), sizeof v);
-          theirs = {v[0], v[1], v[2], v[3]};
-        }
-        args->Merge(theirs);
-      }
+      if (!fits) args->Merge(theirs);
     }
   }
   // The data may change only once MPI is done reading it.
@@ -177,10 +167,14 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
       return sent;
     }
   }
-  if (s.ok() && fits && landing == Landing::kCombine) {
-    const bool lower = receive_from < rank_;
-    Combine(data, lower ? exchange_scratch_.data() : data.data(),
-            lower ? data.data() : exchange_scratch_.data(), op);
+  if (s.ok() && fits) {
+    const float* theirs = reinterpret_cast<const float*>(exchange_scratch_.data());
+    if (landing == Landing::kReplace)
+      std::memcpy(data.data(), theirs, bytes);
+    else if (receive_from < rank_)  // the lower rank's values first
+      Combine(data, theirs, data.data(), op);
+    else
+      Combine(data, data.data(), theirs, op);
   }
   return s;
 }

@@ -122,14 +122,14 @@ TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
   ExpectAllReduceWorks(*c);
 }
 
-// Below 256 KiB the default AllReduce is one pass of point-to-point messages that carry the
+// Below 64 KiB the default AllReduce is one pass of point-to-point messages that carry the
 // arguments; above, the arrival round and the native call. Both, every operation, every rank count.
 TEST(MpiTransport, AllReduceSumsEverySizeOnBothPaths) {
   auto c = Join();
   ASSERT_NE(c, nullptr);
   const float n_ranks = static_cast<float>(c->size());
   for (size_t n :
-       {size_t{0}, size_t{1}, size_t{7}, (size_t{256} << 10) / 4 - 1, (size_t{256} << 10) / 4}) {
+       {size_t{0}, size_t{1}, size_t{7}, (size_t{64} << 10) / 4 - 1, (size_t{64} << 10) / 4}) {
     std::vector<float> data(n, static_cast<float>(c->rank() + 1));
     ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
     for (float v : data) ASSERT_EQ(v, n_ranks * (n_ranks + 1) / 2) << n << " floats";
@@ -170,7 +170,8 @@ TEST(MpiTransport, SmallAllReducePastItsDeadlineFailsAndStopsTheCollectives) {
   }
 }
 
-// The last rank leaves: a small AllReduce of the others reports a rank that left, not a hang.
+// The last rank leaves: a small AllReduce of the others reports a rank that left, not a hang
+// (with 3 ranks rank 0 may also name rank 1, which leaves once its own AllReduce failed).
 TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
   auto c = Join();
   ASSERT_NE(c, nullptr);
@@ -181,7 +182,7 @@ TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
   std::vector<float> data(7, 1.0f);
   Status s = c->AllReduce(data, ReduceOp::kSum, Far());
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
-  EXPECT_THAT(s.message(), HasSubstr("has left the group"));
+  EXPECT_THAT(s.message(), HasSubstr("left the group"));
 }
 
 // With polled_allreduce: every rank's data moves in one MPI_Iallreduce, also none at all.
