@@ -239,12 +239,12 @@ Status TcpCommunicator::AwaitIncoming(Deadline deadline) {
   std::unique_lock<std::mutex> lock(form_mu_);
   auto all = [&] {
     for (int r = 0; r < world_; ++r)
-      if (r != rank_ && !incoming_[static_cast<size_t>(r)]) return false;
+      if (r != rank_ && !admitted_[static_cast<size_t>(r)]) return false;
     return true;
   };
   while (!all()) {
     if (!WaitUntil(form_cv_, lock, deadline) && !all()) {
-      std::vector<bool> present = incoming_;
+      std::vector<bool> present = admitted_;
       present[static_cast<size_t>(rank_)] = true;
       return DeadlineExceededError(Where() + ": rank(s) " + MissingRanks(present) +
                                    " never connected to this rank before the deadline");
@@ -391,6 +391,10 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
     peer.last_heard_ns.store(Clock::now().time_since_epoch().count());
     peer.reading.store(true);
     asio::co_spawn(io_, ReadLoop(&peer), asio::detached);
+    {
+      std::lock_guard<std::mutex> lock(form_mu_);
+      admitted_[static_cast<size_t>(r)] = true;
+    }
     form_cv_.notify_all();
     co_return;
   }

@@ -24,7 +24,8 @@ TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world,
       acceptor_(io_),
       joiners_(static_cast<size_t>(world)),
       joined_(static_cast<size_t>(world), false),
-      incoming_(static_cast<size_t>(world), false) {
+      incoming_(static_cast<size_t>(world), false),
+      admitted_(static_cast<size_t>(world), false) {
   for (int r = 0; r < world; ++r) {
     peers_.push_back(std::make_unique<Peer>(io_));
     peers_.back()->rank = r;

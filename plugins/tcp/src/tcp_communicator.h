@@ -147,6 +147,11 @@ class TcpCommunicator final : public Communicator {
   bool formed_ = false;                                // guarded by form_mu_
   bool rendezvous_open_ = true;                        // rank 0; guarded by form_mu_
   std::set<tcp::socket*> handshaking_;                 // connections in Admit; io thread only
+  // Ranks whose incoming connection is being read: Connect() returns when every peer is here,
+  // not when it is only in incoming_ (set before the verdict is written, so that a second
+  // connection claiming the same rank is refused), or the first native collective would find
+  // the connection not yet read. Guarded by form_mu_.
+  std::vector<bool> admitted_;
 
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
