@@ -169,12 +169,13 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
   }
   if (s.ok() && fits) {
     const float* theirs = reinterpret_cast<const float*>(exchange_scratch_.data());
-    if (landing == Landing::kReplace)
-      std::memcpy(data.data(), theirs, bytes);
-    else if (receive_from < rank_)  // the lower rank's values first
+    if (landing == Landing::kReplace) {
+      if (bytes > 0) std::memcpy(data.data(), theirs, bytes);  // an empty span's data() is null
+    } else if (receive_from < rank_) {                         // the lower rank's values first
       Combine(data, theirs, data.data(), op);
-    else
+    } else {
       Combine(data, data.data(), theirs, op);
+    }
   }
   return s;
 }
