@@ -129,7 +129,7 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     Status posted =
         MpiStatus(MPI_Isend(out, out_bytes, MPI_BYTE, send_to, tag, collective_, &sending), step);
     if (!posted.ok()) {
-      Abandon(&receiving, nullptr);
+      Abandon(&receiving, &exchange_scratch_);
       return posted;
     }
   }
@@ -140,7 +140,9 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     bool truncated = false;
     s = Await(&receiving, deadline, step, gone, /*cancellable=*/true, std::chrono::microseconds(0),
               &status, &truncated);
-    if (!s.ok()) Abandon(&receiving, nullptr);  // not cancelled: scratch stays (a member)
+    // Still posted (not cancelled): MPI may yet write into the scratch, which goes with the
+    // request and outlives this communicator (the collectives stop after a failed pass).
+    if (!s.ok()) Abandon(&receiving, &exchange_scratch_);
     if (s.ok()) {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
