@@ -49,10 +49,25 @@ ColumnMasks MasksFor(int64_t cols) {
   return m;
 }
 
+// A vector of B or C at p: masked (the lanes past a tail tile's columns are neither read nor
+// written) unless kFull, where every lane is in. Every tile but the last of a column range is a
+// whole 48 columns wide and takes plain loads and stores: on an AMD EPYC (Zen 5) VM the masked
+// ones made the MoE head's weight gradient (32 x 256 x 19310) 1.05-1.44x dnnl_sgemm's time,
+// plain ones 1.08-1.12x (the forward 1.03-1.10x -> 0.93-1.06x; alternated in one process).
+template <bool kFull>
+inline __m512 LoadVector(const float* p, __mmask16 m) {
+  if constexpr (kFull) return _mm512_loadu_ps(p);
+  return _mm512_maskz_loadu_ps(m, p);
+}
+
 // Writes (or adds) one accumulator to C under its column mask.
+template <bool kFull>
 inline void StoreVector(__m512 x, float* p, __mmask16 m, bool accumulate) {
-  if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, p));
-  _mm512_mask_storeu_ps(p, m, x);
+  if (accumulate) x = _mm512_add_ps(x, LoadVector<kFull>(p, m));
+  if constexpr (kFull)
+    _mm512_storeu_ps(p, x);
+  else
+    _mm512_mask_storeu_ps(p, m, x);
 }
 
 // One tile's operands: C [kRows, <= 48] (+)= op(A) [kRows, depth] B [depth, <= 48], where A is
@@ -76,7 +91,7 @@ struct TileArgs {
   float* sums = nullptr;  // with kSums: the panel's column sums of B (a layer's bias gradient)
 };
 
-template <int kRows, bool kTransA, bool kPrefetch, bool kSums>
+template <int kRows, bool kTransA, bool kPrefetch, bool kSums, bool kFull>
 REEL_UNCHECKED_TILE void Tile(const TileArgs& t) {
   __m512 acc[kRows][3];
   __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0, sum2 = sum0;
@@ -86,9 +101,9 @@ REEL_UNCHECKED_TILE void Tile(const TileArgs& t) {
     for (int v = 0; v < 3; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < t.depth; ++p) {
     const float* row = t.b + p * t.ldb;
-    const __m512 b0 = _mm512_maskz_loadu_ps(t.m.v[0], row);
-    const __m512 b1 = _mm512_maskz_loadu_ps(t.m.v[1], row + 16);
-    const __m512 b2 = _mm512_maskz_loadu_ps(t.m.v[2], row + 32);
+    const __m512 b0 = LoadVector<kFull>(row, t.m.v[0]);
+    const __m512 b1 = LoadVector<kFull>(row + 16, t.m.v[1]);
+    const __m512 b2 = LoadVector<kFull>(row + 32, t.m.v[2]);
     if constexpr (kPrefetch) {
       // Into the second-level cache (the first holds this panel); prefetches never fault.
       const char* q = reinterpret_cast<const char*>(t.next + p * t.ldb);
@@ -110,9 +125,9 @@ REEL_UNCHECKED_TILE void Tile(const TileArgs& t) {
   // Every loop over acc fully unrolled (and stored here, not by a helper taking the array):
   // otherwise GCC keeps acc in memory and stores all 24 vectors at every step.
   if (t.bias != nullptr) {
-    const __m512 bias[3] = {_mm512_maskz_loadu_ps(t.m.v[0], t.bias),
-                            _mm512_maskz_loadu_ps(t.m.v[1], t.bias + 16),
-                            _mm512_maskz_loadu_ps(t.m.v[2], t.bias + 32)};
+    const __m512 bias[3] = {LoadVector<kFull>(t.bias, t.m.v[0]),
+                            LoadVector<kFull>(t.bias + 16, t.m.v[1]),
+                            LoadVector<kFull>(t.bias + 32, t.m.v[2])};
 #pragma GCC unroll 8
     for (int i = 0; i < kRows; ++i)
 #pragma GCC unroll 3
@@ -122,12 +137,21 @@ REEL_UNCHECKED_TILE void Tile(const TileArgs& t) {
   for (int i = 0; i < kRows; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < 3; ++v)
-      StoreVector(acc[i][v], t.c + i * t.ldc + 16 * v, t.m.v[v], t.accumulate);
+      StoreVector<kFull>(acc[i][v], t.c + i * t.ldc + 16 * v, t.m.v[v], t.accumulate);
   if constexpr (kSums) {
-    _mm512_mask_storeu_ps(t.sums, t.m.v[0], sum0);
-    _mm512_mask_storeu_ps(t.sums + 16, t.m.v[1], sum1);
-    _mm512_mask_storeu_ps(t.sums + 32, t.m.v[2], sum2);
+    StoreVector<kFull>(sum0, t.sums, t.m.v[0], false);
+    StoreVector<kFull>(sum1, t.sums + 16, t.m.v[1], false);
+    StoreVector<kFull>(sum2, t.sums + 32, t.m.v[2], false);
   }
+}
+
+// Tile with plain loads and stores when the tile is a whole 48 columns wide.
+template <int kRows, bool kTransA, bool kPrefetch, bool kSums>
+void AnyWidthTile(const TileArgs& t, bool full) {
+  if (full)
+    Tile<kRows, kTransA, kPrefetch, kSums, true>(t);
+  else
+    Tile<kRows, kTransA, kPrefetch, kSums, false>(t);
 }
 
 // Rows [j0, j0 + kRows) of CT [., mp] = B [., depth] AT [depth, mp], mp = 16 * kVectors; rows
@@ -230,9 +254,9 @@ void Product(const ShortGemmArgs& g, int64_t n0, int64_t n1) {
         t.first_line = static_cast<int>(i / kTileRows);
         WithRows(static_cast<int>(std::min<int64_t>(kTileRows, g.rows - i)), [&]<int kRows>() {
           if (more && t.first_line < 4)
-            Tile<kRows, false, true, false>(t);
+            AnyWidthTile<kRows, false, true, false>(t, true);
           else
-            Tile<kRows, false, false, false>(t);
+            AnyWidthTile<kRows, false, false, false>(t, j + kTileCols <= n1);
         });
       }
     }
@@ -261,9 +285,9 @@ void ProductAtB(const ShortGemmArgs& g, int64_t n0, int64_t n1) {
                      g.accumulate};
           if (i == 0 && g.b_sums != nullptr) {
             t.sums = g.b_sums + j;
-            Tile<kRows, true, false, true>(t);
+            AnyWidthTile<kRows, true, false, true>(t, j + kTileCols <= j1);
           } else {
-            Tile<kRows, true, false, false>(t);
+            AnyWidthTile<kRows, true, false, false>(t, j + kTileCols <= j1);
           }
         }
       });
