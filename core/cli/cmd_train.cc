@@ -53,6 +53,10 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
               << Fixed(r.final_eval->perr) << "  mAP " << Fixed(r.final_eval->map) << "  ("
               << r.final_eval->videos << " videos)\n";
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
+    if (r.checkpoint_failures > 0)
+      env.out << "checkpoints not written: " << r.checkpoint_failures
+              << " (trainer.on_checkpoint_failure: continue; the newest: "
+              << r.last_checkpoint_error << ")\n";
     // Training ranks dropped during the run (an optimizer whose ranks step independently).
     for (const core::LostRank& l : r.lost_ranks) {
       // After the newest of its steps that reached the parameters, if the optimizer could tell.

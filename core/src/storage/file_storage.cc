@@ -2,7 +2,11 @@
 //
 // Writes go to a temporary file beside the target, are flushed to disk and renamed into place on
 // Close(), so readers see either the old object or the whole new one, never a half-written file.
+// A temporary file is named `<target>.tmp-<host>-<pid>-<n>`; one that a killed process left
+// behind is removed when its target is written again from the same host (a resume rewrites the
+// checkpoint whose write was killed).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +14,7 @@
 #include <atomic>
 #include <boost/filesystem.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "builtins.h"
@@ -34,6 +39,40 @@ Status ErrnoError(const std::string& what, const std::string& path, int err) {
   if (err == ENOENT) return NotFoundError(msg);
   if (err == EACCES || err == EPERM) return PermissionDeniedError(msg);
   return UnavailableError(msg);
+}
+
+// This host's name, as temporary names carry it ("localhost" if it has none).
+const std::string& HostName() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return std::string("localhost");
+    return std::string(buf);
+  }();
+  return name;
+}
+
+// The temporary-name prefix of `path`'s writes from this host: `<path>.tmp-<host>-`.
+std::string TempPrefix(const std::string& path) { return path + ".tmp-" + HostName() + "-"; }
+
+// Removes the temporary files of `path` that processes of this host left behind when they died
+// (their pid is gone). A live writer's, another host's, or one that cannot be parsed stay. Best
+// effort: the write that follows does not depend on it.
+void RemoveDeadWritersTemps(const std::string& path) {
+  const fs::path target(path);
+  const std::string prefix = TempPrefix(target.filename().string());
+  boost::system::error_code ec;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());  // <pid>-<n>
+    int pid = 0;
+    auto [next, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (err != std::errc() || next == rest.data() + rest.size() || *next != '-' || pid <= 0 ||
+        pid == ::getpid())
+      continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
 }
 
 class LocalFile final : public RandomAccessFile {
@@ -189,9 +228,10 @@ class FileStorage final : public Storage {
     boost::system::error_code ec;
     if (!parent.empty()) fs::create_directories(parent, ec);
     if (ec) return ErrnoError("create directory", parent.string(), ec.value());
+    RemoveDeadWritersTemps(path);
     static std::atomic<uint64_t> counter{0};
     std::string temp =
-        path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+        TempPrefix(path) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoError("create", temp, errno);
     return std::unique_ptr<WritableFile>(new LocalWritableFile(path, temp, fd));

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/filesystem.hpp>
 #include <fstream>
@@ -101,6 +103,33 @@ TEST_F(FileStorageTest, WritesAppearOnlyOnCloseAndAbandonedWritesLeaveNothing) {
   EXPECT_EQ(*ReadAll(*storage_, path), "second");
   ASSERT_TRUE(storage_->Delete(path).ok());
   EXPECT_FALSE(fs::exists(path));
+}
+
+// A writer killed mid-write leaves `<target>.tmp-<host>-<pid>-<n>`. Writing the target again
+// removes such files of dead processes of this host, and only those: a live process's, another
+// host's (a shared file system) and unrelated names stay.
+TEST_F(FileStorageTest, WritingATargetAgainRemovesTheTempFilesOfDeadWritersOnly) {
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);  // reaped: the pid names no process now
+  const fs::path target = dir_ / "a" / "ckpt.bin";
+  const std::string mine = std::string("ckpt.bin.tmp-") + host + "-";
+  const std::vector<std::string> kept = {
+      mine + std::to_string(::getppid()) + "-0",  // a live process's write
+      std::string("ckpt.bin.tmp-elsewhere-") + std::to_string(dead) + "-0",      // another host's
+      mine + "x-0",                                                              // not a pid
+      "other.bin.tmp-" + std::string(host) + "-" + std::to_string(dead) + "-0",  // another target
+  };
+  const std::string stale = mine + std::to_string(dead) + "-7";
+  for (const std::string& name : kept) std::ofstream((dir_ / "a" / name).string()) << "half";
+  std::ofstream((dir_ / "a" / stale).string()) << "half";
+  ASSERT_TRUE(WriteAll(*storage_, target.string(), "whole").ok());
+  EXPECT_EQ(*ReadAll(*storage_, target.string()), "whole");
+  EXPECT_FALSE(fs::exists(dir_ / "a" / stale));
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(dir_ / "a" / name)) << name;
 }
 
 TEST(GlobMatchTest, Wildcards) {

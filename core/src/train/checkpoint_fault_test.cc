@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "reel/core/checkpoint.h"
@@ -125,6 +126,9 @@ TEST_P(KillDuringCheckpointTest, PreviousCheckpointLoadsAndResumeCompletes) {
     EXPECT_EQ(temp_sizes, std::vector<uint64_t>{fault.at_byte});
   }
   ExpectResumeCompletes(*host_, dir_);
+  // The resume wrote step 12 again, and that removed the killed writer's temporary file: only
+  // the kept checkpoints remain.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
 }
 
 WriteFault Kill(Kind kind, const char* name, uint64_t at_byte = 0) {
@@ -197,6 +201,98 @@ TEST_F(CheckpointFaultTest, InjectedDiskFullStopsTrainingAndKeepsThePreviousChec
   // Nothing of the failed write stays behind (no temporary file either).
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
   ExpectResumeCompletes(*host_, dir_);
+}
+
+// trainer.on_checkpoint_failure "continue": the failed periodic checkpoint is reported and counted,
+// training goes on unchanged, the next checkpoints are written and pruned as usual.
+TEST_F(CheckpointFaultTest, InjectedDiskFullWithContinueTrainsOnAndWritesTheNextCheckpoints) {
+  WriteFault full;
+  full.kind = Kind::kFailAppend;
+  full.nth = 3;
+  FaultStorage faulty(*host_, full);
+  TinyRank r(0, 1, 5);
+  auto comm = testing::SoloCommunicator();
+  TrainerOptions o = CheckpointingOptions(dir_);
+  o.on_checkpoint_failure = "continue";
+  std::ostringstream progress;
+  o.progress = &progress;
+  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 30);
+  EXPECT_EQ(result->checkpoint_failures, 1);
+  EXPECT_THAT(result->last_checkpoint_error, ::testing::HasSubstr(CheckpointName(12)));
+  EXPECT_THAT(result->last_checkpoint_error, ::testing::HasSubstr("No space left on device"));
+  EXPECT_THAT(progress.str(), ::testing::HasSubstr("the checkpoint of step 12 was not written"));
+  EXPECT_THAT(result->last_checkpoint, ::testing::HasSubstr(CheckpointName(30)));
+  EXPECT_EQ(r.params(), UninterruptedParams());
+  EXPECT_EQ(DecodableSteps(*host_, dir_), (std::vector<int64_t>{28, 30}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
+}
+
+// A disk that stays full under "continue": every periodic checkpoint after step 8 fails, then the
+// last checkpoint of the run fails too, and that stops the run with the error (nothing later
+// could save the training); steps 4 and 8 are intact and a resume completes.
+TEST_F(CheckpointFaultTest, DiskStaysFullWithContinueTheLastCheckpointStopsTheRun) {
+  WriteFault full;
+  full.kind = Kind::kFailAppend;
+  full.nth = 3;
+  full.count = 1000;
+  FaultStorage faulty(*host_, full);
+  TinyRank r(0, 1, 5);
+  auto comm = testing::SoloCommunicator();
+  TrainerOptions o = CheckpointingOptions(dir_);
+  o.on_checkpoint_failure = "continue";
+  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr(CheckpointName(30)));
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("No space left on device"));
+  EXPECT_EQ(DecodableSteps(*host_, dir_), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
+  ExpectResumeCompletes(*host_, dir_);
+}
+
+// The periodic checkpoint of the run's last step fails under "continue": the end of the run
+// writes it again (it is the last one), with the final parameters.
+TEST_F(CheckpointFaultTest, FailedCheckpointOfTheLastStepIsWrittenAtTheEnd) {
+  WriteFault full;
+  full.kind = Kind::kFailAppend;
+  full.nth = 7;  // steps 4, 8, ..., 28: the 7th write is the last step's
+  FaultStorage faulty(*host_, full);
+  TinyRank r(0, 1, 5);
+  auto comm = testing::SoloCommunicator();
+  TrainerOptions o = CheckpointingOptions(dir_);
+  o.steps = 28;
+  o.on_checkpoint_failure = "continue";
+  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->checkpoint_failures, 1);
+  EXPECT_THAT(result->last_checkpoint, ::testing::HasSubstr(CheckpointName(28)));
+  EXPECT_EQ(DecodableSteps(*host_, dir_), (std::vector<int64_t>{24, 28}));
+  auto state = LoadCheckpoint(*host_, result->last_checkpoint);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->params.size(), r.arena.blocks().size());
+  for (size_t i = 0; i < state->params.size(); ++i) {
+    auto trained = r.arena.values(static_cast<ParamArena::BlockId>(i));
+    EXPECT_EQ(state->params[i].values, std::vector<float>(trained.begin(), trained.end()))
+        << state->params[i].name;
+  }
+}
+
+// An unknown value is refused before anything is trained or written.
+TEST_F(CheckpointFaultTest, UnknownOnCheckpointFailureIsRefusedBeforeTraining) {
+  TinyRank r(0, 1, 5);
+  auto comm = testing::SoloCommunicator();
+  TrainerOptions o = CheckpointingOptions(dir_);
+  o.on_checkpoint_failure = "retry";
+  const std::vector<float> before = r.params();
+  auto result = RunTrainer(o, r.components(comm.get(), false), *host_);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("on_checkpoint_failure"));
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("\"retry\""));
+  EXPECT_EQ(r.params(), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0);
 }
 
 // The same with a real full disk: a 1 MiB tmpfs filled up after the checkpoint of step 8.

@@ -1,7 +1,7 @@
 // FaultStorage: a Storage (and resolver) over another one that injects one fault into one write,
-// for the fault-injection tests: the write fails like a full disk, or the process is killed with
-// SIGKILL at a chosen byte of the object, before its Close() or right after it. Reads, globs and
-// deletes pass through. Header only, for *_test.cc.
+// for the fault-injection tests: the write (or several in a row) fails like a full disk, or the
+// process is killed with SIGKILL at a chosen byte of the object, before its Close() or right after
+// it. Reads, globs and deletes pass through. Header only, for *_test.cc.
 //
 // Thread-safety: as the wrapped storage; the write counter is atomic.
 #ifndef REEL_CORE_SRC_TRAIN_FAULT_STORAGE_H_
@@ -28,6 +28,8 @@ struct WriteFault {
   };
   Kind kind = Kind::kNone;
   int nth = 1;  // the nth write whose URI contains `uri_contains`
+  int count =
+      1;  // kFailAppend: so many matching writes fail, from the nth on (a disk that stays full)
   std::string uri_contains = ".reelckpt";
   uint64_t at_byte = 0;
   std::string name;  // for test names
@@ -62,12 +64,17 @@ class FaultStorage : public Storage, public StorageResolver {
     REEL_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, s->OpenWrite(uri));
     if (fault_.kind == WriteFault::Kind::kNone ||
         std::string_view(uri).find(fault_.uri_contains) == std::string_view::npos ||
-        ++matching_writes_ != fault_.nth)
+        !Faulty(++matching_writes_))
       return file;
     return std::unique_ptr<WritableFile>(new FaultyFile(std::string(uri), std::move(file), fault_));
   }
 
  private:
+  bool Faulty(int write) const {
+    const int count = fault_.kind == WriteFault::Kind::kFailAppend ? fault_.count : 1;
+    return write >= fault_.nth && write < fault_.nth + count;
+  }
+
   class FaultyFile : public WritableFile {
    public:
     FaultyFile(std::string uri, std::unique_ptr<WritableFile> inner, WriteFault fault)

@@ -59,7 +59,13 @@ class Loop {
   Status StepWithoutData();
   Status LogWindow();
   Status RunEval();
-  Status SaveCheckpoint(const std::string& my_position);
+  // Gathers every rank's position and has the lead write the checkpoint of this step.
+  // `periodic`: one of the checkpoint_every_steps cadence, whose failed write
+  // on_checkpoint_failure "continue" survives; a run's last checkpoint is never periodic.
+  Status SaveCheckpoint(const std::string& my_position, bool periodic = false);
+  // The lead's part of SaveCheckpoint, with the ranks' positions: no collective, so the lead
+  // alone may redo it.
+  Status WriteCheckpoint(std::vector<std::string> positions, bool periodic);
   // Sums `values` over ranks in place (no-op for one rank).
   Status SumOverRanks(std::span<float> values);
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
@@ -115,6 +121,10 @@ class Loop {
   // rank's gradient before Step().
   bool optimizer_clips_ = false;
   int64_t last_eval_step_ = -1, last_checkpoint_step_ = -1;
+  // The lead: the step of a periodic checkpoint that could not be written and was not written
+  // since (-1: none), and the ranks' positions it had; the run's end writes it.
+  int64_t unwritten_step_ = -1;
+  std::vector<std::string> unwritten_positions_;
 };
 
 Status Loop::SumOverRanks(std::span<float> values) {
@@ -196,6 +206,10 @@ Status Loop::Init() {
   if (o_.eval_top_k < 1)
     return InvalidArgumentError("trainer: eval_top_k must be >= 1, got " +
                                 std::to_string(o_.eval_top_k));
+  if (o_.on_checkpoint_failure != "stop" && o_.on_checkpoint_failure != "continue")
+    return InvalidArgumentError(
+        "trainer: on_checkpoint_failure must be \"stop\" or \"continue\", got \"" +
+        o_.on_checkpoint_failure + "\"");
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0) lr.total_steps = o_.steps;
   if (lr.total_steps == 0) lr.total_epochs = o_.epochs;
@@ -339,7 +353,7 @@ Status Loop::RunEval() {
   return Status::Ok();
 }
 
-Status Loop::SaveCheckpoint(const std::string& my_position) {
+Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
   std::vector<std::string> positions;
@@ -355,6 +369,10 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
     REEL_ASSIGN_OR_RETURN(positions, GatherBytes(*group_, my_position, o_.timeout));
   }
   if (!lead()) return Status::Ok();
+  return WriteCheckpoint(std::move(positions), periodic);
+}
+
+Status Loop::WriteCheckpoint(std::vector<std::string> positions, bool periodic) {
   CheckpointState s;
   s.model_name = o_.model_name;
   s.CaptureParams(*r_.arena);
@@ -373,7 +391,21 @@ Status Loop::SaveCheckpoint(const std::string& my_position) {
   s.world_size = world();
   s.wall_time = WallTime();
   s.train_seconds = prior_seconds_ + SecondsSince(start_);
-  REEL_ASSIGN_OR_RETURN(result_.last_checkpoint, checkpoints_->Save(s));
+  Result<std::string> written = checkpoints_->Save(s);
+  if (!written.ok()) {
+    if (!periodic || o_.on_checkpoint_failure != "continue") return written.status();
+    // The previous checkpoints are intact (CheckpointManager::Save); the next one tries again.
+    ++result_.checkpoint_failures;
+    result_.last_checkpoint_error = written.status().ToString();
+    unwritten_step_ = step_;
+    unwritten_positions_ = std::move(s.data_positions);
+    progress_.Note("the checkpoint of step " + std::to_string(step_) +
+                   " was not written; training on (trainer.on_checkpoint_failure: continue): " +
+                   result_.last_checkpoint_error);
+    return Status::Ok();
+  }
+  result_.last_checkpoint = *std::move(written);
+  unwritten_step_ = -1;
   progress_.Note("checkpoint " + result_.last_checkpoint, 2);
   return Status::Ok();
 }
@@ -603,7 +635,7 @@ Result<TrainResult> Loop::Run() {
       REEL_RETURN_IF_ERROR(RunEval());
     if (o_.checkpoint_every_steps > 0 && step_ % o_.checkpoint_every_steps == 0) {
       REEL_ASSIGN_OR_RETURN(std::string pos, r_.train->Position());
-      REEL_RETURN_IF_ERROR(SaveCheckpoint(pos));
+      REEL_RETURN_IF_ERROR(SaveCheckpoint(pos, /*periodic=*/true));
     }
   }
   // Every rank took the same path out of the loop, so these collectives match up.
@@ -618,6 +650,10 @@ Result<TrainResult> Loop::Run() {
     if (last_checkpoint_step_ != step_) {
       REEL_ASSIGN_OR_RETURN(std::string pos, r_.train->Position());
       REEL_RETURN_IF_ERROR(SaveCheckpoint(pos));
+    } else if (lead() && unwritten_step_ == step_) {
+      // The periodic checkpoint of the last step failed, and it is the run's last: nothing has
+      // changed since it was taken, so the lead writes it again alone, and a failure stops.
+      REEL_RETURN_IF_ERROR(WriteCheckpoint(std::move(unwritten_positions_), false));
     }
   }
   // (An independent rank other than the lead finished its optimizer before its final report.)

@@ -64,7 +64,11 @@ struct TrainerOptions {
   int64_t log_every_steps = 50;        // plain progress lines and metrics-log entries
   int64_t checkpoint_every_steps = 0;  // 0: only at the end
   int keep_checkpoints = 3;
-  std::string checkpoint_dir;   // empty: no checkpoints
+  std::string checkpoint_dir;  // empty: no checkpoints
+  // A failed periodic checkpoint write: "stop" ends the run with the error; "continue" reports
+  // it (TrainResult::checkpoint_failures) and trains on. The last checkpoint of a run always
+  // stops it with the error.
+  std::string on_checkpoint_failure = "stop";
   std::string metrics_log;      // empty: none
   std::string tensorboard_dir;  // empty: none
   int64_t num_classes = 3862;
@@ -132,7 +136,11 @@ struct TrainResult {
   bool interrupted = false;
   bool resumed = false;
   std::string last_checkpoint;  // URI, empty if none was written
-  bool served_only = false;     // a server-only rank (Optimizer::IsServerOnly): it did not train
+  // Periodic checkpoints that could not be written (on_checkpoint_failure "continue"), the lead
+  // only; the error of the newest of them.
+  int64_t checkpoint_failures = 0;
+  std::string last_checkpoint_error;
+  bool served_only = false;  // a server-only rank (Optimizer::IsServerOnly): it did not train
   std::vector<LostRank> lost_ranks;  // the lead only: training ranks dropped during the run
 };
 
