@@ -3,8 +3,9 @@
 # under `reel launch -n 2`, tcp on loopback), for two or more builds alternated run by run, so that
 # the machine's load falls on every build alike. Each BUILD is a directory holding bin/reel,
 # bin/ps_push_pull and lib/ (a copy of a build tree's, so a rebuild meanwhile cannot swap them).
-# Prints one line per run (push+pull round trips /s, allreduce calls /s, their ratio) and `uptime`
-# after every repetition, then each build's min / median / max.
+# Prints one line per run (push+pull round trips /s, allreduce calls /s, their ratio; then each
+# rank's CPU ms and context switches per round trip or call, if its ps_push_pull prints them) and
+# `uptime` after every repetition, then each build's min / median / max.
 #
 #   bench/async_sgd/ab_push_pull.sh REPS ITERS BUILD... [-- ps_push_pull flags, e.g. --option K=V]
 set -euo pipefail
@@ -24,6 +25,7 @@ for ((rep = 1; rep <= reps; rep++)); do
     awk -v b="$b" -v r="$rep" -v pp="$pp" -v ar="$ar" \
       'BEGIN { printf "%s run %d: push+pull %.2f /s, allreduce %.2f /s, ratio %.3f\n", b, r, pp, ar, pp / ar }' |
       tee -a "$results"
+    grep -o 'cpu rank=.*' <<<"$out" | sed 's/^/    /' || true
   done
   uptime
 done

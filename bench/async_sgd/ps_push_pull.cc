@@ -8,6 +8,10 @@
 //   push_pull workers=W floats=F seconds_per_round_trip=S round_trips_per_second=R GB_per_second=G
 //             all_workers_round_trips_per_second=W*R all_workers_GB_per_second=W*G
 //   allreduce ranks=N floats=F seconds_per_call=S calls_per_second=R GB_per_second=G
+// and every rank one line per phase with its process's CPU time and context switches per round
+// trip (or call), from getrusage, to tell where a phase's time goes (e.g. waiting or copying):
+//   cpu rank=K phase=push_pull|allreduce user_ms=U sys_ms=S voluntary_switches=V
+//   involuntary_switches=I
 // GB/s counts the parameter bytes a worker moves per round trip (push + pull: 2 x 4F) and the
 // algorithm bytes per allreduce call (4F), so the figures say how fast a step's data moves. A
 // round trip is one worker's step; the workers step concurrently, so the server's rate is W times
@@ -18,6 +22,8 @@
 //
 //   reel launch -n 3 -- ps_push_pull --transport tcp [--floats 10000000] [--iters 10]
 //       [--option KEY=VALUE]...
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +44,28 @@ int EnvInt(const char* name, int otherwise) {
 
 double Seconds(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The process's CPU time and context switches so far.
+struct Usage {
+  double user_ms = 0, sys_ms = 0, voluntary = 0, involuntary = 0;
+};
+Usage Now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) {
+    return 1e3 * static_cast<double>(t.tv_sec) + 1e-3 * static_cast<double>(t.tv_usec);
+  };
+  return {ms(u.ru_utime), ms(u.ru_stime), static_cast<double>(u.ru_nvcsw),
+          static_cast<double>(u.ru_nivcsw)};
+}
+void PrintUsage(int rank, const char* phase, const Usage& from, int iters) {
+  const Usage to = Now();
+  std::printf(
+      "cpu rank=%d phase=%s user_ms=%.3f sys_ms=%.3f voluntary_switches=%.1f "
+      "involuntary_switches=%.1f\n",
+      rank, phase, (to.user_ms - from.user_ms) / iters, (to.sys_ms - from.sys_ms) / iters,
+      (to.voluntary - from.voluntary) / iters, (to.involuntary - from.involuntary) / iters);
 }
 
 int Fail(const reel::Status& s) {
@@ -100,6 +128,7 @@ int main(int argc, char** argv) {
   if (!(*opt)->IsServerOnly())
     if (auto s = (*opt)->Step(0.01f); !s.ok()) return Fail(s);  // warm-up
   if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  Usage used = Now();
   auto start = std::chrono::steady_clock::now();
   if (!(*opt)->IsServerOnly()) {
     for (int i = 0; i < iters; ++i)
@@ -107,6 +136,7 @@ int main(int argc, char** argv) {
   }
   if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
   const double push_pull = Seconds(start) / iters;
+  PrintUsage(rank, "push_pull", used, iters);
   if (auto s = (*opt)->Finish(); !s.ok()) return Fail(s);
   if (server.joinable()) server.join();
   if (!served.ok()) return Fail(served);
@@ -124,12 +154,14 @@ int main(int argc, char** argv) {
   if (auto s = comm->AllReduce(arena.grads(), reel::ReduceOp::kSum, far()); !s.ok())
     return Fail(s);  // warm-up
   if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
+  used = Now();
   start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
     if (auto s = comm->AllReduce(arena.grads(), reel::ReduceOp::kSum, far()); !s.ok())
       return Fail(s);
   if (auto s = comm->Barrier(far()); !s.ok()) return Fail(s);
   const double allreduce = Seconds(start) / iters;
+  PrintUsage(rank, "allreduce", used, iters);
   if (rank == 0)
     std::printf(
         "allreduce ranks=%d floats=%lld seconds_per_call=%.6f calls_per_second=%.3f "
