@@ -86,6 +86,27 @@ void ExpectResumeCompletes(StorageResolver& storage, const std::string& dir) {
   EXPECT_EQ(r.params(), UninterruptedParams());
 }
 
+// Trains `r` with `o` on `inner` through storage whose checkpoint writes number nth ..
+// nth + count - 1 fail as on a full disk.
+Result<TrainResult> TrainWithFullDisk(StorageResolver& inner, const TrainerOptions& o, TinyRank& r,
+                                      int nth, int count = 1) {
+  WriteFault full;
+  full.kind = Kind::kFailAppend;
+  full.nth = nth;
+  full.count = count;
+  FaultStorage faulty(inner, full);
+  auto comm = testing::SoloCommunicator();
+  return RunTrainer(o, r.components(comm.get(), false), faulty);
+}
+
+// The run stopped with the full disk's error naming the checkpoint of `step`.
+void ExpectStoppedByFullDiskAt(const Result<TrainResult>& result, int64_t step) {
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr(CheckpointName(step)));
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("No space left on device"));
+}
+
 class CheckpointFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -186,17 +207,8 @@ TEST_F(CheckpointFaultTest, KilledAtRandomMomentsNeverLeavesAHalfCheckpoint) {
 }
 
 TEST_F(CheckpointFaultTest, InjectedDiskFullStopsTrainingAndKeepsThePreviousCheckpoint) {
-  WriteFault full;
-  full.kind = Kind::kFailAppend;
-  full.nth = 3;
-  FaultStorage faulty(*host_, full);
   TinyRank r(0, 1, 5);
-  auto comm = testing::SoloCommunicator();
-  auto result = RunTrainer(CheckpointingOptions(dir_), r.components(comm.get(), false), faulty);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
-  EXPECT_THAT(result.status().message(), ::testing::HasSubstr(CheckpointName(12)));
-  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("No space left on device"));
+  ExpectStoppedByFullDiskAt(TrainWithFullDisk(*host_, CheckpointingOptions(dir_), r, 3), 12);
   EXPECT_EQ(DecodableSteps(*host_, dir_), (std::vector<int64_t>{4, 8}));
   // Nothing of the failed write stays behind (no temporary file either).
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
@@ -206,17 +218,12 @@ TEST_F(CheckpointFaultTest, InjectedDiskFullStopsTrainingAndKeepsThePreviousChec
 // trainer.on_checkpoint_failure "continue": the failed periodic checkpoint is reported and counted,
 // training goes on unchanged, the next checkpoints are written and pruned as usual.
 TEST_F(CheckpointFaultTest, InjectedDiskFullWithContinueTrainsOnAndWritesTheNextCheckpoints) {
-  WriteFault full;
-  full.kind = Kind::kFailAppend;
-  full.nth = 3;
-  FaultStorage faulty(*host_, full);
   TinyRank r(0, 1, 5);
-  auto comm = testing::SoloCommunicator();
   TrainerOptions o = CheckpointingOptions(dir_);
   o.on_checkpoint_failure = "continue";
   std::ostringstream progress;
   o.progress = &progress;
-  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
+  auto result = TrainWithFullDisk(*host_, o, r, 3);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->steps, 30);
   EXPECT_EQ(result->checkpoint_failures, 1);
@@ -233,20 +240,10 @@ TEST_F(CheckpointFaultTest, InjectedDiskFullWithContinueTrainsOnAndWritesTheNext
 // last checkpoint of the run fails too, and that stops the run with the error (nothing later
 // could save the training); steps 4 and 8 are intact and a resume completes.
 TEST_F(CheckpointFaultTest, DiskStaysFullWithContinueTheLastCheckpointStopsTheRun) {
-  WriteFault full;
-  full.kind = Kind::kFailAppend;
-  full.nth = 3;
-  full.count = 1000;
-  FaultStorage faulty(*host_, full);
   TinyRank r(0, 1, 5);
-  auto comm = testing::SoloCommunicator();
   TrainerOptions o = CheckpointingOptions(dir_);
   o.on_checkpoint_failure = "continue";
-  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
-  EXPECT_THAT(result.status().message(), ::testing::HasSubstr(CheckpointName(30)));
-  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("No space left on device"));
+  ExpectStoppedByFullDiskAt(TrainWithFullDisk(*host_, o, r, 3, /*count=*/1000), 30);
   EXPECT_EQ(DecodableSteps(*host_, dir_), (std::vector<int64_t>{4, 8}));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
   ExpectResumeCompletes(*host_, dir_);
@@ -255,16 +252,11 @@ TEST_F(CheckpointFaultTest, DiskStaysFullWithContinueTheLastCheckpointStopsTheRu
 // The periodic checkpoint of the run's last step fails under "continue": the end of the run
 // writes it again (it is the last one), with the final parameters.
 TEST_F(CheckpointFaultTest, FailedCheckpointOfTheLastStepIsWrittenAtTheEnd) {
-  WriteFault full;
-  full.kind = Kind::kFailAppend;
-  full.nth = 7;  // steps 4, 8, ..., 28: the 7th write is the last step's
-  FaultStorage faulty(*host_, full);
   TinyRank r(0, 1, 5);
-  auto comm = testing::SoloCommunicator();
   TrainerOptions o = CheckpointingOptions(dir_);
   o.steps = 28;
   o.on_checkpoint_failure = "continue";
-  auto result = RunTrainer(o, r.components(comm.get(), false), faulty);
+  auto result = TrainWithFullDisk(*host_, o, r, 7);  // steps 4, 8, ..., 28: the last step's write
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->checkpoint_failures, 1);
   EXPECT_THAT(result->last_checkpoint, ::testing::HasSubstr(CheckpointName(28)));
