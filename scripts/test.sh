@@ -31,6 +31,12 @@
 # all: release build 202 s / 382 CPU-s (before: 379 / 723), install tests 30 / 55, ASan build
 # 571 / 1103 (606 / 1204, with more code since), its 648 tests 360 / 627, TSan build 261 / 501
 # (362 / 716), its 425 tests 93 / 159, fuzz targets with their build 223 / 425.
+# 2026-12-01 evening, on another VM (AMD EPYC, 2 cores; it compiles and runs these tests slower
+# than the Intel Xeon of the figures above), a fresh clone of e3afda1, no ccache, the machine
+# otherwise idle, the install tests under ASan for the first time: 2452 s in all (over the
+# 2400 s aimed at): release build 281 s / 550 CPU-s, the Debian package's test 5 / 5, ASan build
+# 720 / 1423, its 701 tests 603 / 1129 (the 5 install tests about 60 s of that, started first),
+# TSan build 415 / 817, its 462 tests 170 / 307, fuzz targets with their build 247 / 468.
 # Measured (2026-11-30, CPU seconds = user + system of the phase's processes; the machine was at
 # load 9-19, which stretches wall time but not CPU time):
 #   * before, a fresh Debian root (no ccache), commit 35610bc, -O2 -g: the build of the library,
