@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "builtins.h"
+#include "host_name.h"
 #include "reel/glob.h"
 #include "reel/storage.h"
 
@@ -39,16 +40,6 @@ Status ErrnoError(const std::string& what, const std::string& path, int err) {
   if (err == ENOENT) return NotFoundError(msg);
   if (err == EACCES || err == EPERM) return PermissionDeniedError(msg);
   return UnavailableError(msg);
-}
-
-// This host's name, as temporary names carry it ("localhost" if it has none).
-const std::string& HostName() {
-  static const std::string name = [] {
-    char buf[256] = {};
-    if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return std::string("localhost");
-    return std::string(buf);
-  }();
-  return name;
 }
 
 // The temporary-name prefix of `path`'s writes from this host: `<path>.tmp-<host>-`.

@@ -5,6 +5,7 @@
 #include <boost/filesystem.hpp>
 #include <fstream>
 
+#include "host_name.h"
 #include "reel/core/host.h"
 #include "reel/glob.h"
 
@@ -109,19 +110,18 @@ TEST_F(FileStorageTest, WritesAppearOnlyOnCloseAndAbandonedWritesLeaveNothing) {
 // removes such files of dead processes of this host, and only those: a live process's, another
 // host's (a shared file system) and unrelated names stay.
 TEST_F(FileStorageTest, WritingATargetAgainRemovesTheTempFilesOfDeadWritersOnly) {
-  char host[256] = {};
-  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  const std::string& host = HostName();
   pid_t dead = ::fork();
   ASSERT_GE(dead, 0);
   if (dead == 0) ::_exit(0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);  // reaped: the pid names no process now
   const fs::path target = dir_ / "a" / "ckpt.bin";
-  const std::string mine = std::string("ckpt.bin.tmp-") + host + "-";
+  const std::string mine = "ckpt.bin.tmp-" + host + "-";
   const std::vector<std::string> kept = {
       mine + std::to_string(::getppid()) + "-0",  // a live process's write
-      std::string("ckpt.bin.tmp-elsewhere-") + std::to_string(dead) + "-0",      // another host's
-      mine + "x-0",                                                              // not a pid
-      "other.bin.tmp-" + std::string(host) + "-" + std::to_string(dead) + "-0",  // another target
+      std::string("ckpt.bin.tmp-elsewhere-") + std::to_string(dead) + "-0",  // another host's
+      mine + "x-0",                                                          // not a pid
+      "other.bin.tmp-" + host + "-" + std::to_string(dead) + "-0",           // another target
   };
   const std::string stale = mine + std::to_string(dead) + "-7";
   for (const std::string& name : kept) std::ofstream((dir_ / "a" / name).string()) << "half";

@@ -1,8 +1,6 @@
 // Metrics log and TensorBoard event files (see run_log.h).
 #include "train/run_log.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <filesystem>
 
 #include "event.pb.h"
+#include "host_name.h"
 #include "reel/recordio.h"
 
 namespace reel::core {
@@ -103,11 +102,9 @@ Status MetricsLog::Write(const std::vector<std::pair<std::string, double>>& fiel
 
 Result<std::unique_ptr<EventWriter>> EventWriter::Create(StorageResolver& storage,
                                                          const std::string& dir) {
-  char host[256] = "localhost";
-  ::gethostname(host, sizeof host - 1);
   const double now = WallTime();
-  std::string name =
-      "events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + host + ".reel";
+  std::string name = "events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." +
+                     HostName() + ".reel";
   REEL_ASSIGN_OR_RETURN(Storage * s, storage.ForUri(dir));
   REEL_RETURN_IF_ERROR(s->CreateDir(dir));
   REEL_ASSIGN_OR_RETURN(auto sink, AppendSink::Open(storage, JoinPath(dir, name), true));
