@@ -28,8 +28,8 @@ struct WriteFault {
   };
   Kind kind = Kind::kNone;
   int nth = 1;  // the nth write whose URI contains `uri_contains`
-  int count =
-      1;  // kFailAppend: so many matching writes fail, from the nth on (a disk that stays full)
+  // kFailAppend: so many matching writes fail, from the nth on (a disk that stays full).
+  int count = 1;
   std::string uri_contains = ".reelckpt";
   uint64_t at_byte = 0;
   std::string name;  // for test names
