@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
+  ccache  # scripts/ccache.sh: rebuilds of unchanged sources, in any clone, are cache look-ups
   libboost-dev libboost-filesystem-dev libeigen3-dev libdnnl-dev
   libprotobuf-dev protobuf-compiler libfmt-dev zlib1g-dev libcurl4-openssl-dev
   libopenmpi-dev openmpi-bin

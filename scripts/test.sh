@@ -175,3 +175,5 @@ OMP_NUM_THREADS=1 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressi
 phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
 scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}" --jobs "$jobs"  # a target a core
 phase "done"
+# How much of the compiling the cache saved (scripts/ccache.sh): none on a machine's first run.
+if [[ "${REEL_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null 2>&1; then ccache --show-stats; fi
