@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include "allreduce_waiting.h"
+#include "congestion_control.h"
 #include "tcp_communicator.h"
 #include "waiting.h"
 
@@ -221,6 +222,7 @@ Status TcpCommunicator::ConnectMesh(Deadline deadline) {
     const std::string what = Where() + ": rank " + std::to_string(r);
     std::lock_guard<DeadlineMutex> lock(p.write_mu);
     REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, p.out, p.endpoint, what, deadline));
+    REEL_RETURN_IF_ERROR(UseCongestionControl(p, what));
     REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
     REEL_RETURN_IF_ERROR(ClientHandshake(
         io_, p.out, options_.secret,
@@ -231,6 +233,25 @@ Status TcpCommunicator::ConnectMesh(Deadline deadline) {
     if (ec) return UnavailableError(what + ": " + ec.message());
     p.out_ready = true;
     p.last_write_ns.store(Clock::now().time_since_epoch().count());
+  }
+  return Status::Ok();
+}
+
+Status TcpCommunicator::UseCongestionControl(Peer& peer, const std::string& what) {
+  REEL_ASSIGN_OR_RETURN(std::string current, CongestionControlOf(peer.out));
+  error_code ec;
+  const bool loopback = IsLoopback(peer.out.remote_endpoint(ec).address());
+  const CongestionChoice choice =
+      ChooseCongestionControl(options_.congestion_control, ec ? false : loopback, current);
+  if (!choice.algorithm.empty() && choice.algorithm != current) {
+    Status set = SetCongestionControl(peer.out, choice.algorithm);
+    if (!set.ok()) return set.WithContext(what + ": option congestion_control");
+    REEL_ASSIGN_OR_RETURN(current, CongestionControlOf(peer.out));
+  }
+  peer.congestion_control = current;
+  if (!congestion_logged_ && (!choice.algorithm.empty() || !options_.congestion_control.empty())) {
+    congestion_logged_ = true;
+    Log(choice.why);
   }
   return Status::Ok();
 }

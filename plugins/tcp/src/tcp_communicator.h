@@ -53,6 +53,12 @@ class TcpCommunicator final : public Communicator {
   CommunicatorCapabilities capabilities() const override { return {.native_allreduce = true}; }
   Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override;
 
+  // The TCP congestion control of this rank's connection to `peer`, as read back from the socket
+  // when the group formed (congestion_control.h); empty for this rank itself.
+  const std::string& SendingCongestionControl(int peer) const {
+    return peers_[static_cast<size_t>(peer)]->congestion_control;
+  }
+
  private:
   struct Peer {
     explicit Peer(asio::io_context& io) : out(io), resume(io) {}
@@ -65,6 +71,7 @@ class TcpCommunicator final : public Communicator {
     bool out_ready = false;  // guarded by write_mu
     std::string out_broken;  // why writing failed; guarded by write_mu
     std::atomic<int64_t> last_write_ns{0};
+    std::string congestion_control;  // of `out`, read back when it connected; fixed after Connect
     // Incoming (the peer writes, the io thread reads). Touched on the io thread only.
     // Incoming (the peer writes). The io thread opens and closes `in`; whoever holds read_mu
     // reads it (ReadOnce): the io thread's ReadLoop, or a collective that borrowed it.
@@ -99,6 +106,9 @@ class TcpCommunicator final : public Communicator {
   Status JoinRendezvous(const Endpoint& coordinator, Deadline deadline);
   Status HostRendezvous(const Endpoint& coordinator, Deadline deadline);
   Status ConnectMesh(Deadline deadline);
+  // Gives a new sending connection its congestion control (the option, or the automatic choice)
+  // and logs the first choice that changes one, or that the option made.
+  Status UseCongestionControl(Peer& peer, const std::string& what);
   Status AwaitIncoming(Deadline deadline);
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket);
@@ -137,6 +147,7 @@ class TcpCommunicator final : public Communicator {
   std::vector<float> allreduce_scratch_;
   // How long AllReduce polls once nothing moves; set by ChooseWaiting() before any call.
   std::chrono::microseconds allreduce_spin_{0};
+  bool congestion_logged_ = false;  // the connecting thread's, while the group forms
 
   // Formation state shared between the io thread (Admit) and the connecting thread.
   std::mutex form_mu_;

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "congestion_control.h"
 #include "tcp_communicator.h"
 
 namespace reel::tcp {
@@ -53,6 +54,11 @@ OptionSchema TcpOptionSchema() {
                 "-1: automatic, as Open MPI decides: it polls for 20000 us when the group's ranks "
                 "on this host are no more than the cores this rank may use, else sleeps at once; "
                 "0: it sleeps at once"),
+      StringOption("congestion_control", "",
+                   "TCP congestion control of this rank's sending connections. Empty: automatic, "
+                   "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
+                   "there), the system's elsewhere; 'system': the system's everywhere; or an "
+                   "algorithm this kernel has (e.g. reno, cubic, bbr) on every connection"),
   };
 }
 
@@ -76,6 +82,8 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
                                 " outside [0, " + std::to_string(kMaxAllReduceSpinUs) +
                                 "] (or -1: automatic)");
   if (spin >= 0) t.allreduce_spin = std::chrono::microseconds(spin);
+  t.congestion_control = o.GetString("congestion_control");
+  REEL_RETURN_IF_ERROR(CheckCongestionControlOption(t.congestion_control));
   if (t.heartbeat_timeout <= t.heartbeat)
     return InvalidArgumentError(
         "tcp option 'heartbeat_timeout_ms' (" + std::to_string(t.heartbeat_timeout.count()) +

@@ -28,6 +28,10 @@ struct TcpOptions {
   // sleeps in poll() at once). Unset: chosen when the group forms, polling only when the ranks
   // on this host fit its cores (allreduce_waiting.h). Busy waiting pays only with a core per rank.
   std::optional<std::chrono::microseconds> allreduce_spin;
+  // The TCP congestion control of this rank's sending connections: empty, automatic (reno instead
+  // of bbr on loopback, the system's elsewhere; congestion_control.h); "system": the system's
+  // everywhere; else that algorithm on every one.
+  std::string congestion_control;
 };
 
 OptionSchema TcpOptionSchema();
