@@ -4,7 +4,7 @@ TCP ring, alternated in one run, 2 and 3 ranks, 4 KiB .. 64 MiB float32.
 
   bench/allreduce/run_allreduce.py [--build build] [--ranks 2,3] [--reps 3]
       [--links loopback,netns] [--rate 1gbit] [--out bench/results]
-      [--programs reel_tcp,gloo,...] [--baseline DIR]
+      [--programs reel_tcp,gloo,...] [--baseline DIR] [--min-bytes B] [--max-bytes B]
 
 Each repetition runs every program once per rank count, in turn, so drift on this shared machine
 hits all of them alike. Every program is timed alike (allreduce_sweep.h): seconds per call on
@@ -45,6 +45,9 @@ PROGRAMS = {  # name -> (links it runs on, description)
                       f"{TCP_SPIN_US} (busy waiting before a sleep, as MPI polls)"),
     "reel_tcp_sleep": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us=0 "
                        "(sleeps at once: the default before the automatic choice)"),
+    "reel_tcp_system_cc": (("loopback", "netns"), "reel, transport tcp with congestion_control="
+                           "system (the system's TCP congestion control on loopback too; the "
+                           "default replaces bbr there by reno)"),
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
     "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
@@ -54,7 +57,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
 }
 RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
-          ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"), ("reel_mpi", "mpi"),
+          ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"),
+          ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
           ("reel_mpi_polled", "mpi"), ("reel_tcp", "reel_tcp_base")]
 
 
@@ -96,7 +100,8 @@ def run_ranks(commands, envs, timeout):
 def run(program, n, link, args, netns_name):
     build = args.baseline if program == "reel_tcp_base" else args.build
     b = os.path.join(build, "bin")
-    sweep = ["--budget-bytes", str(args.budget)]
+    sweep = ["--budget-bytes", str(args.budget), "--min-bytes", str(args.min_bytes),
+             "--max-bytes", str(args.max_bytes)]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
@@ -121,13 +126,16 @@ def run(program, n, link, args, netns_name):
     secret = secrets.token_hex(16)
     for i in range(n):
         e = dict(env, REEL_RANK=str(i), REEL_WORLD_SIZE=str(n))
-        if program in ("reel_tcp", "reel_tcp_base", "reel_tcp_spin", "reel_tcp_sleep"):
+        if program in ("reel_tcp", "reel_tcp_base", "reel_tcp_spin", "reel_tcp_sleep",
+                       "reel_tcp_system_cc"):
             e.update(REEL_COORDINATOR=f"{addr(0)}:{port}", REEL_SECRET=secret)
             c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
                  "--option", f"listen_address={addr(i)}"]
             if program in ("reel_tcp_spin", "reel_tcp_sleep"):
                 spin = TCP_SPIN_US if program == "reel_tcp_spin" else 0
                 c += ["--option", f"allreduce_spin_us={spin}"]
+            if program == "reel_tcp_system_cc":
+                c += ["--option", "congestion_control=system"]
         else:
             c = [os.path.join(b, "gloo_allreduce_peer"), "--store", store, "--host", addr(i)]
         commands.append(wrap(i, c + sweep))
@@ -153,6 +161,8 @@ def main():
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--budget", type=int, default=256 << 20, help="bytes per size on loopback")
+    ap.add_argument("--min-bytes", type=int, default=4096, help="smallest size")
+    ap.add_argument("--max-bytes", type=int, default=64 << 20, help="largest size")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")
