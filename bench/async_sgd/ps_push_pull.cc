@@ -18,10 +18,11 @@
 // one worker's (all_workers_*), the figure that compares with allreduce calls (one step of all).
 //
 // --option KEY=VALUE (repeatable) sets an async_sgd option, e.g. --option pipeline=false for the
-// push and the pull one after the other instead of pipelined.
+// push and the pull one after the other instead of pipelined; --transport-option KEY=VALUE one
+// of the transport, e.g. --transport-option congestion_control=system.
 //
 //   reel launch -n 3 -- ps_push_pull --transport tcp [--floats 10000000] [--iters 10]
-//       [--option KEY=VALUE]...
+//       [--option KEY=VALUE]... [--transport-option KEY=VALUE]...
 #include <sys/resource.h>
 
 #include <chrono>
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   int64_t floats = 10'000'000;
   int iters = 10;
   std::map<std::string, std::string> given = {{"rule", "sgd"}};
+  std::map<std::string, std::string> transport_options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--transport")
@@ -90,16 +92,18 @@ int main(int argc, char** argv) {
       iters = std::atoi(value.c_str());
     else if (flag == "--option" && value.find('=') != std::string::npos)
       given[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
+    else if (flag == "--transport-option" && value.find('=') != std::string::npos)
+      transport_options[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
     else {
       std::fprintf(stderr,
                    "usage: ps_push_pull [--transport T] [--floats F] [--iters N] "
-                   "[--option KEY=VALUE]...\n");
+                   "[--option KEY=VALUE]... [--transport-option KEY=VALUE]...\n");
       return 2;
     }
   }
   auto host = reel::core::Host::Create({});
   if (!host.ok()) return Fail(host.status());
-  auto transport = (*host)->registry().CreateTransport(transport_name, {});
+  auto transport = (*host)->registry().CreateTransport(transport_name, transport_options);
   if (!transport.ok()) return Fail(transport.status());
   const char* coordinator = std::getenv("REEL_COORDINATOR");
   const reel::TransportContext ctx{EnvInt("REEL_RANK", reel::kDiscover),
