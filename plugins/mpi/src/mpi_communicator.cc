@@ -46,11 +46,22 @@ OptionSchema MpiOptionSchema() {
   return {BoolOption("polled_allreduce", false,
                      "AllReduce as one MPI_Iallreduce polled against its deadline, without the "
                      "round that first checks every rank arrived with the same size (as in raw "
-                     "MPI, ranks must agree on it)")};
+                     "MPI, ranks must agree on it)"),
+          BoolOption("blocking_allreduce", false,
+                     "AllReduce as the bare blocking MPI_Allreduce on the caller's memory, as "
+                     "raw MPI: no arrival check, no polling; ranks must agree on size and "
+                     "operation, and a call past its deadline aborts the MPI job (a watchdog "
+                     "thread keeps the deadline)")};
 }
 
-MpiOptions MpiOptionsFrom(const Options& options) {
-  return {.polled_allreduce = options.GetBool("polled_allreduce")};
+Result<MpiOptions> MpiOptionsFrom(const Options& options) {
+  MpiOptions o{.polled_allreduce = options.GetBool("polled_allreduce"),
+               .blocking_allreduce = options.GetBool("blocking_allreduce")};
+  if (o.polled_allreduce && o.blocking_allreduce)
+    return InvalidArgumentError(
+        "mpi options 'polled_allreduce' and 'blocking_allreduce' exclude each other (AllReduce "
+        "is either polled or blocking): set at most one");
+  return o;
 }
 
 std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options) {
@@ -60,6 +71,8 @@ std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options) {
 Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions& options,
                                                                const TransportContext& ctx,
                                                                Deadline deadline) {
+  if (options.polled_allreduce && options.blocking_allreduce)
+    return InvalidArgumentError("mpi: polled_allreduce and blocking_allreduce exclude each other");
   REEL_RETURN_IF_ERROR(EnsureInitialized());
   int rank = 0, size = 0;
   REEL_RETURN_IF_ERROR(MpiStatus(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "mpi: MPI_Comm_rank"));
@@ -99,7 +112,8 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options, int rank, int size, 
       size_(size),
       generation_(generation),
       user_(user),
-      collective_(collective) {}
+      collective_(collective),
+      watchdog_(rank) {}
 
 MpiCommunicator::~MpiCommunicator() {
   if (Finalized()) return;  // MPI is gone; so are the peers' means to hear from us

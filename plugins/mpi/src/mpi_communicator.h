@@ -40,6 +40,18 @@
 //     same size and operation (a disagreement is an MPI error or the deadline, not a check of its
 //     own). Open MPI's nonblocking allreduce has its own algorithms, slower than the blocking
 //     one's at some sizes: measure before choosing (bench/allreduce, program reel_mpi_polled).
+//   - Or AllReduce with the option blocking_allreduce (excludes polled_allreduce): the blocking
+//     native MPI_Allreduce(MPI_IN_PLACE) straight on the caller's memory, as PyTorch's MPI backend
+//     and Horovod call it: no arrival round, no argument check, no polling, which cost a small
+//     allreduce a synchronisation or a fixed ~0.5 us of polling. Before it only the local check
+//     that the collectives still work (FailedPrecondition as above; no MPI call unless a timed-out
+//     Barrier is pending); ranks that left are not looked for, which would take an MPI call. What
+//     it trades: ranks that disagree on size or operation get MPI's undefined behaviour or an MPI
+//     error, not InvalidArgument; and a call past its deadline (a rank late or gone) cannot
+//     return DeadlineExceeded or Unavailable, since MPI cannot take it back: a watchdog
+//     (mpi_watchdog.h; one thread per communicator, armed with relaxed stores) writes one line to
+//     stderr and aborts the MPI job (MPI_Abort). A call with NoDeadline() is not watched: it waits
+//     as long as raw MPI would.
 //
 // When a collective's arrival (or a polled AllReduce) times out or a peer leaves meanwhile, MPI
 // cannot take this rank's contribution back: the other ranks may still complete the arrival and
@@ -74,16 +86,19 @@
 #include <utility>
 #include <vector>
 
+#include "mpi_watchdog.h"
 #include "reel/options.h"
 #include "reel/transport.h"
 
 namespace reel::mpi {
 
 struct MpiOptions {
-  bool polled_allreduce = false;  // AllReduce without the arrival round (see above)
+  bool polled_allreduce = false;    // AllReduce without the arrival round (see above)
+  bool blocking_allreduce = false;  // AllReduce as the bare native call, watched (see above)
 };
 OptionSchema MpiOptionSchema();
-MpiOptions MpiOptionsFrom(const Options& options);
+// InvalidArgument for options that exclude each other (polled_allreduce, blocking_allreduce).
+Result<MpiOptions> MpiOptionsFrom(const Options& options);
 
 // The `mpi` transport: Connect() is MpiCommunicator::Connect.
 std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
@@ -121,6 +136,7 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation, MPI_Comm user,
                   MPI_Comm collective);
   Status PolledAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
+  Status BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
   // A small AllReduce in one pass of point-to-point messages that carry the arguments
   // (mpi_exchange_allreduce.cc); ExchangeStep sends to and/or receives from one peer (-1: none).
   struct ExchangeArgs;
@@ -194,6 +210,7 @@ class MpiCommunicator final : public Communicator {
   std::optional<MPI_Request> late_collective_;
   bool late_noted_ = false;
   std::vector<std::byte> exchange_scratch_;  // a peer's message in ExchangeAllReduce
+  AllReduceWatchdog watchdog_;               // BlockingAllReduce's deadlines
 };
 
 }  // namespace reel::mpi

@@ -12,7 +12,8 @@ reel::Status Register(reel::Registrar& r) {
        "allreduce, broadcast, allgather and barrier",
        reel::mpi::MpiOptionSchema()},
       [](const reel::Options& o) -> reel::Result<std::unique_ptr<reel::Transport>> {
-        return reel::mpi::MakeMpiTransport(reel::mpi::MpiOptionsFrom(o));
+        REEL_ASSIGN_OR_RETURN(reel::mpi::MpiOptions options, reel::mpi::MpiOptionsFrom(o));
+        return reel::mpi::MakeMpiTransport(options);
       });
 }
 
