@@ -10,10 +10,15 @@ Result<conformance::Group> World() { return conformance::Group{MakeMpiTransport(
 Result<conformance::Group> PolledWorld() {
   return conformance::Group{MakeMpiTransport({.polled_allreduce = true}), ""};
 }
+Result<conformance::Group> BlockingWorld() {
+  return conformance::Group{MakeMpiTransport({.blocking_allreduce = true}), ""};
+}
 
 REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiWorld, conformance::RankPerProcess("mpi", World));
 REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiPolledAllReduce,
                                        conformance::RankPerProcess("mpi_polled", PolledWorld));
+REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiBlockingAllReduce,
+                                       conformance::RankPerProcess("mpi_blocking", BlockingWorld));
 
 }  // namespace
 }  // namespace reel::mpi

@@ -225,6 +225,41 @@ TEST(MpiTransport, PolledAllReducePastItsDeadlineCompletesWhenTheOthersArrive) {
   ExpectAllReduceWorks(*c);
 }
 
+// The two ways of AllReduce without the arrival round exclude each other, named in the error.
+TEST(MpiTransport, PolledAndBlockingAllReduceExcludeEachOther) {
+  Result<Options> both = ParseOptions(
+      MpiOptionSchema(), {{"polled_allreduce", "true"}, {"blocking_allreduce", "true"}});
+  ASSERT_TRUE(both.ok()) << both.status();
+  Result<MpiOptions> refused = MpiOptionsFrom(*both);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("polled_allreduce"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("blocking_allreduce"));
+  Result<Options> one = ParseOptions(MpiOptionSchema(), {{"blocking_allreduce", "true"}});
+  ASSERT_TRUE(one.ok()) << one.status();
+  Result<MpiOptions> blocking = MpiOptionsFrom(*one);
+  ASSERT_TRUE(blocking.ok()) << blocking.status();
+  EXPECT_TRUE(blocking->blocking_allreduce && !blocking->polled_allreduce);
+  auto connect = MpiCommunicator::Connect({.polled_allreduce = true, .blocking_allreduce = true},
+                                          {kDiscover, kDiscover, ""}, Far());
+  EXPECT_EQ(connect.status().code(), StatusCode::kInvalidArgument) << connect.status();
+}
+
+// With blocking_allreduce, also without a deadline (no watchdog armed) and between collectives
+// that keep their arrival round.
+TEST(MpiTransport, BlockingAllReduceSumsEverySize) {
+  auto c = Join({.blocking_allreduce = true});
+  ASSERT_NE(c, nullptr);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 18}) {
+    std::vector<float> data(n, static_cast<float>(c->rank() + 1));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, NoDeadline()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() * (c->size() + 1) / 2));
+    ASSERT_TRUE(c->Barrier(Far()).ok());
+    data.assign(n, static_cast<float>(c->rank()));
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMin, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, 0.0f);
+  }
+}
+
 // The last rank leaves: what it sent first is still delivered, then receives, sends and
 // collectives that need it report it as Unavailable instead of waiting for the deadline.
 TEST(MpiTransport, PeerThatLeftIsUnavailableNotAHang) {
