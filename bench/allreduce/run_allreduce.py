@@ -51,6 +51,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
     "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
+    "reel_mpi_blocking": (("loopback",), "reel, transport mpi with blocking_allreduce=true "
+                          "(the bare blocking MPI_Allreduce, its deadline kept by a watchdog)"),
     "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
     "mpi_tcp": (("loopback",), "Open MPI MPI_Allreduce, --mca btl tcp,self"),
     "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
@@ -59,7 +61,7 @@ PROGRAMS = {  # name -> (links it runs on, description)
 RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
           ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"),
           ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
-          ("reel_mpi_polled", "mpi"), ("reel_tcp", "reel_tcp_base")]
+          ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"), ("reel_tcp", "reel_tcp_base")]
 
 
 def free_port():
@@ -105,13 +107,16 @@ def run(program, n, link, args, netns_name):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
-    if program in ("mpi", "mpi_tcp", "reel_mpi", "reel_mpi_polled"):
+    if program in ("mpi", "mpi_tcp") or program.startswith("reel_mpi"):
         cmd = MPIRUN + (["--mca", "btl", "tcp,self"] if program == "mpi_tcp" else []) + ["-n", str(n)]
         if program == "reel_mpi":
             cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"]
         elif program == "reel_mpi_polled":
             cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi",
                     "--option", "polled_allreduce=true"]
+        elif program == "reel_mpi_blocking":
+            cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi",
+                    "--option", "blocking_allreduce=true"]
         else:
             cmd += [os.path.join(b, "mpi_allreduce_peer")]
         out, err = run_ranks([cmd + sweep], [env], args.timeout)
