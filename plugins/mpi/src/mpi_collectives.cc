@@ -145,7 +145,7 @@ Status MpiCommunicator::PolledAllReduce(std::span<float> data, ReduceOp op, Dead
 }
 
 // The bare native call on the caller's memory (mpi_communicator.h): no arrival round, no argument
-// check, no polling; the watchdog keeps the deadline at the cost of three relaxed stores per call.
+// check, no polling; the watchdog keeps the deadline at the cost of four relaxed stores per call.
 // A peer that left is not looked for (that takes an MPI call): the deadline catches it.
 Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   // No MPI call unless a timed-out Barrier may have completed since (late_collective_).
