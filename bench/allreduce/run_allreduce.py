@@ -54,6 +54,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_mpi_blocking": (("loopback",), "reel, transport mpi with blocking_allreduce=true "
                           "(the bare blocking MPI_Allreduce, its deadline kept by a watchdog)"),
     "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
+    "mpi_mt": (("loopback",), "Open MPI MPI_Allreduce, default transports, initialised with "
+               "MPI_THREAD_MULTIPLE as reel's mpi transport is"),
     "mpi_tcp": (("loopback",), "Open MPI MPI_Allreduce, --mca btl tcp,self"),
     "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
     "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
@@ -61,7 +63,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
 RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
           ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"),
           ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
-          ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"), ("reel_tcp", "reel_tcp_base")]
+          ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"),
+          ("reel_mpi_blocking", "mpi_mt"), ("mpi_mt", "mpi"), ("reel_tcp", "reel_tcp_base")]
 
 
 def free_port():
@@ -107,7 +110,7 @@ def run(program, n, link, args, netns_name):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
-    if program in ("mpi", "mpi_tcp") or program.startswith("reel_mpi"):
+    if program in ("mpi", "mpi_mt", "mpi_tcp") or program.startswith("reel_mpi"):
         cmd = MPIRUN + (["--mca", "btl", "tcp,self"] if program == "mpi_tcp" else []) + ["-n", str(n)]
         if program == "reel_mpi":
             cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi"]
@@ -119,6 +122,8 @@ def run(program, n, link, args, netns_name):
                     "--option", "blocking_allreduce=true"]
         else:
             cmd += [os.path.join(b, "mpi_allreduce_peer")]
+            if program == "mpi_mt":
+                cmd += ["--thread-multiple"]
         out, err = run_ranks([cmd + sweep], [env], args.timeout)
         return out, err
     addr = (lambda i: "127.0.0.1") if link == "loopback" else (

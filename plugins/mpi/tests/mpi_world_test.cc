@@ -187,17 +187,28 @@ TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
 }
 
 // With polled_allreduce: every rank's data moves in one MPI_Iallreduce, also none at all.
+// At every size, also none at all: a sum under `first`, then the ranks' numbers reduced by
+// `extreme` (kMax or kMin) under Far(); with `barrier`, a Barrier (arrival round) between them.
+void ExpectEverySizeReduces(Communicator& c, Deadline first, ReduceOp extreme, bool barrier) {
+  const float sum = static_cast<float>(c.size() * (c.size() + 1) / 2);
+  const float want = extreme == ReduceOp::kMax ? static_cast<float>(c.size() - 1) : 0.0f;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 18}) {
+    std::vector<float> data(n, static_cast<float>(c.rank() + 1));
+    ASSERT_TRUE(c.AllReduce(data, ReduceOp::kSum, first).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, sum);
+    if (barrier) {
+      ASSERT_TRUE(c.Barrier(Far()).ok());
+    }
+    data.assign(n, static_cast<float>(c.rank()));
+    ASSERT_TRUE(c.AllReduce(data, extreme, Far()).ok()) << n << " floats";
+    for (float v : data) ASSERT_EQ(v, want);
+  }
+}
+
 TEST(MpiTransport, PolledAllReduceSumsEverySize) {
   auto c = Join({.polled_allreduce = true});
   ASSERT_NE(c, nullptr);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 18}) {
-    std::vector<float> data(n, static_cast<float>(c->rank() + 1));
-    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
-    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() * (c->size() + 1) / 2));
-    data.assign(n, static_cast<float>(c->rank()));
-    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMax, Far()).ok()) << n << " floats";
-    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() - 1));
-  }
+  ExpectEverySizeReduces(*c, Far(), ReduceOp::kMax, /*barrier=*/false);
 }
 
 // With polled_allreduce, an AllReduce that times out on one rank (the others have not arrived)
@@ -249,15 +260,7 @@ TEST(MpiTransport, PolledAndBlockingAllReduceExcludeEachOther) {
 TEST(MpiTransport, BlockingAllReduceSumsEverySize) {
   auto c = Join({.blocking_allreduce = true});
   ASSERT_NE(c, nullptr);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 18}) {
-    std::vector<float> data(n, static_cast<float>(c->rank() + 1));
-    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, NoDeadline()).ok()) << n << " floats";
-    for (float v : data) ASSERT_EQ(v, static_cast<float>(c->size() * (c->size() + 1) / 2));
-    ASSERT_TRUE(c->Barrier(Far()).ok());
-    data.assign(n, static_cast<float>(c->rank()));
-    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMin, Far()).ok()) << n << " floats";
-    for (float v : data) ASSERT_EQ(v, 0.0f);
-  }
+  ExpectEverySizeReduces(*c, NoDeadline(), ReduceOp::kMin, /*barrier=*/true);
 }
 
 // The last rank leaves: what it sent first is still delivered, then receives, sends and
