@@ -54,13 +54,18 @@ OptionSchema MpiOptionSchema() {
                      "thread keeps the deadline)")};
 }
 
-Result<MpiOptions> MpiOptionsFrom(const Options& options) {
-  MpiOptions o{.polled_allreduce = options.GetBool("polled_allreduce"),
-               .blocking_allreduce = options.GetBool("blocking_allreduce")};
+Status CheckMpiOptions(const MpiOptions& o) {
   if (o.polled_allreduce && o.blocking_allreduce)
     return InvalidArgumentError(
         "mpi options 'polled_allreduce' and 'blocking_allreduce' exclude each other (AllReduce "
         "is either polled or blocking): set at most one");
+  return Status::Ok();
+}
+
+Result<MpiOptions> MpiOptionsFrom(const Options& options) {
+  MpiOptions o{.polled_allreduce = options.GetBool("polled_allreduce"),
+               .blocking_allreduce = options.GetBool("blocking_allreduce")};
+  REEL_RETURN_IF_ERROR(CheckMpiOptions(o));
   return o;
 }
 
@@ -71,8 +76,7 @@ std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options) {
 Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions& options,
                                                                const TransportContext& ctx,
                                                                Deadline deadline) {
-  if (options.polled_allreduce && options.blocking_allreduce)
-    return InvalidArgumentError("mpi: polled_allreduce and blocking_allreduce exclude each other");
+  REEL_RETURN_IF_ERROR(CheckMpiOptions(options));
   REEL_RETURN_IF_ERROR(EnsureInitialized());
   int rank = 0, size = 0;
   REEL_RETURN_IF_ERROR(MpiStatus(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "mpi: MPI_Comm_rank"));

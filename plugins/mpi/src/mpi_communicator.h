@@ -97,7 +97,9 @@ struct MpiOptions {
   bool blocking_allreduce = false;  // AllReduce as the bare native call, watched (see above)
 };
 OptionSchema MpiOptionSchema();
-// InvalidArgument for options that exclude each other (polled_allreduce, blocking_allreduce).
+// InvalidArgument naming both for options that exclude each other (polled_allreduce,
+// blocking_allreduce); MpiOptionsFrom and Connect both check.
+Status CheckMpiOptions(const MpiOptions& options);
 Result<MpiOptions> MpiOptionsFrom(const Options& options);
 
 // The `mpi` transport: Connect() is MpiCommunicator::Connect.
