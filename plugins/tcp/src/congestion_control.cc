@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 namespace reel::tcp {
 namespace {
@@ -27,6 +27,15 @@ std::string Joined(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
   return out.empty() ? "unknown" : out;
+}
+
+// The algorithms this kernel has, and those a process without CAP_NET_ADMIN may set; empty when
+// the file cannot be read.
+std::vector<std::string> AvailableCongestionControls() {
+  return Words("/proc/sys/net/ipv4/tcp_available_congestion_control");
+}
+std::vector<std::string> AllowedCongestionControls() {
+  return Words("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
 }
 
 }  // namespace
@@ -47,14 +56,6 @@ CongestionChoice ChooseCongestionControl(const std::string& option, bool loopbac
                 "congestion_control=system keeps bbr)"};
   return {"", "sending connections keep the system's TCP congestion control (" + current +
                   ") (automatic: " + (loopback ? "it does not pace" : "not loopback") + ")"};
-}
-
-std::vector<std::string> AvailableCongestionControls() {
-  return Words("/proc/sys/net/ipv4/tcp_available_congestion_control");
-}
-
-std::vector<std::string> AllowedCongestionControls() {
-  return Words("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
 }
 
 Status CheckCongestionControlOption(const std::string& option) {

@@ -5,7 +5,7 @@
 // default, paces every connection by its estimate of the bottleneck's rate (TCP's own pacing
 // timer, without the fq qdisc). With reno on reel's sending connections instead, reel tcp's
 // AllReduce ran 1.1-1.5x faster at 1-16 MiB on 2 and 3 ranks on loopback
-// (bench/results/allreduce.md, runs 12 and 13).
+// (bench/results/allreduce.md, runs 12 and 14).
 // So, unless told otherwise, a sending connection to a loopback address that would use bbr uses
 // reno; every other connection keeps the system's choice (between hosts, BBR's pacing is what the
 // administrator chose it for).
@@ -13,7 +13,6 @@
 #define REEL_PLUGINS_TCP_SRC_CONGESTION_CONTROL_H_
 
 #include <string>
-#include <vector>
 
 #include "asio.h"
 #include "reel/status.h"
@@ -36,12 +35,6 @@ struct CongestionChoice {
 // now (the system's default for a new connection).
 CongestionChoice ChooseCongestionControl(const std::string& option, bool loopback,
                                          const std::string& current);
-
-// The algorithms this kernel has (/proc/sys/net/ipv4/tcp_available_congestion_control), and
-// those a process without CAP_NET_ADMIN may set (tcp_allowed_congestion_control); empty when the
-// file cannot be read.
-std::vector<std::string> AvailableCongestionControls();
-std::vector<std::string> AllowedCongestionControls();
 
 // InvalidArgument naming the option unless `option` is "", "system", or an algorithm's name this
 // kernel has (when it can tell).

@@ -240,9 +240,9 @@ Status TcpCommunicator::ConnectMesh(Deadline deadline) {
 Status TcpCommunicator::UseCongestionControl(Peer& peer, const std::string& what) {
   REEL_ASSIGN_OR_RETURN(std::string current, CongestionControlOf(peer.out));
   error_code ec;
-  const bool loopback = IsLoopback(peer.out.remote_endpoint(ec).address());
-  const CongestionChoice choice =
-      ChooseCongestionControl(options_.congestion_control, ec ? false : loopback, current);
+  const tcp::endpoint remote = peer.out.remote_endpoint(ec);
+  const CongestionChoice choice = ChooseCongestionControl(
+      options_.congestion_control, !ec && IsLoopback(remote.address()), current);
   if (!choice.algorithm.empty() && choice.algorithm != current) {
     Status set = SetCongestionControl(peer.out, choice.algorithm);
     if (!set.ok()) return set.WithContext(what + ": option congestion_control");
