@@ -4,7 +4,9 @@
 // has (frames of other tags, heartbeats and notices go to the Mailbox as the io thread would
 // deliver them), reduces what arrived, and writes what the right neighbour may have next; it
 // sleeps in poll() only when none of that moved. No thread hand-off per chunk: with one thread
-// per rank busy, a 2-core machine runs two ranks without a context switch per message.
+// per rank busy, a 2-core machine runs two ranks without a context switch per message. While
+// it polls, the connection it reads reports readiness to nobody (read_readiness.h), so that the
+// io thread, which cannot read a borrowed connection, is not woken for it either.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -245,8 +247,11 @@ class TcpCommunicator::RingAllReduce {
     if (!sleep) return Status::Ok();
     pollfd fds[2];
     nfds_t count = 0;
-    if (receiving && left_.frames->state() == FrameReader::State::kReading && left_.reading.load())
+    if (receiving && left_.frames->state() == FrameReader::State::kReading &&
+        left_.reading.load()) {
+      TcpCommunicator::Unmute(left_);  // for the rest of the call: it sleeps from now on
       fds[count++] = {left_.in->native_handle(), POLLIN, 0};
+    }
     if (write_.owns_lock()) fds[count++] = {right_.out.native_handle(), POLLOUT, 0};
     // Nothing to wait on: a sender holds the connection to the right; try again soon.
     const auto slice = count == 0 ? std::chrono::milliseconds(1) : kCheckEvery;
@@ -306,7 +311,8 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
         " message(s) of earlier allreduces that failed on this rank");
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
-  Result<std::unique_lock<std::mutex>> reading = Borrow(left);
+  Result<std::unique_lock<std::mutex>> reading =
+      Borrow(left, /*polling=*/allreduce_spin_.count() > 0);
   if (!reading.ok()) return reading.status().WithContext(what);
   Status s = RingAllReduce(*this, data, op, seq, deadline).Run();
   GiveBack(left, std::move(*reading));

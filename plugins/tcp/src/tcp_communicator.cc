@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <iostream>
 
+#include "read_readiness.h"
+
 namespace reel::tcp {
 namespace {
 
@@ -253,18 +255,27 @@ asio::awaitable<std::unique_lock<std::mutex>> TcpCommunicator::LockReading(Peer*
   }
 }
 
-Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer) {
+Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer, bool polling) {
   std::unique_lock<std::mutex> reading(peer.read_mu);
-  if (peer.frames && peer.frames->state() == FrameReader::State::kReading && peer.reading.load())
+  if (peer.frames && peer.frames->state() == FrameReader::State::kReading && peer.reading.load()) {
+    if (polling) peer.read_muted = MuteReadReadiness(peer.in->native_handle());
     return reading;
+  }
   reading.unlock();
   if (Status s = mailbox_.PeerStatus(peer.rank); !s.ok()) return s;
   return UnavailableError(Where() + ": not reading from rank " + std::to_string(peer.rank));
 }
 
 void TcpCommunicator::GiveBack(Peer& peer, std::unique_lock<std::mutex> reading) {
+  Unmute(peer);  // first: the io thread is told of bytes that arrived meanwhile
   reading.unlock();
   if (peer.io_waiting.exchange(false)) asio::post(io_, [p = &peer] { p->resume.cancel(); });
+}
+
+void TcpCommunicator::Unmute(Peer& peer) {
+  // Fails only on a closed socket, which reports nothing to anyone any more.
+  if (peer.read_muted) (void)UnmuteReadReadiness(peer.in->native_handle());
+  peer.read_muted = false;
 }
 
 // ---- Heartbeats ----

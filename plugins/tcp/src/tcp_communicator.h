@@ -72,12 +72,12 @@ class TcpCommunicator final : public Communicator {
     std::string out_broken;  // why writing failed; guarded by write_mu
     std::atomic<int64_t> last_write_ns{0};
     std::string congestion_control;  // of `out`, read back when it connected; fixed after Connect
-    // Incoming (the peer writes, the io thread reads). Touched on the io thread only.
     // Incoming (the peer writes). The io thread opens and closes `in`; whoever holds read_mu
     // reads it (ReadOnce): the io thread's ReadLoop, or a collective that borrowed it.
     std::unique_ptr<tcp::socket> in;
     std::mutex read_mu;
     std::unique_ptr<FrameReader> frames;  // guarded by read_mu
+    bool read_muted = false;  // a polling borrower muted `in` (read_readiness.h); under read_mu
     std::atomic<int64_t> last_heard_ns{0};
     std::atomic<bool> reading{false};
     // The ReadLoop found read_mu taken and waits on `resume` until the borrower gives it back.
@@ -92,9 +92,14 @@ class TcpCommunicator final : public Communicator {
   // The io thread's way to take read_mu: waits on `resume` while a collective holds it.
   asio::awaitable<std::unique_lock<std::mutex>> LockReading(Peer* peer);
   // A collective takes `peer`'s incoming connection for the calling thread (Unavailable if its
-  // reading has ended), and gives it back.
-  Result<std::unique_lock<std::mutex>> Borrow(Peer& peer);
+  // reading has ended), and gives it back. A `polling` borrower reads without waiting for the
+  // socket to be readable, so the socket reports readiness to nobody meanwhile (read_readiness.h:
+  // else the io thread wakes for every segment only to park again); before it sleeps in poll()
+  // on the socket it calls Unmute. GiveBack unmutes.
+  Result<std::unique_lock<std::mutex>> Borrow(Peer& peer, bool polling);
   void GiveBack(Peer& peer, std::unique_lock<std::mutex> reading);
+  // REQUIRES: peer.read_mu held.
+  static void Unmute(Peer& peer);
   // After `peer`'s FrameReader ended (left or failed): records and reports it.
   void ReadingEnded(Peer& peer);
 

@@ -199,6 +199,30 @@ TEST_P(TcpAllReduceWaiting, DeadlineMidCollectiveEndsItAndLeavesTheConnectionsUs
   EXPECT_EQ(at0->payload, hello);
 }
 
+// A polling allreduce mutes the connection it borrows (read_readiness.h); once the call is over,
+// a small message on that connection (from the left neighbour) must wake the io thread again, or
+// it would wait unread until the receiver's deadline.
+TEST_P(TcpAllReduceWaiting, AMessageAfterTheCallReachesItsReceiver) {
+  conformance::Communicators comms = Group(2, Options());
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> data = RankData(c, size_t{1} << 18);
+      REEL_RETURN_IF_ERROR(c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s)));
+      REEL_RETURN_IF_ERROR(CheckSum(c, data));
+      const std::vector<std::byte> hello = Pattern(10, round);
+      if (c.rank() == 1) REEL_RETURN_IF_ERROR(c.Send(0, 5, hello, DeadlineIn(60s)));
+      if (c.rank() == 0) {
+        Result<Message> got = c.Recv(1, 5, DeadlineIn(60s));
+        REEL_RETURN_IF_ERROR(got.status());
+        if (got->payload != hello) return InternalError("the message differs");
+      }
+    }
+    return Status::Ok();
+  });
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
 // Rank 2 leaves (its communicator says goodbye) while ranks 0 and 1 are in an allreduce that
 // needs it: rank 0 reads from it, rank 1 writes to it; both end naming it, long before their
 // deadline.
