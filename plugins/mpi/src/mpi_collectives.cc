@@ -41,7 +41,9 @@ MPI_Op MpiOp(ReduceOp op) {
 Status MpiCommunicator::CollectivesUsable(const char* collective) {
   if (late_collective_) {  // the late ranks may have arrived meanwhile
     int done = 0;
-    if (MPI_Test(&*late_collective_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+    if (Locked([&] { return MPI_Test(&*late_collective_, &done, MPI_STATUS_IGNORE); }) ==
+            MPI_SUCCESS &&
+        done) {
       late_collective_.reset();
       if (std::exchange(late_noted_, false)) NoteAbandonedCollectiveCompleted();
       collectives_failed_.clear();
@@ -70,8 +72,11 @@ Status MpiCommunicator::Agree(const char* collective, const std::vector<NamedArg
     v[k + i] = -args[i].value;
   }
   MPI_Request request;
-  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Iallreduce(MPI_IN_PLACE, v, static_cast<int>(2 * k),
-                                                MPI_INT64_T, MPI_MAX, collective_, &request),
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                   return MPI_Iallreduce(MPI_IN_PLACE, v, static_cast<int>(2 * k),
+                                                         MPI_INT64_T, MPI_MAX, collective_,
+                                                         &request);
+                                 }),
                                  what));
   Status arrived = Await(
       &request, deadline, what + " (waiting for every rank to arrive)",
@@ -103,9 +108,13 @@ Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
             deadline));
   for (size_t at = 0; at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
-    REEL_RETURN_IF_ERROR(MpiStatus(
-        MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_),
-        Where() + ": AllReduce"));
+    // Every rank has arrived, so no late rank holds this up; under thread_level=serialized the
+    // other threads' MPI calls wait for it (mpi_runtime.h).
+    REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                     return MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n,
+                                                          MPI_FLOAT, MpiOp(op), collective_);
+                                   }),
+                                   Where() + ": AllReduce"));
   }
   return Status::Ok();
 }
@@ -119,8 +128,11 @@ Status MpiCommunicator::PolledAllReduce(std::span<float> data, ReduceOp op, Dead
   for (size_t at = 0; at == 0 || at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
     MPI_Request request;
-    REEL_RETURN_IF_ERROR(MpiStatus(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT,
-                                                  MpiOp(op), collective_, &request),
+    REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                     return MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, n,
+                                                           MPI_FLOAT, MpiOp(op), collective_,
+                                                           &request);
+                                   }),
                                    what));
     Status done = Await(
         &request, deadline, what + " (waiting for every rank)",
@@ -146,7 +158,9 @@ Status MpiCommunicator::PolledAllReduce(std::span<float> data, ReduceOp op, Dead
 
 // The bare native call on the caller's memory (mpi_communicator.h): no arrival round, no argument
 // check, no polling; the watchdog keeps the deadline at the cost of four relaxed stores per call.
-// A peer that left is not looked for (that takes an MPI call): the deadline catches it.
+// A peer that left is not looked for (that takes an MPI call): the deadline catches it. Under
+// thread_level=serialized the call holds MpiLock until every rank has arrived, and the other
+// threads' MPI calls wait that long (mpi_runtime.h); the watchdog does not take it.
 Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   // No MPI call unless a timed-out Barrier may have completed since (late_collective_).
   REEL_RETURN_IF_ERROR(CollectivesUsable("AllReduce"));
@@ -156,7 +170,9 @@ Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, De
   // At least one call, also for no data: every rank takes part in every collective.
   for (size_t at = 0; code == MPI_SUCCESS && (at == 0 || at < data.size()); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
-    code = MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_);
+    code = Locked([&] {
+      return MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_);
+    });
   }
   if (watched) watchdog_.Disarm();
   if (code != MPI_SUCCESS)
@@ -173,8 +189,9 @@ Status MpiCommunicator::Broadcast(std::span<std::byte> data, int root, Deadline 
       Agree("Broadcast", {{"size", static_cast<int64_t>(data.size())}, {"root", root}}, deadline));
   for (size_t at = 0; at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
-    REEL_RETURN_IF_ERROR(MpiStatus(MPI_Bcast(data.data() + at, n, MPI_BYTE, root, collective_),
-                                   Where() + ": Broadcast from root " + std::to_string(root)));
+    REEL_RETURN_IF_ERROR(MpiStatus(
+        Locked([&] { return MPI_Bcast(data.data() + at, n, MPI_BYTE, root, collective_); }),
+        Where() + ": Broadcast from root " + std::to_string(root)));
   }
   return Status::Ok();
 }
@@ -191,7 +208,10 @@ Status MpiCommunicator::AllGather(std::span<const std::byte> in, std::span<std::
                                 " bytes per rank: at most " + std::to_string(kMaxPiece));
   REEL_RETURN_IF_ERROR(Agree("AllGather", {{"size", static_cast<int64_t>(in.size())}}, deadline));
   const int n = static_cast<int>(in.size());
-  return MpiStatus(MPI_Allgather(in.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE, collective_),
+  return MpiStatus(Locked([&] {
+                     return MPI_Allgather(in.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE,
+                                          collective_);
+                   }),
                    Where() + ": AllGather");
 }
 
@@ -199,7 +219,8 @@ Status MpiCommunicator::Barrier(Deadline deadline) {
   REEL_RETURN_IF_ERROR(CollectivesUsable("Barrier"));
   const std::string what = Where() + ": Barrier";
   MPI_Request request;
-  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Ibarrier(collective_, &request), what));
+  REEL_RETURN_IF_ERROR(
+      MpiStatus(Locked([&] { return MPI_Ibarrier(collective_, &request); }), what));
   Status arrived = Await(
       &request, deadline, what + " (waiting for every rank to arrive)",
       [&] { return CollectivePeerGone(what); }, /*cancellable=*/false);

@@ -51,7 +51,13 @@ OptionSchema MpiOptionSchema() {
                      "AllReduce as the bare blocking MPI_Allreduce on the caller's memory, as "
                      "raw MPI: no arrival check, no polling; ranks must agree on size and "
                      "operation, and a call past its deadline aborts the MPI job (a watchdog "
-                     "thread keeps the deadline)")};
+                     "thread keeps the deadline)"),
+          StringOption("thread_level", "multiple",
+                       "MPI's thread level: 'multiple' (MPI_THREAD_MULTIPLE) or 'serialized' "
+                       "(MPI_THREAD_SERIALIZED, cheaper in Open MPI: the transport holds one "
+                       "process-wide lock around each MPI call, and a blocking AllReduce holds it "
+                       "throughout; for hosts that communicate from one thread). One level per "
+                       "process: MPI is initialised once")};
 }
 
 Status CheckMpiOptions(const MpiOptions& o) {
@@ -63,8 +69,10 @@ Status CheckMpiOptions(const MpiOptions& o) {
 }
 
 Result<MpiOptions> MpiOptionsFrom(const Options& options) {
+  REEL_ASSIGN_OR_RETURN(ThreadLevel level, ParseThreadLevel(options.GetString("thread_level")));
   MpiOptions o{.polled_allreduce = options.GetBool("polled_allreduce"),
-               .blocking_allreduce = options.GetBool("blocking_allreduce")};
+               .blocking_allreduce = options.GetBool("blocking_allreduce"),
+               .thread_level = level};
   REEL_RETURN_IF_ERROR(CheckMpiOptions(o));
   return o;
 }
@@ -77,10 +85,12 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions&
                                                                const TransportContext& ctx,
                                                                Deadline deadline) {
   REEL_RETURN_IF_ERROR(CheckMpiOptions(options));
-  REEL_RETURN_IF_ERROR(EnsureInitialized());
+  REEL_RETURN_IF_ERROR(EnsureInitialized(options.thread_level));
   int rank = 0, size = 0;
-  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "mpi: MPI_Comm_rank"));
-  REEL_RETURN_IF_ERROR(MpiStatus(MPI_Comm_size(MPI_COMM_WORLD, &size), "mpi: MPI_Comm_size"));
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] { return MPI_Comm_rank(MPI_COMM_WORLD, &rank); }),
+                                 "mpi: MPI_Comm_rank"));
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] { return MPI_Comm_size(MPI_COMM_WORLD, &size); }),
+                                 "mpi: MPI_Comm_size"));
   if (ctx.rank != kDiscover && ctx.rank != rank)
     return InvalidArgumentError("mpi: the host says this process is rank " +
                                 std::to_string(ctx.rank) + ", MPI says rank " +
@@ -91,8 +101,9 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions&
                                 " ranks, MPI says " + std::to_string(size));
   int* tag_ub = nullptr;
   int found = 0;
-  REEL_RETURN_IF_ERROR(
-      MpiStatus(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found), "mpi: MPI_TAG_UB"));
+  REEL_RETURN_IF_ERROR(MpiStatus(
+      Locked([&] { return MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found); }),
+      "mpi: MPI_TAG_UB"));
   if (!found || *tag_ub < kMaxTag)
     return FailedPreconditionError("mpi: this MPI library's largest tag is " +
                                    std::to_string(found ? *tag_ub : 0) + ", reel needs " +
@@ -177,11 +188,15 @@ Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std
   Backoff backoff(spin_for);
   Status failure;
   for (uint32_t polls = 1;; ++polls) {
-    int done = 0;
-    int code = MPI_Test(request, &done, status);
-    int error_class = MPI_SUCCESS;
-    if (code != MPI_SUCCESS && truncated && MPI_Error_class(code, &error_class) == MPI_SUCCESS &&
-        error_class == MPI_ERR_TRUNCATE)
+    int done = 0, code = MPI_SUCCESS, error_class = MPI_SUCCESS;
+    {
+      // Held per poll, never across the pause: under thread_level=serialized the other threads'
+      // calls (the send this receive waits for may be one of them) get their turn.
+      MpiLock lock;
+      code = MPI_Test(request, &done, status);
+      if (code != MPI_SUCCESS) MPI_Error_class(code, &error_class);
+    }
+    if (code != MPI_SUCCESS && truncated && error_class == MPI_ERR_TRUNCATE)
       return *truncated = true, Status::Ok();
     if (code != MPI_SUCCESS) return MpiStatus(code, what);
     if (done) return Status::Ok();
@@ -193,13 +208,15 @@ Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std
   }
   if (!cancellable) return failure;
   // Take the operation back if MPI can; otherwise it stays posted (*request stays set).
-  MPI_Cancel(request);
   MPI_Status last;
   int done = 0, cancelled = 0;
-  MPI_Test(request, &done, &last);
-  if (!done) return failure;
-  MPI_Test_cancelled(&last, &cancelled);
-  if (cancelled) return failure;
+  {
+    MpiLock lock;
+    MPI_Cancel(request);
+    MPI_Test(request, &done, &last);
+    if (done) MPI_Test_cancelled(&last, &cancelled);
+  }
+  if (!done || cancelled) return failure;
   if (status != MPI_STATUS_IGNORE) *status = last;
   return Status::Ok();  // not cancelled: it finished after all
 }
@@ -235,9 +252,11 @@ Status MpiCommunicator::Send(int dest, int tag, std::span<const std::byte> data,
                                 std::to_string(kMaxMessageBytes) + ")");
   REEL_RETURN_IF_ERROR(PeerGone(dest, what));
   MPI_Request request;
-  REEL_RETURN_IF_ERROR(MpiStatus(
-      MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, user_, &request),
-      what));
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                   return MPI_Isend(data.data(), static_cast<int>(data.size()),
+                                                    MPI_BYTE, dest, tag, user_, &request);
+                                 }),
+                                 what));
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++sent_[{dest, tag}];  // counted when posted: a leave notice must cover it
@@ -258,21 +277,24 @@ Result<MpiCommunicator::Probed> MpiCommunicator::Probe(int source, int tag, Dead
   Probed p;
   p.what = Where() + ": Recv from " + SourceName(source) + " tag " + std::to_string(tag);
   const int mpi_source = source == kAnySource ? MPI_ANY_SOURCE : source;
+  auto probe = [&](int* flag) {
+    return MpiStatus(
+        Locked([&] { return MPI_Improbe(mpi_source, tag, user_, flag, &p.message, &p.status); }),
+        p.what);
+  };
   Backoff backoff;
   for (uint32_t polls = 1;; ++polls) {
     int flag = 0;
-    REEL_RETURN_IF_ERROR(
-        MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, &p.message, &p.status), p.what));
+    REEL_RETURN_IF_ERROR(probe(&flag));
     if (!flag && polls % 64 == 0) REEL_RETURN_IF_ERROR(SenderGone(source, tag, p.what));
     if (!flag && Clock::now() >= deadline) {
       // The last look: a message that arrived meanwhile is still delivered.
-      REEL_RETURN_IF_ERROR(
-          MpiStatus(MPI_Improbe(mpi_source, tag, user_, &flag, &p.message, &p.status), p.what));
+      REEL_RETURN_IF_ERROR(probe(&flag));
       if (!flag) return DeadlineExceededError(p.what + " passed its deadline");
     }
     if (flag) {
       int bytes = 0;
-      MPI_Get_count(&p.status, MPI_BYTE, &bytes);
+      Locked([&] { return MPI_Get_count(&p.status, MPI_BYTE, &bytes); });
       p.bytes = static_cast<size_t>(bytes);
       return p;
     }
@@ -287,9 +309,11 @@ Status MpiCommunicator::ReceiveProbed(Probed& p, std::span<std::byte> into, Dead
     ++received_[{p.status.MPI_SOURCE, p.status.MPI_TAG}];
   }
   MPI_Request request;
-  REEL_RETURN_IF_ERROR(MpiStatus(
-      MPI_Imrecv(into.data(), static_cast<int>(into.size()), MPI_BYTE, &p.message, &request),
-      p.what));
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                   return MPI_Imrecv(into.data(), static_cast<int>(into.size()),
+                                                     MPI_BYTE, &p.message, &request);
+                                 }),
+                                 p.what));
   const int source = p.status.MPI_SOURCE;
   Status received = Await(
       &request, deadline, p.what, [&] { return PeerGone(source, p.what); }, true);

@@ -67,8 +67,13 @@
 // rank sent is received; sends to it and collectives fail the same way. A process that dies instead
 // is the launcher's business: mpirun ends the job.
 //
-// Thread-safety: as Communicator (Send and Recv from any threads at once, MPI_THREAD_MULTIPLE;
-// collectives from one thread).
+// Threads. Option thread_level=serialized runs MPI with MPI_THREAD_SERIALIZED (the default,
+// multiple: MPI_THREAD_MULTIPLE) and holds MpiLock around every MPI call; waits hold it per call,
+// a blocking native call (the data phase of a collective, blocking_allreduce's AllReduce) for its
+// whole duration (mpi_runtime.h says what that means for the other threads).
+//
+// Thread-safety: as Communicator (Send and Recv from any threads at once; collectives from one
+// thread), at either thread_level.
 #ifndef REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
 #define REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
 
@@ -86,6 +91,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpi_runtime.h"
 #include "mpi_watchdog.h"
 #include "reel/options.h"
 #include "reel/transport.h"
@@ -95,11 +101,14 @@ namespace reel::mpi {
 struct MpiOptions {
   bool polled_allreduce = false;    // AllReduce without the arrival round (see above)
   bool blocking_allreduce = false;  // AllReduce as the bare native call, watched (see above)
+  ThreadLevel thread_level = ThreadLevel::kMultiple;  // MPI's thread level (mpi_runtime.h)
 };
 OptionSchema MpiOptionSchema();
 // InvalidArgument naming both for options that exclude each other (polled_allreduce,
 // blocking_allreduce); MpiOptionsFrom and Connect both check.
 Status CheckMpiOptions(const MpiOptions& options);
+// InvalidArgument for a thread_level other than multiple or serialized (naming them), or what
+// CheckMpiOptions refuses.
 Result<MpiOptions> MpiOptionsFrom(const Options& options);
 
 // The `mpi` transport: Connect() is MpiCommunicator::Connect.

@@ -109,10 +109,12 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
   // or another size up to that much larger, arrives whole and says what it is.
   MPI_Request receiving = MPI_REQUEST_NULL;
   if (receive_from >= 0)
-    REEL_RETURN_IF_ERROR(
-        MpiStatus(MPI_Irecv(exchange_scratch_.data(), static_cast<int>(bytes + kSlackBytes),
-                            MPI_BYTE, receive_from, MPI_ANY_TAG, collective_, &receiving),
-                  step));
+    REEL_RETURN_IF_ERROR(MpiStatus(
+        Locked([&] {
+          return MPI_Irecv(exchange_scratch_.data(), static_cast<int>(bytes + kSlackBytes),
+                           MPI_BYTE, receive_from, MPI_ANY_TAG, collective_, &receiving);
+        }),
+        step));
   // What goes out: the data, tagged with the operation, or the disagreement heard of so far (on
   // the heap: should the send be abandoned, MPI may read it later).
   std::vector<std::byte> disagreement;
@@ -127,7 +129,10 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
       out = disagreement.data(), out_bytes = sizeof v, tag = kDisagreeTag;
     }
     Status posted =
-        MpiStatus(MPI_Isend(out, out_bytes, MPI_BYTE, send_to, tag, collective_, &sending), step);
+        MpiStatus(Locked([&] {
+                    return MPI_Isend(out, out_bytes, MPI_BYTE, send_to, tag, collective_, &sending);
+                  }),
+                  step);
     if (!posted.ok()) {
       Abandon(&receiving, &exchange_scratch_);
       return posted;
@@ -145,7 +150,7 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     if (!s.ok()) Abandon(&receiving, &exchange_scratch_);
     if (s.ok()) {
       int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
+      Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
       const bool data_message = status.MPI_TAG != kDisagreeTag;
       ExchangeArgs theirs{count / 4, count / 4, status.MPI_TAG - kDataTag,
                           status.MPI_TAG - kDataTag};

@@ -31,16 +31,21 @@ void ReceiveArrivedNotices(Board& board) {
     int flag = 0;
     MPI_Message message;
     MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, kLeaveTag, board.channel, &flag, &message, &status) !=
-            MPI_SUCCESS ||
-        !flag)
-      return;
     int count = 0;
-    MPI_Get_count(&status, MPI_INT64_T, &count);
-    std::vector<int64_t> notice(static_cast<size_t>(count));
-    if (MPI_Mrecv(notice.data(), count, MPI_INT64_T, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-        notice.size() < 2)
-      continue;
+    std::vector<int64_t> notice;
+    {
+      // One notice per hold: other threads' MPI calls may come in between.
+      MpiLock lock;
+      if (MPI_Improbe(MPI_ANY_SOURCE, kLeaveTag, board.channel, &flag, &message, &status) !=
+              MPI_SUCCESS ||
+          !flag)
+        return;
+      MPI_Get_count(&status, MPI_INT64_T, &count);
+      notice.resize(static_cast<size_t>(count));
+      if (MPI_Mrecv(notice.data(), count, MPI_INT64_T, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        continue;
+    }
+    if (notice.size() < 2) continue;
     LeftRank& left = board.left[notice[0]][status.MPI_SOURCE];
     left.collectives_completed = notice[1];
     for (size_t i = 2; i + 1 < notice.size(); i += 2)
@@ -82,16 +87,20 @@ void SendLeaveNotices(int64_t generation, int rank, int size, int64_t collective
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     requests.emplace_back(MPI_REQUEST_NULL);
-    MPI_Isend((*notices)[peer].data(), static_cast<int>((*notices)[peer].size()), MPI_INT64_T, peer,
-              kLeaveTag, channel, &requests.back());
+    Locked([&] {
+      return MPI_Isend((*notices)[peer].data(), static_cast<int>((*notices)[peer].size()),
+                       MPI_INT64_T, peer, kLeaveTag, channel, &requests.back());
+    });
   }
   // Small messages go out eagerly; a peer that never receives them must not hold us up long.
   const Deadline give_up = DeadlineIn(std::chrono::seconds(2));
   Backoff backoff;
   int done = 0;
   while (!done && Clock::now() < give_up) {
-    if (MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                    MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    if (Locked([&] {
+          return MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                             MPI_STATUSES_IGNORE);
+        }) != MPI_SUCCESS)
       break;
     backoff.Pause();
   }
@@ -100,6 +109,7 @@ void SendLeaveNotices(int64_t generation, int rank, int size, int64_t collective
     return;
   }
   // MPI may still read the notices: they stay allocated.
+  MpiLock lock;
   for (MPI_Request& r : requests)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
 }

@@ -7,61 +7,134 @@
 #include "mpi_wait.h"
 
 namespace reel::mpi {
+
+std::atomic<std::mutex*> internal::serializing_mutex{nullptr};
+
 namespace {
 
 std::atomic<int> abandoned_collectives{0};  // still posted
+
+// MPI's name of a provided thread level, for messages.
+std::string MpiLevelName(int provided) {
+  switch (provided) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+  }
+  return "thread level " + std::to_string(provided);
+}
+
+int MpiLevel(ThreadLevel level) {
+  return level == ThreadLevel::kSerialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+}
 
 void FinalizeAtExit() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized || abandoned_collectives.load() > 0) return;
+  MpiLock lock;  // a thread still polling must be out of MPI
   MPI_Finalize();
 }
 
-Status Initialize() {
+// How MPI was initialised in this process: the first Connect's doing, or the host's.
+struct Initialization {
+  Status status;  // of the first attempt: its error is every later Connect's
+  bool by_host = false;
+  ThreadLevel asked = ThreadLevel::kMultiple;  // by the first Connect, when not by_host
+  int provided = MPI_THREAD_SINGLE;
+};
+
+Initialization Initialize(ThreadLevel level) {
+  Initialization init;
+  init.asked = level;
   int initialized = 0, finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized)
-    return FailedPreconditionError(
-        "mpi: MPI was finalised already in this process; it cannot "
-        "be initialised again");
+  if (finalized) {
+    init.status = FailedPreconditionError(
+        "mpi: MPI was finalised already in this process; it cannot be initialised again");
+    return init;
+  }
   MPI_Initialized(&initialized);
-  int provided = 0;
-  if (initialized) {
-    MPI_Query_thread(&provided);
+  init.by_host = initialized != 0;
+  if (init.by_host) {
+    MPI_Query_thread(&init.provided);
   } else {
     // Under mpirun or srun MPI finds its job in the environment; started alone, it forms a world
     // of one (a "singleton").
-    int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    if (code != MPI_SUCCESS) return MpiStatus(code, "mpi: MPI_Init_thread");
+    int code = MPI_Init_thread(nullptr, nullptr, MpiLevel(level), &init.provided);
+    if (code != MPI_SUCCESS) {
+      init.status = MpiStatus(code, "mpi: MPI_Init_thread");
+      return init;
+    }
     std::atexit(FinalizeAtExit);
   }
-  if (provided < MPI_THREAD_MULTIPLE)
+  // Below MPI_THREAD_SERIALIZED every Connect is refused (CheckLevel): not one more MPI call, which
+  // only the host's main thread might make. Below MPI_THREAD_MULTIPLE the transport serialises its
+  // calls itself.
+  if (init.provided < MPI_THREAD_SERIALIZED) return init;
+  if (init.provided < MPI_THREAD_MULTIPLE)
+    internal::serializing_mutex.store(new std::mutex, std::memory_order_relaxed);  // never freed
+  Locked([] { return MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); });
+  return init;
+}
+
+// Whether MPI, initialised as `init` says, serves a Connect that asks for `level`.
+Status CheckLevel(const Initialization& init, ThreadLevel level) {
+  REEL_RETURN_IF_ERROR(init.status);
+  const int needed = MpiLevel(level);
+  if (init.provided >= needed) return Status::Ok();
+  const std::string asked =
+      "thread_level '" + std::string(ThreadLevelName(level)) + "' needs " + MpiLevelName(needed);
+  if (init.by_host)
+    return FailedPreconditionError("mpi: " + asked + ", but the host initialised MPI with " +
+                                   MpiLevelName(init.provided));
+  if (init.asked != level)  // MPI is initialised once per process, at the first Connect's level
     return FailedPreconditionError(
-        std::string("mpi: the MPI library provides thread level ") + std::to_string(provided) +
-        (initialized ? " (the host initialised MPI without MPI_THREAD_MULTIPLE)" : "") +
-        ", the transport needs MPI_THREAD_MULTIPLE: Send and Recv run on different threads");
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  return Status::Ok();
+        "mpi: " + asked + ", but MPI was initialised in this process with " +
+        MpiLevelName(init.provided) + " for an earlier Connect with thread_level '" +
+        std::string(ThreadLevelName(init.asked)) +
+        "' (MPI is initialised once per process: give every mpi transport of a process the same "
+        "thread_level, or 'multiple' to the first)");
+  return FailedPreconditionError("mpi: " + asked + ", but the MPI library provides only " +
+                                 MpiLevelName(init.provided));
 }
 
 }  // namespace
 
-Status EnsureInitialized() {
+std::string_view ThreadLevelName(ThreadLevel level) {
+  return level == ThreadLevel::kSerialized ? "serialized" : "multiple";
+}
+
+Result<ThreadLevel> ParseThreadLevel(std::string_view name) {
+  if (name == "multiple") return ThreadLevel::kMultiple;
+  if (name == "serialized") return ThreadLevel::kSerialized;
+  return InvalidArgumentError("mpi option 'thread_level': '" + std::string(name) +
+                              "' is not a thread level (valid: multiple, serialized)");
+}
+
+Status EnsureInitialized(ThreadLevel level) {
   static std::once_flag once;
-  static Status* result = nullptr;  // never destroyed: read by late Connects during exit
-  std::call_once(once, [] { result = new Status(Initialize()); });
-  return *result;
+  static Initialization* init = nullptr;  // never destroyed: read by late Connects during exit
+  std::call_once(once, [level] { init = new Initialization(Initialize(level)); });
+  return CheckLevel(*init, level);
 }
 
 Status MpiStatus(int code, std::string_view what) {
   if (code == MPI_SUCCESS) return Status::Ok();
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
   int error_class = code;
-  MPI_Error_class(code, &error_class);
+  {
+    MpiLock lock;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+    MPI_Error_class(code, &error_class);
+  }
   std::string message =
       std::string(what) + ": MPI error " + std::to_string(code) + " (" +
       (length > 0 ? std::string(text, static_cast<size_t>(length)) : "no description") + ")";
@@ -91,12 +164,14 @@ Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline) {
   MPI_Comm comm;
   MPI_Request request;
   REEL_RETURN_IF_ERROR(
-      MpiStatus(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request), what + ": MPI_Comm_idup"));
+      MpiStatus(Locked([&] { return MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request); }),
+                what + ": MPI_Comm_idup"));
   Backoff backoff;
   while (true) {
     int done = 0;
     REEL_RETURN_IF_ERROR(
-        MpiStatus(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what + ": MPI_Comm_idup"));
+        MpiStatus(Locked([&] { return MPI_Test(&request, &done, MPI_STATUS_IGNORE); }),
+                  what + ": MPI_Comm_idup"));
     if (done) break;
     if (Clock::now() >= deadline) {
       NoteAbandonedCollective();
@@ -106,7 +181,7 @@ Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline) {
     }
     backoff.Pause();
   }
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  Locked([&] { return MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); });
   return comm;
 }
 

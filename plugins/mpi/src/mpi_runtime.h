@@ -1,9 +1,33 @@
 // The MPI library's process-wide state, as the mpi transport uses it.
 //
 // MPI may be initialised once per process and never again after MPI_Finalize. The transport
-// initialises it lazily, on the first Connect(), with MPI_THREAD_MULTIPLE (Send and Recv run on
-// different threads at once, reel/transport.h), and finalises it at process exit. A host that
-// initialised MPI itself keeps that job: then the transport only checks the thread level.
+// initialises it lazily, on the first Connect(), at the thread level that Connect's option
+// thread_level asks for, and finalises it at process exit. A host that initialised MPI itself keeps
+// that job: then the transport only checks the thread level.
+//
+// Thread levels. The Communicator contract (reel/transport.h) lets Send and Recv run on several
+// threads at once, so by default (thread_level=multiple) MPI runs with MPI_THREAD_MULTIPLE. That
+// level alone makes Open MPI take its internal locks on every call (measured: 0.78x of raw MPI at a
+// 4 KiB allreduce on 2 ranks, bench/results/allreduce.md run 15), while MPI_THREAD_SERIALIZED costs
+// what MPI_THREAD_SINGLE does. With thread_level=serialized MPI runs with MPI_THREAD_SERIALIZED and
+// the transport keeps its promise itself: every MPI call it makes holds MpiLock, one process-wide
+// mutex, so no two threads are inside MPI at once, and the whole contract still holds (several
+// threads sending and receiving, any-source receives, deadlines). Waits poll (mpi_wait.h) and hold
+// the lock per call only, never while they spin or sleep between calls, so two threads waiting for
+// each other's messages both progress. A blocking native call holds it throughout: the data phase
+// of a collective, and above all an AllReduce with blocking_allreduce, which may wait as long as
+// the slowest rank takes to arrive; meanwhile the other threads' MPI calls (Send, Recv, their
+// polls) wait for it to return. That suits a host that communicates from one thread (the trainer
+// with the `sync` optimizer); a host whose collective waits for a message another of its threads
+// has yet to send would stall until the collective's deadline (with blocking_allreduce, the
+// watchdog's abort). The watchdog itself calls MPI_Abort without the lock (mpi_watchdog.h).
+//
+// The level is the process's, set by the first Connect: a later Connect that asks for multiple
+// after MPI was initialised with MPI_THREAD_SERIALIZED is FailedPrecondition naming both, while
+// one that asks for serialized after multiple is served by the stronger level (and takes no lock).
+// A host that initialised MPI itself must have provided MPI_THREAD_MULTIPLE for multiple, and at
+// least MPI_THREAD_SERIALIZED for serialized; under MPI_THREAD_SERIALIZED such a host must keep its
+// own MPI calls apart from the transport's (MpiLock does not cover them).
 //
 // Finalising at exit is skipped when a collective was abandoned (its deadline passed, or a peer
 // left, while it waited for the other ranks): MPI_Finalize synchronises with every process, and a
@@ -12,12 +36,15 @@
 //
 // The plugin is loaded with RTLD_NODELETE, so the exit handler's code outlives every unload.
 //
-// Thread-safety: every function may be called from any thread.
+// Thread-safety: every function may be called from any thread. MpiLock is not recursive: hold it
+// around MPI calls only, never around MpiStatus (which takes it) or another lock.
 #ifndef REEL_PLUGINS_MPI_SRC_MPI_RUNTIME_H_
 #define REEL_PLUGINS_MPI_SRC_MPI_RUNTIME_H_
 
 #include <mpi.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -26,13 +53,53 @@
 
 namespace reel::mpi {
 
-// Initialises MPI once per process with MPI_THREAD_MULTIPLE and MPI_ERRORS_RETURN on
-// MPI_COMM_WORLD. FailedPrecondition when MPI was finalised already or was initialised by the host
-// without MPI_THREAD_MULTIPLE; the error of the first attempt on every later call if it failed.
-Status EnsureInitialized();
+// What the transport needs of MPI's thread support (mpi option thread_level, see above).
+enum class ThreadLevel { kMultiple, kSerialized };
+// "multiple", "serialized": the option's values.
+std::string_view ThreadLevelName(ThreadLevel level);
+// The value of option thread_level named `name`; InvalidArgument naming the valid values.
+Result<ThreadLevel> ParseThreadLevel(std::string_view name);
+
+// Initialises MPI once per process, at the thread level `level` needs (MPI_THREAD_MULTIPLE or
+// MPI_THREAD_SERIALIZED), with MPI_ERRORS_RETURN on MPI_COMM_WORLD; later calls check `level`
+// against the level MPI was initialised with. FailedPrecondition when MPI was finalised already,
+// when the host initialised it below what `level` needs, or for kMultiple after MPI was initialised
+// with MPI_THREAD_SERIALIZED; the error of the first attempt on every later call if it failed.
+Status EnsureInitialized(ThreadLevel level);
+
+namespace internal {
+// The mutex MpiLock takes: set once, before the first communicator exists, when MPI runs below
+// MPI_THREAD_MULTIPLE; null otherwise. Read through MpiLock only.
+extern std::atomic<std::mutex*> serializing_mutex;
+}  // namespace internal
+
+// Held around every MPI call the transport makes (see above). Under MPI_THREAD_MULTIPLE it costs a
+// relaxed load of a pointer that never changes after initialisation and a branch: no lock.
+class MpiLock {
+ public:
+  MpiLock() : mu_(internal::serializing_mutex.load(std::memory_order_relaxed)) {
+    if (mu_) mu_->lock();
+  }
+  ~MpiLock() {
+    if (mu_) mu_->unlock();
+  }
+  MpiLock(const MpiLock&) = delete;
+  MpiLock& operator=(const MpiLock&) = delete;
+
+ private:
+  std::mutex* const mu_;
+};
+
+// One MPI call under MpiLock, its code returned after the lock is released, so that it can go
+// straight to MpiStatus: MpiStatus(Locked([&] { return MPI_Isend(...); }), what).
+template <typename Call>
+int Locked(const Call& call) {
+  MpiLock lock;
+  return call();
+}
 
 // A Status for an MPI error code: `what` (e.g. "mpi rank 1: Send to rank 0 tag 3"), then the MPI
-// error class and MPI_Error_string. MPI_SUCCESS is OK.
+// error class and MPI_Error_string. MPI_SUCCESS is OK. Takes MpiLock for an error.
 Status MpiStatus(int code, std::string_view what);
 
 // A duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, formed within the deadline
@@ -46,6 +113,7 @@ void NoteAbandonedCollective();
 void NoteAbandonedCollectiveCompleted();
 
 // True once MPI_Finalize has run (in this process, by anyone): MPI may no longer be called.
+// (MPI_Finalized may be called from any thread at any time: no MpiLock.)
 bool Finalized();
 
 }  // namespace reel::mpi

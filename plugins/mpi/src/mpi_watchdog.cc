@@ -64,6 +64,12 @@ void AllReduceWatchdog::Abort(uint64_t call, int64_t deadline_ns, Clock::time_po
       " ms); blocking_allreduce cannot take a native MPI call back, so the MPI job is aborted\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+  // Without MpiLock (mpi_runtime.h): the stuck AllReduce holds it under thread_level=serialized,
+  // where MPI's rules would have this thread wait for it. Open MPI supports MPI_Abort from another
+  // thread in practice at either level: it hands the abort to its runtime (PMIx, whose own thread
+  // serves it), which kills every rank, and touches nothing of the collective's state. Should it
+  // return, abort() ends the process and mpirun, seeing a rank die without MPI_Finalize, ends the
+  // job.
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();  // MPI_Abort does not return; should it, the process must not go on
 }

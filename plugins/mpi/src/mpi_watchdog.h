@@ -6,7 +6,8 @@
 // cheap as raw MPI's). A thread of the watchdog's own, started at the first Arm, looks every
 // kPeriod (or at the armed deadline, if sooner); when the call it armed is still in flight past
 // its deadline it writes one line to stderr and calls MPI_Abort: the job ends with that message
-// instead of hanging, since no return from the call can be had.
+// instead of hanging, since no return from the call can be had. It calls MPI_Abort without MpiLock,
+// which the stuck call holds under thread_level=serialized (mpi_watchdog.cc says why that works).
 //
 // The thread reads the armed values without a lock, in relaxed order: it acts only when, after it
 // read the clock past the armed deadline, a second read still shows the same call armed, so a call
