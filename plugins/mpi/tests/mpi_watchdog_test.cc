@@ -1,13 +1,17 @@
 // With blocking_allreduce, an AllReduce past its deadline cannot return: its watchdog must end the
 // job (mpi_watchdog.h). Run as `mpirun -n 2 reel_mpi_watchdog_test` under tests/expect_abort.sh,
 // which wants a non-zero exit and rank 0's line naming the deadline: rank 1 stays out of the
-// AllReduce that rank 0 starts with a 300 ms deadline. Passing in-process is failing.
+// AllReduce that rank 0 starts with a 300 ms deadline. Passing in-process is failing. CTest runs it
+// at each thread level (test_thread_level.h): under serialized the stuck AllReduce holds the
+// transport's MPI lock, which the watchdog must not wait for.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <chrono>
 #include <thread>
 
 #include "mpi_communicator.h"
+#include "test_thread_level.h"
 
 namespace reel::mpi {
 namespace {
@@ -16,8 +20,12 @@ using namespace std::chrono_literals;
 
 TEST(MpiBlockingAllReduce, PastItsDeadlineAbortsTheJob) {
   Result<std::unique_ptr<Communicator>> c = MpiCommunicator::Connect(
-      {.blocking_allreduce = true}, {kDiscover, kDiscover, ""}, DeadlineIn(60s));
+      AtTestThreadLevel({.blocking_allreduce = true}), {kDiscover, kDiscover, ""}, DeadlineIn(60s));
   ASSERT_TRUE(c.ok()) << c.status();
+  int provided = -1;
+  MPI_Query_thread(&provided);
+  ASSERT_EQ(provided, TestThreadLevel() == ThreadLevel::kSerialized ? MPI_THREAD_SERIALIZED
+                                                                    : MPI_THREAD_MULTIPLE);
   ASSERT_GE((*c)->size(), 2) << "run under mpirun -n 2 or more";
   if ((*c)->rank() == 0) {
     std::vector<float> data(1000, 1.0f);

@@ -1,7 +1,8 @@
 // What is particular to the mpi transport, one rank per process (the conformance suite,
 // conformance_test.cc, covers what every transport does): rank discovery, the collectives'
-// arrival check and its failures, leave notices. Run as `mpirun -n N reel_mpi_tests` (N >= 2;
-// CTest runs N = 2 and 3). Every process runs the same tests in the same order: they talk.
+// arrival check and its failures, leave notices, thread levels. Run as `mpirun -n N reel_mpi_tests`
+// (N >= 2; CTest runs N = 2 and 3, at each thread level: test_thread_level.h). Every process runs
+// the same tests in the same order: they talk.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "mpi_communicator.h"
+#include "test_thread_level.h"
 
 namespace reel::mpi {
 namespace {
@@ -23,7 +25,7 @@ Deadline Far() { return DeadlineIn(60s); }
 
 std::unique_ptr<Communicator> Join(MpiOptions options = {}) {
   Result<std::unique_ptr<Communicator>> c =
-      MpiCommunicator::Connect(options, {kDiscover, kDiscover, ""}, Far());
+      MpiCommunicator::Connect(AtTestThreadLevel(options), {kDiscover, kDiscover, ""}, Far());
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
@@ -52,7 +54,7 @@ TEST(MpiTransport, DiscoversRankAndSizeFromMpi) {
   EXPECT_TRUE(caps.native_allreduce && caps.native_broadcast && caps.native_allgather &&
               caps.native_barrier);
   // The host may name the rank and size too, as long as MPI agrees.
-  auto named = MpiCommunicator::Connect({}, {rank, size, ""}, Far());
+  auto named = MpiCommunicator::Connect(AtTestThreadLevel(), {rank, size, ""}, Far());
   EXPECT_TRUE(named.ok()) << named.status();
 }
 
@@ -61,11 +63,11 @@ TEST(MpiTransport, RefusesARankOrSizeThatDisagreesWithMpi) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int other = (rank + 1) % size;
-  auto wrong_rank = MpiCommunicator::Connect({}, {other, kDiscover, ""}, Far());
+  auto wrong_rank = MpiCommunicator::Connect(AtTestThreadLevel(), {other, kDiscover, ""}, Far());
   EXPECT_EQ(wrong_rank.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_rank.status().message(), HasSubstr("rank " + std::to_string(other) +
                                                        ", MPI says rank " + std::to_string(rank)));
-  auto wrong_size = MpiCommunicator::Connect({}, {kDiscover, size + 1, ""}, Far());
+  auto wrong_size = MpiCommunicator::Connect(AtTestThreadLevel(), {kDiscover, size + 1, ""}, Far());
   EXPECT_EQ(wrong_size.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_size.status().message(),
               HasSubstr(std::to_string(size + 1) + " ranks, MPI says " + std::to_string(size)));
@@ -250,9 +252,61 @@ TEST(MpiTransport, PolledAndBlockingAllReduceExcludeEachOther) {
   Result<MpiOptions> blocking = MpiOptionsFrom(*one);
   ASSERT_TRUE(blocking.ok()) << blocking.status();
   EXPECT_TRUE(blocking->blocking_allreduce && !blocking->polled_allreduce);
-  auto connect = MpiCommunicator::Connect({.polled_allreduce = true, .blocking_allreduce = true},
-                                          {kDiscover, kDiscover, ""}, Far());
+  auto connect = MpiCommunicator::Connect(
+      AtTestThreadLevel({.polled_allreduce = true, .blocking_allreduce = true}),
+      {kDiscover, kDiscover, ""}, Far());
   EXPECT_EQ(connect.status().code(), StatusCode::kInvalidArgument) << connect.status();
+}
+
+TEST(MpiTransport, ThreadLevelIsMultipleOrSerialized) {
+  Result<Options> defaults = ParseOptions(MpiOptionSchema(), {});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  Result<MpiOptions> multiple = MpiOptionsFrom(*defaults);
+  ASSERT_TRUE(multiple.ok()) << multiple.status();
+  EXPECT_EQ(multiple->thread_level, ThreadLevel::kMultiple);
+  Result<Options> given = ParseOptions(MpiOptionSchema(), {{"thread_level", "serialized"}});
+  ASSERT_TRUE(given.ok()) << given.status();
+  Result<MpiOptions> serialized = MpiOptionsFrom(*given);
+  ASSERT_TRUE(serialized.ok()) << serialized.status();
+  EXPECT_EQ(serialized->thread_level, ThreadLevel::kSerialized);
+  for (const char* bad : {"funneled", "SERIALIZED", ""}) {
+    Result<Options> parsed = ParseOptions(MpiOptionSchema(), {{"thread_level", bad}});
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    Result<MpiOptions> refused = MpiOptionsFrom(*parsed);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("'" + std::string(bad) +
+                                                      "' is not a thread level (valid: multiple, "
+                                                      "serialized)"));
+  }
+}
+
+// MPI runs at the level this process's Connects ask for (Open MPI provides what is asked): were
+// serialized to initialise MPI_THREAD_MULTIPLE, or to take no lock, this fails. The other level
+// then: serialized after multiple is served by the stronger level, multiple after serialized is
+// refused, naming both.
+TEST(MpiTransport, RunsAtTheThreadLevelAskedFor) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  int provided = -1;
+  MPI_Query_thread(&provided);
+  const bool serialized = TestThreadLevel() == ThreadLevel::kSerialized;
+  EXPECT_EQ(provided, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE);
+  // The lock every MPI call of the transport takes: there under serialized only.
+  EXPECT_EQ(internal::serializing_mutex.load() != nullptr, serialized);
+  auto other = MpiCommunicator::Connect(
+      {.thread_level = serialized ? ThreadLevel::kMultiple : ThreadLevel::kSerialized},
+      {kDiscover, kDiscover, ""}, Far());
+  if (!serialized) {
+    ASSERT_TRUE(other.ok()) << other.status();
+    ExpectAllReduceWorks(**other);
+    return;
+  }
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition) << other.status();
+  EXPECT_THAT(
+      other.status().message(),
+      HasSubstr("thread_level 'multiple' needs MPI_THREAD_MULTIPLE, but MPI was initialised "
+                "in this process with MPI_THREAD_SERIALIZED for an earlier Connect with "
+                "thread_level 'serialized'"));
 }
 
 // With blocking_allreduce, also without a deadline (no watchdog armed) and between collectives

@@ -1,0 +1,35 @@
+// The thread level (mpi option thread_level) at which a test process runs the mpi transport. MPI is
+// initialised once per process, at one level, so each level is a CTest entry (a process) of its
+// own: REEL_MPI_TEST_THREAD_LEVEL names it (`mpirun -x REEL_MPI_TEST_THREAD_LEVEL=serialized`);
+// unset, the default (multiple). Every Connect of such a test passes it.
+#ifndef REEL_PLUGINS_MPI_TESTS_TEST_THREAD_LEVEL_H_
+#define REEL_PLUGINS_MPI_TESTS_TEST_THREAD_LEVEL_H_
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "mpi_communicator.h"
+#include "mpi_runtime.h"
+
+namespace reel::mpi {
+
+inline ThreadLevel TestThreadLevel() {
+  const char* name = std::getenv("REEL_MPI_TEST_THREAD_LEVEL");
+  if (name == nullptr) return ThreadLevel::kMultiple;
+  Result<ThreadLevel> level = ParseThreadLevel(name);
+  if (!level.ok()) {  // a typo in the test's command must not quietly test the default
+    std::fprintf(stderr, "REEL_MPI_TEST_THREAD_LEVEL: %s\n", level.status().message().c_str());
+    std::exit(2);
+  }
+  return *level;
+}
+
+// `options` at the test process's thread level.
+inline MpiOptions AtTestThreadLevel(MpiOptions options = {}) {
+  options.thread_level = TestThreadLevel();
+  return options;
+}
+
+}  // namespace reel::mpi
+
+#endif  // REEL_PLUGINS_MPI_TESTS_TEST_THREAD_LEVEL_H_
