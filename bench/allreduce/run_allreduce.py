@@ -53,6 +53,9 @@ PROGRAMS = {  # name -> (links it runs on, description)
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
     "reel_mpi_blocking": (("loopback",), "reel, transport mpi with blocking_allreduce=true "
                           "(the bare blocking MPI_Allreduce, its deadline kept by a watchdog)"),
+    "reel_mpi_serialized": (("loopback",), "reel, transport mpi with blocking_allreduce=true and "
+                            "thread_level=serialized (MPI_THREAD_SERIALIZED, every MPI call behind "
+                            "the transport's lock)"),
     "mpi": (("loopback",), "Open MPI MPI_Allreduce, default transports (shared memory)"),
     "mpi_mt": (("loopback",), "Open MPI MPI_Allreduce, default transports, initialised with "
                "MPI_THREAD_MULTIPLE as reel's mpi transport is"),
@@ -64,7 +67,8 @@ RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_
           ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"),
           ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
           ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"),
-          ("reel_mpi_blocking", "mpi_mt"), ("mpi_mt", "mpi"), ("reel_tcp", "reel_tcp_base")]
+          ("reel_mpi_blocking", "mpi_mt"), ("mpi_mt", "mpi"), ("reel_mpi_serialized", "mpi"),
+          ("reel_mpi_serialized", "reel_mpi_blocking"), ("reel_tcp", "reel_tcp_base")]
 
 
 def free_port():
@@ -120,6 +124,9 @@ def run(program, n, link, args, netns_name):
         elif program == "reel_mpi_blocking":
             cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi",
                     "--option", "blocking_allreduce=true"]
+        elif program == "reel_mpi_serialized":
+            cmd += [os.path.join(b, "reel_allreduce_peer"), "--transport", "mpi",
+                    "--option", "blocking_allreduce=true", "--option", "thread_level=serialized"]
         else:
             cmd += [os.path.join(b, "mpi_allreduce_peer")]
             if program == "mpi_mt":
