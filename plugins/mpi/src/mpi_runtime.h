@@ -7,20 +7,20 @@
 //
 // Thread levels. The Communicator contract (reel/transport.h) lets Send and Recv run on several
 // threads at once, so by default (thread_level=multiple) MPI runs with MPI_THREAD_MULTIPLE. That
-// level alone makes Open MPI take its internal locks on every call (measured: 0.78x of raw MPI at a
-// 4 KiB allreduce on 2 ranks, bench/results/allreduce.md run 15), while MPI_THREAD_SERIALIZED costs
-// what MPI_THREAD_SINGLE does. With thread_level=serialized MPI runs with MPI_THREAD_SERIALIZED and
-// the transport keeps its promise itself: every MPI call it makes holds MpiLock, one process-wide
-// mutex, so no two threads are inside MPI at once, and the whole contract still holds (several
-// threads sending and receiving, any-source receives, deadlines). Waits poll (mpi_wait.h) and hold
-// the lock per call only, never while they spin or sleep between calls, so two threads waiting for
-// each other's messages both progress. A blocking native call holds it throughout: the data phase
-// of a collective, and above all an AllReduce with blocking_allreduce, which may wait as long as
-// the slowest rank takes to arrive; meanwhile the other threads' MPI calls (Send, Recv, their
-// polls) wait for it to return. That suits a host that communicates from one thread (the trainer
-// with the `sync` optimizer); a host whose collective waits for a message another of its threads
-// has yet to send would stall until the collective's deadline (with blocking_allreduce, the
-// watchdog's abort). The watchdog itself calls MPI_Abort without the lock (mpi_watchdog.h).
+// level alone turns on Open MPI's internal locking (raw MPI measured 0.78x at a 4 KiB allreduce on
+// 2 ranks, bench/results/allreduce.md run 15); MPI_THREAD_SERIALIZED costs what MPI_THREAD_SINGLE
+// does. With thread_level=serialized MPI runs with MPI_THREAD_SERIALIZED and the transport keeps
+// MPI's rule itself: every MPI call it makes holds MpiLock, one process-wide mutex, so the whole
+// contract still holds (several threads sending and receiving, any-source receives, deadlines).
+//   - Waits poll (mpi_wait.h) and hold the lock per call, never while they spin or sleep between
+//     calls, so two threads waiting for each other's messages both progress.
+//   - A blocking native call holds it throughout, and the other threads' MPI calls wait for it:
+//     the data phase of a collective (every rank has arrived by then) and above all an AllReduce
+//     with blocking_allreduce, which waits for the slowest rank to arrive. That suits a host that
+//     communicates from one thread (the trainer with the `sync` optimizer). Otherwise, should a
+//     rank reach that AllReduce only after a message that another thread of a rank already in it
+//     has yet to send, the job stalls until the AllReduce's deadline and the watchdog's abort
+//     (mpi_watchdog.h; it calls MPI_Abort without the lock).
 //
 // The level is the process's, set by the first Connect: a later Connect that asks for multiple
 // after MPI was initialised with MPI_THREAD_SERIALIZED is FailedPrecondition naming both, while

@@ -65,11 +65,11 @@ void AllReduceWatchdog::Abort(uint64_t call, int64_t deadline_ns, Clock::time_po
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   // Without MpiLock (mpi_runtime.h): the stuck AllReduce holds it under thread_level=serialized,
-  // where MPI's rules would have this thread wait for it. Open MPI supports MPI_Abort from another
-  // thread in practice at either level: it hands the abort to its runtime (PMIx, whose own thread
-  // serves it), which kills every rank, and touches nothing of the collective's state. Should it
-  // return, abort() ends the process and mpirun, seeing a rank die without MPI_Finalize, ends the
-  // job.
+  // where MPI's rules would have this thread wait for it. Open MPI 4.1 supports MPI_Abort from
+  // another thread in practice at either level (the watchdog tests run both): the abort goes to its
+  // runtime (mpirun and its daemons), which ends every rank, not through the communication layers
+  // the stuck call is in. Should it return, abort() ends the process, and mpirun ends the job when
+  // a rank dies without MPI_Finalize.
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();  // MPI_Abort does not return; should it, the process must not go on
 }
