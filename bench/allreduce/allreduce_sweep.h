@@ -4,7 +4,9 @@
 // seconds per call, one line per size. The closing barrier makes rank 0's time cover every rank.
 //
 // Flags every peer accepts: --min-bytes B (4096), --max-bytes B (64 MiB), --budget-bytes B
-// (256 MiB: a size runs budget/bytes calls, clamped to [3, 1000]).
+// (256 MiB: a size runs budget/bytes calls, clamped to [3, --max-calls N (1000)]). At 4 KiB 1000
+// calls last a few milliseconds, where one scheduling hiccup moves the figure by tens of percent:
+// comparisons at small sizes want --max-calls in the tens of thousands.
 #ifndef REEL_BENCH_ALLREDUCE_ALLREDUCE_SWEEP_H_
 #define REEL_BENCH_ALLREDUCE_ALLREDUCE_SWEEP_H_
 
@@ -23,6 +25,7 @@ struct Sweep {
   size_t min_bytes = size_t{4} << 10;
   size_t max_bytes = size_t{64} << 20;
   size_t budget_bytes = size_t{256} << 20;
+  size_t max_calls = 1000;
 
   // Takes the sweep's flags out of argv (the rest stay, in order); false on a malformed value.
   bool ParseFlags(std::vector<std::string>& args) {
@@ -31,6 +34,7 @@ struct Sweep {
       size_t* target = args[i] == "--min-bytes"      ? &min_bytes
                        : args[i] == "--max-bytes"    ? &max_bytes
                        : args[i] == "--budget-bytes" ? &budget_bytes
+                       : args[i] == "--max-calls"    ? &max_calls
                                                      : nullptr;
       if (!target) {
         rest.push_back(args[i]);
@@ -53,7 +57,8 @@ struct Sweep {
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       const size_t floats = bytes / sizeof(float);
       std::vector<float> data(floats, 1.0f);
-      const int iters = static_cast<int>(std::clamp<size_t>(budget_bytes / bytes, 3, 1000));
+      const int iters = static_cast<int>(
+          std::clamp<size_t>(budget_bytes / bytes, 3, std::max<size_t>(3, max_calls)));
       const Call allreduce = prepare(data.data(), floats);
       if (!allreduce() || !barrier()) return 1;  // warm-up
       const auto start = Clock::now();

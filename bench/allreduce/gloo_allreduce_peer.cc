@@ -34,9 +34,10 @@ int main(int argc, char** argv) {
   const char* rank_env = std::getenv("REEL_RANK");
   const char* size_env = std::getenv("REEL_WORLD_SIZE");
   if (!ok || store_dir.empty() || !rank_env || !size_env) {
-    std::fprintf(stderr,
-                 "usage: REEL_RANK=r REEL_WORLD_SIZE=n gloo_allreduce_peer --store DIR "
-                 "[--host ADDR] [--min-bytes B] [--max-bytes B] [--budget-bytes B]\n");
+    std::fprintf(
+        stderr,
+        "usage: REEL_RANK=r REEL_WORLD_SIZE=n gloo_allreduce_peer --store DIR "
+        "[--host ADDR] [--min-bytes B] [--max-bytes B] [--budget-bytes B] [--max-calls N]\n");
     return 2;
   }
   const int rank = std::atoi(rank_env), size = std::atoi(size_env);

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   if (!sweep.ParseFlags(args) || !args.empty()) {
     std::fprintf(stderr,
                  "usage: mpi_allreduce_peer [--thread-multiple] [--min-bytes B] [--max-bytes B] "
-                 "[--budget-bytes B]\n");
+                 "[--budget-bytes B] [--max-calls N]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int rank = 0;

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   if (!ok || transport_name.empty()) {
     std::fprintf(stderr,
                  "usage: reel_allreduce_peer --transport NAME [--option KEY=VALUE]... "
-                 "[--min-bytes B] [--max-bytes B] [--budget-bytes B]\n");
+                 "[--min-bytes B] [--max-bytes B] [--budget-bytes B] [--max-calls N]\n");
     return 2;
   }
   auto fail = [](const reel::Status& s) {

@@ -5,6 +5,7 @@ TCP ring, alternated in one run, 2 and 3 ranks, 4 KiB .. 64 MiB float32.
   bench/allreduce/run_allreduce.py [--build build] [--ranks 2,3] [--reps 3]
       [--links loopback,netns] [--rate 1gbit] [--out bench/results]
       [--programs reel_tcp,gloo,...] [--baseline DIR] [--min-bytes B] [--max-bytes B]
+      [--max-calls N]
 
 Each repetition runs every program once per rank count, in turn, so drift on this shared machine
 hits all of them alike. Every program is timed alike (allreduce_sweep.h): seconds per call on
@@ -110,7 +111,7 @@ def run(program, n, link, args, netns_name):
     build = args.baseline if program == "reel_tcp_base" else args.build
     b = os.path.join(build, "bin")
     sweep = ["--budget-bytes", str(args.budget), "--min-bytes", str(args.min_bytes),
-             "--max-bytes", str(args.max_bytes)]
+             "--max-bytes", str(args.max_bytes), "--max-calls", str(args.max_calls)]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (os.path.join(os.path.abspath(build), "lib"), env.get("LD_LIBRARY_PATH")) if p)
@@ -180,6 +181,8 @@ def main():
     ap.add_argument("--budget", type=int, default=256 << 20, help="bytes per size on loopback")
     ap.add_argument("--min-bytes", type=int, default=4096, help="smallest size")
     ap.add_argument("--max-bytes", type=int, default=64 << 20, help="largest size")
+    ap.add_argument("--max-calls", type=int, default=1000,
+                    help="calls per size at most (small sizes: 1000 calls of 4 KiB last a few ms)")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")
