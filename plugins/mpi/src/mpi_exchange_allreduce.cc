@@ -25,21 +25,30 @@ constexpr int kDisagreeTag = 99;
 // int64), or another rank's size up to 8 floats larger, arrives whole.
 constexpr size_t kSlackBytes = 4 * sizeof(int64_t);
 
-// op(a, b) element-wise into `into`, the lower rank's values first (a), so that both ranks of a
-// pair compute bit for bit the same result whatever the operation.
-void Combine(std::span<float> into, const float* a, const float* b, ReduceOp op) {
-  for (size_t i = 0; i < into.size(); ++i) {
-    switch (op) {
-      case ReduceOp::kSum:
-        into[i] = a[i] + b[i];
-        break;
-      case ReduceOp::kMax:
-        into[i] = std::max(a[i], b[i]);
-        break;
-      case ReduceOp::kMin:
-        into[i] = std::min(a[i], b[i]);
-        break;
-    }
+// Element-wise into `dst`: op(dst, src) when `dst_first`, else op(src, dst). The lower rank's
+// values go first, so that both ranks of a pair compute bit for bit the same result whatever the
+// operation (max and min keep their first operand when either is NaN). One loop per case, on
+// pointers that do not overlap, so that the compiler vectorizes each.
+void Combine(float* __restrict dst, const float* __restrict src, size_t n, ReduceOp op,
+             bool dst_first) {
+  switch (op) {
+    case ReduceOp::kSum:  // IEEE addition commutes
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+      break;
+    case ReduceOp::kMax:
+      if (dst_first) {
+        for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
+      } else {
+        for (size_t i = 0; i < n; ++i) dst[i] = std::max(src[i], dst[i]);
+      }
+      break;
+    case ReduceOp::kMin:
+      if (dst_first) {
+        for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
+      } else {
+        for (size_t i = 0; i < n; ++i) dst[i] = std::min(src[i], dst[i]);
+      }
+      break;
   }
 }
 
@@ -178,10 +187,8 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     const float* theirs = reinterpret_cast<const float*>(exchange_scratch_.data());
     if (landing == Landing::kReplace) {
       if (bytes > 0) std::memcpy(data.data(), theirs, bytes);  // an empty span's data() is null
-    } else if (receive_from < rank_) {                         // the lower rank's values first
-      Combine(data, theirs, data.data(), op);
     } else {
-      Combine(data, data.data(), theirs, op);
+      Combine(data.data(), theirs, data.size(), op, /*dst_first=*/rank_ < receive_from);
     }
   }
   return s;
