@@ -29,25 +29,27 @@ constexpr size_t kSlackBytes = 4 * sizeof(int64_t);
 // values go first, so that both ranks of a pair compute bit for bit the same result whatever the
 // operation (max and min keep their first operand when either is NaN). One loop per case, on
 // pointers that do not overlap, so that the compiler vectorizes each.
+template <typename Op>
+void CombineWith(float* __restrict dst, const float* __restrict src, size_t n, bool dst_first,
+                 Op op) {
+  if (dst_first) {
+    for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], src[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = op(src[i], dst[i]);
+  }
+}
+
 void Combine(float* __restrict dst, const float* __restrict src, size_t n, ReduceOp op,
              bool dst_first) {
   switch (op) {
-    case ReduceOp::kSum:  // IEEE addition commutes
+    case ReduceOp::kSum:  // IEEE addition commutes: either order gives the same bits
       for (size_t i = 0; i < n; ++i) dst[i] += src[i];
       break;
     case ReduceOp::kMax:
-      if (dst_first) {
-        for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
-      } else {
-        for (size_t i = 0; i < n; ++i) dst[i] = std::max(src[i], dst[i]);
-      }
+      CombineWith(dst, src, n, dst_first, [](float a, float b) { return std::max(a, b); });
       break;
     case ReduceOp::kMin:
-      if (dst_first) {
-        for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
-      } else {
-        for (size_t i = 0; i < n; ++i) dst[i] = std::min(src[i], dst[i]);
-      }
+      CombineWith(dst, src, n, dst_first, [](float a, float b) { return std::min(a, b); });
       break;
   }
 }
