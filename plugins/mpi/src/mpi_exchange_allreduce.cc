@@ -13,6 +13,7 @@
 #include "mpi_communicator.h"
 #include "mpi_runtime.h"
 #include "mpi_wait.h"
+#include "reel/ring_allreduce.h"
 
 namespace reel::mpi {
 namespace {
@@ -27,30 +28,16 @@ constexpr size_t kSlackBytes = 4 * sizeof(int64_t);
 
 // Element-wise into `dst`: op(dst, src) when `dst_first`, else op(src, dst). The lower rank's
 // values go first, so that both ranks of a pair compute bit for bit the same result whatever the
-// operation (max and min keep their first operand when either is NaN). One loop per case, on
+// operation (max and min keep their first operand when either is NaN). IEEE addition commutes,
+// so only max and min with `src` first need loops of their own beside the ring's; all of them on
 // pointers that do not overlap, so that the compiler vectorizes each.
-template <typename Op>
-void CombineWith(float* __restrict dst, const float* __restrict src, size_t n, bool dst_first,
-                 Op op) {
-  if (dst_first) {
-    for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], src[i]);
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = op(src[i], dst[i]);
-  }
-}
-
 void Combine(float* __restrict dst, const float* __restrict src, size_t n, ReduceOp op,
              bool dst_first) {
-  switch (op) {
-    case ReduceOp::kSum:  // IEEE addition commutes: either order gives the same bits
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-      break;
-    case ReduceOp::kMax:
-      CombineWith(dst, src, n, dst_first, [](float a, float b) { return std::max(a, b); });
-      break;
-    case ReduceOp::kMin:
-      CombineWith(dst, src, n, dst_first, [](float a, float b) { return std::min(a, b); });
-      break;
+  if (dst_first || op == ReduceOp::kSum) return ring::Reduce(dst, src, n, op);
+  if (op == ReduceOp::kMax) {
+    for (size_t i = 0; i < n; ++i) dst[i] = std::max(src[i], dst[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = std::min(src[i], dst[i]);
   }
 }
 
