@@ -15,11 +15,6 @@ namespace {
 // MPI counts are ints: longer buffers go in pieces of this many elements (alike on every rank).
 constexpr size_t kMaxPiece = size_t{1} << 30;
 
-// Below this many bytes AllReduce runs as one pass of point-to-point messages that carry the
-// arguments (mpi_exchange_allreduce.cc) instead of the arrival round and the native call: there
-// the round trip of the arrival round is most of the time.
-constexpr size_t kExchangeBelowBytes = size_t{64} << 10;
-
 // A polled AllReduce spins this long before it yields (mpi_wait.h): about as long as a large
 // allreduce takes on a loaded machine.
 constexpr std::chrono::microseconds kSpinForData{1000000};

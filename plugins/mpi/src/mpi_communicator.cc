@@ -116,18 +116,22 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Connect(const MpiOptions&
   REEL_RETURN_IF_ERROR(EnsureLeaveChannel(rank, deadline));
   REEL_ASSIGN_OR_RETURN(MPI_Comm user, DuplicateWorld(what, deadline));
   REEL_ASSIGN_OR_RETURN(MPI_Comm collective, DuplicateWorld(what, deadline));
-  return std::unique_ptr<Communicator>(
-      new MpiCommunicator(options, rank, size, ++generation, user, collective));
+  REEL_ASSIGN_OR_RETURN(std::vector<bool> on_this_node,
+                        RanksOnThisNode(collective, what, deadline));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(
+      options, rank, size, ++generation, user, collective, ExchangePieceBytes(on_this_node)));
 }
 
 MpiCommunicator::MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation,
-                                 MPI_Comm user, MPI_Comm collective)
+                                 MPI_Comm user, MPI_Comm collective,
+                                 std::vector<size_t> exchange_piece_bytes)
     : options_(options),
       rank_(rank),
       size_(size),
       generation_(generation),
       user_(user),
       collective_(collective),
+      exchange_piece_bytes_(std::move(exchange_piece_bytes)),
       watchdog_(rank) {}
 
 MpiCommunicator::~MpiCommunicator() {
@@ -183,21 +187,17 @@ Status MpiCommunicator::SenderGone(int source, int tag, const std::string& what)
 
 Status MpiCommunicator::Await(MPI_Request* request, Deadline deadline, const std::string& what,
                               const std::function<Status()>& gone, bool cancellable,
-                              std::chrono::microseconds spin_for, MPI_Status* status,
-                              bool* truncated) {
+                              std::chrono::microseconds spin_for, MPI_Status* status) {
   Backoff backoff(spin_for);
   Status failure;
   for (uint32_t polls = 1;; ++polls) {
-    int done = 0, code = MPI_SUCCESS, error_class = MPI_SUCCESS;
+    int done = 0, code = MPI_SUCCESS;
     {
       // Held per poll, never across the pause: under thread_level=serialized the other threads'
       // calls (the send this receive waits for may be one of them) get their turn.
       MpiLock lock;
       code = MPI_Test(request, &done, status);
-      if (code != MPI_SUCCESS) MPI_Error_class(code, &error_class);
     }
-    if (code != MPI_SUCCESS && truncated && error_class == MPI_ERR_TRUNCATE)
-      return *truncated = true, Status::Ok();
     if (code != MPI_SUCCESS) return MpiStatus(code, what);
     if (done) return Status::Ok();
     if (polls % 64 == 0) failure = gone();  // leave notices are rare; do not probe for them often

@@ -30,7 +30,9 @@
 //     each posted nonblocking and polled against the deadline and for ranks that left. The
 //     messages carry the arguments (a message's length is its sender's size, its tag the
 //     operation), and a rank that sees a disagreement passes it on instead of data: every rank
-//     returns InvalidArgument and the communicator stays usable, as after the arrival round.
+//     returns InvalidArgument with its data unchanged, and the communicator stays usable, as
+//     after the arrival round. To ranks on the same node the data goes in pieces small enough
+//     for Open MPI's shared memory to send eagerly (no rendezvous round trip).
 //     Ranks whose sizes fall on both sides of 64 KiB take different paths and meet their
 //     deadline instead. A pass that fails stops the collectives as a timed-out arrival does.
 //   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
@@ -114,6 +116,11 @@ Result<MpiOptions> MpiOptionsFrom(const Options& options);
 // The `mpi` transport: Connect() is MpiCommunicator::Connect.
 std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
 
+// Below this many bytes AllReduce runs as one pass of point-to-point messages that carry the
+// arguments (mpi_exchange_allreduce.cc) instead of the arrival round and the native call: there the
+// round trip of the arrival round is most of the time. So no message of that pass is longer.
+constexpr size_t kExchangeBelowBytes = size_t{64} << 10;
+
 class MpiCommunicator final : public Communicator {
  public:
   // Joins MPI_COMM_WORLD: initialises MPI if needed (mpi_runtime.h), checks `ctx` against MPI's
@@ -145,13 +152,16 @@ class MpiCommunicator final : public Communicator {
   };
 
   MpiCommunicator(const MpiOptions& options, int rank, int size, int64_t generation, MPI_Comm user,
-                  MPI_Comm collective);
+                  MPI_Comm collective, std::vector<size_t> exchange_piece_bytes);
   Status PolledAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
   Status BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
   // A small AllReduce in one pass of point-to-point messages that carry the arguments
   // (mpi_exchange_allreduce.cc); ExchangeStep sends to and/or receives from one peer (-1: none).
   struct ExchangeArgs;
   enum class Landing { kCombine, kReplace };  // a received message is reduced in, or is the result
+  // The largest message ExchangeStep sends to each rank (0: the whole data in one message), from
+  // which ranks share this rank's node (mpi_exchange_allreduce.cc says why).
+  static std::vector<size_t> ExchangePieceBytes(const std::vector<bool>& on_this_node);
   Status ExchangeAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
   Status ExchangeStep(int send_to, int receive_from, Landing landing, std::span<float> data,
                       ReduceOp op, ExchangeArgs* args, Deadline deadline, const std::string& what);
@@ -164,12 +174,11 @@ class MpiCommunicator final : public Communicator {
   // On failure it cancels the request if `cancellable` and MPI can; *request stays set when the
   // operation is still posted.
   // `spin_for`: how long it spins before it yields the core or sleeps (mpi_wait.h). `status`:
-  // the completed operation's; with `truncated`, a receive whose message was longer than its
-  // buffer completes (OK, *truncated set) instead of being an MPI error.
+  // the completed operation's.
   Status Await(MPI_Request* request, Deadline deadline, const std::string& what,
                const std::function<Status()>& gone, bool cancellable,
                std::chrono::microseconds spin_for = std::chrono::microseconds(0),
-               MPI_Status* status = MPI_STATUS_IGNORE, bool* truncated = nullptr);
+               MPI_Status* status = MPI_STATUS_IGNORE);
   // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
   void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
 
@@ -220,8 +229,10 @@ class MpiCommunicator final : public Communicator {
   // NoteAbandonedCollective (an AllReduce, which MPI_Finalize might wait for).
   std::optional<MPI_Request> late_collective_;
   bool late_noted_ = false;
-  std::vector<std::byte> exchange_scratch_;  // a peer's message in ExchangeAllReduce
-  AllReduceWatchdog watchdog_;               // BlockingAllReduce's deadlines
+  const std::vector<size_t> exchange_piece_bytes_;  // by rank: see ExchangePieceBytes
+  std::vector<std::byte> exchange_scratch_;         // a peer's data in ExchangeStep
+  std::vector<float> exchange_original_;            // its data as passed (beyond 2 ranks)
+  AllReduceWatchdog watchdog_;                      // BlockingAllReduce's deadlines
 };
 
 }  // namespace reel::mpi

@@ -6,7 +6,9 @@
 // arguments with it: its size is the sender's element count and its tag the operation, so one pass
 // both checks the arguments and moves the data, where the arrival round costs a round trip of its
 // own (most of a small allreduce). A rank that sees a disagreement passes a small disagreement
-// message on instead of data, so every rank learns it in the same pass and fails with it.
+// message on instead of data, so every rank learns it in the same pass, fails with it and keeps
+// its data as it was. To a rank on this node a step's data goes in pieces under Open MPI's
+// shared-memory eager limit (ExchangePieceBytes); the first piece's tag says how many follow.
 #include <algorithm>
 #include <cstring>
 
@@ -18,13 +20,30 @@
 namespace reel::mpi {
 namespace {
 
-// Tags on the collective communicator (point-to-point there is used by this pass only): data
-// messages are kDataTag + the operation, disagreements kDisagreeTag.
+// Tags on the collective communicator (point-to-point there is used by this pass only): a step's
+// first data message is tagged with the operation and the number of messages the sender cuts its
+// data into (see ExchangePieceBytes), so that the receiver learns how many more follow (kRestTag)
+// whatever its own size; a disagreement is one message, kDisagreeTag.
 constexpr int kDataTag = 100;
+constexpr int kOpTags = 4;  // tags per piece count: one per ReduceOp
 constexpr int kDisagreeTag = 99;
-// A receive has room for this many bytes more than its own data: a disagreement message (four
-// int64), or another rank's size up to 8 floats larger, arrives whole.
-constexpr size_t kSlackBytes = 4 * sizeof(int64_t);
+constexpr int kRestTag = 98;
+int DataTag(ReduceOp op, int pieces) {
+  return kDataTag + static_cast<int>(op) + kOpTags * (pieces - 1);
+}
+// Every receive has room for the largest message of the pass (a sender's whole data below
+// kExchangeBelowBytes, or the rest of it after its first pieces), whatever this rank's own size:
+// a message longer than its receive must never arrive, as Open MPI's shared memory writes a
+// truncated message whole past the end of the buffer (seen with Open MPI 4.1 when it went by
+// rendezvous). So every sender's size is learnt exactly, and a disagreement (four int64) fits too.
+constexpr size_t kScratchBytes = kExchangeBelowBytes;
+// Open MPI's eager limit counts its header too: a piece leaves it this much room.
+constexpr size_t kHeaderBytes = 64;
+// A smaller eager limit is not worth cutting a message into that many pieces for.
+constexpr size_t kMinPieceBytes = 1024;
+// Above this many bytes a step sends its data whole: the pieces' second copy (through the shared
+// memory) then costs about what the rendezvous saves (run 19: even at 60 KiB on 2 ranks).
+constexpr size_t kPiecesUpTo = size_t{32} << 10;
 
 // Element-wise into `dst`: op(dst, src) when `dst_first`, else op(src, dst). The lower rank's
 // values go first, so that both ranks of a pair compute bit for bit the same result whatever the
@@ -53,12 +72,33 @@ struct MpiCommunicator::ExchangeArgs {
   }
 };
 
+// Open MPI's shared-memory transport sends a message of up to btl_vader_eager_limit bytes (4 KiB
+// by default, its header included) eagerly, and a longer one by rendezvous, a round trip more: a
+// 4096-byte allreduce on 2 ranks in one message per step took 5x raw MPI's time
+// (bench/results/allreduce.md run 18); cut into pieces under the limit it takes about raw MPI's
+// time at 4 KiB and less up to 32 KiB, on 2 and 3 ranks (run 19). Over TCP (other nodes, or `--mca
+// btl tcp,self`) the eager limit is 64 KiB and pieces only cost, so a step cuts its data into
+// pieces only for a rank on this node while that transport is in use.
+std::vector<size_t> MpiCommunicator::ExchangePieceBytes(const std::vector<bool>& on_this_node) {
+  const size_t limit = SharedMemoryEagerLimit();
+  const size_t piece = limit >= kMinPieceBytes + kHeaderBytes
+                           ? (limit - kHeaderBytes) / sizeof(float) * sizeof(float)
+                           : 0;
+  std::vector<size_t> bytes(on_this_node.size(), 0);
+  for (size_t r = 0; r < bytes.size(); ++r)
+    if (on_this_node[r]) bytes[r] = piece;
+  return bytes;
+}
+
 Status MpiCommunicator::ExchangeAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   REEL_RETURN_IF_ERROR(CollectivesUsable("AllReduce"));
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   const auto size = static_cast<int64_t>(data.size());
   ExchangeArgs args{size, size, static_cast<int64_t>(op), static_cast<int64_t>(op)};
-  exchange_scratch_.resize(data.size() * sizeof(float) + kSlackBytes);
+  exchange_scratch_.resize(kScratchBytes);
+  // Beyond 2 ranks a disagreement may come to light only after this rank combined data of a
+  // rank that agreed: the data as it was, to give it back then.
+  if (size_ > 2) exchange_original_.assign(data.begin(), data.end());
   int pow2 = 1;
   while (pow2 * 2 <= size_) pow2 *= 2;
   const int rem = size_ - pow2;
@@ -87,6 +127,7 @@ Status MpiCommunicator::ExchangeAllReduce(std::span<float> data, ReduceOp op, De
   }
   ++collectives_completed_;
   if (args.Agree()) return Status::Ok();
+  if (size_ > 2) std::copy(exchange_original_.begin(), exchange_original_.end(), data.begin());
   const bool sizes = args.min_size != args.max_size;
   return InvalidArgumentError(
       what + ": every rank must pass the same " + (sizes ? "size" : "operation") + " (this rank " +
@@ -102,78 +143,106 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
   const std::string step = what + " (with rank " + std::to_string(peer) + ")";
   auto gone = [&] { return CollectivePeerGone(step); };
   const size_t bytes = data.size() * sizeof(float);
-  // The receive first (posted before the peer's message arrives, as MPI's own collectives do):
-  // into scratch with room for kSlackBytes more than this rank's data, so that a disagreement,
-  // or another size up to that much larger, arrives whole and says what it is.
+  std::byte* const scratch = exchange_scratch_.data();
+  // The first message's receive first (posted before the peer's message arrives, as MPI's own
+  // collectives do).
   MPI_Request receiving = MPI_REQUEST_NULL;
   if (receive_from >= 0)
-    REEL_RETURN_IF_ERROR(MpiStatus(
-        Locked([&] {
-          return MPI_Irecv(exchange_scratch_.data(), static_cast<int>(bytes + kSlackBytes),
-                           MPI_BYTE, receive_from, MPI_ANY_TAG, collective_, &receiving);
-        }),
-        step));
-  // What goes out: the data, tagged with the operation, or the disagreement heard of so far (on
-  // the heap: should the send be abandoned, MPI may read it later).
+    REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                     return MPI_Irecv(scratch, static_cast<int>(kScratchBytes),
+                                                      MPI_BYTE, receive_from, MPI_ANY_TAG,
+                                                      collective_, &receiving);
+                                   }),
+                                   step));
+  // What goes out: the data in pieces of at most `piece` bytes, the first tagged with the
+  // operation and the piece count, or the disagreement heard of so far (on the heap: should the
+  // send be abandoned, MPI may read it later).
   std::vector<std::byte> disagreement;
-  MPI_Request sending = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> sending;
+  auto abandon_sends = [&] {
+    for (MPI_Request& r : sending) Abandon(&r, &disagreement);
+  };
   if (send_to >= 0) {
-    const void* out = data.data();
-    int out_bytes = static_cast<int>(bytes), tag = kDataTag + static_cast<int>(op);
+    std::span<const std::byte> out = std::as_bytes(data);
+    size_t piece = exchange_piece_bytes_[send_to];
+    if (piece == 0 || piece >= bytes || bytes > kPiecesUpTo)
+      piece = std::max<size_t>(bytes, 1);  // one message
+    int first_tag = DataTag(op, static_cast<int>(std::max<size_t>((bytes + piece - 1) / piece, 1)));
     if (!args->Agree()) {
       const int64_t v[4] = {args->min_size, args->max_size, args->min_op, args->max_op};
       disagreement.resize(sizeof v);
       std::memcpy(disagreement.data(), v, sizeof v);
-      out = disagreement.data(), out_bytes = sizeof v, tag = kDisagreeTag;
+      out = disagreement, piece = disagreement.size(), first_tag = kDisagreeTag;
     }
-    Status posted =
-        MpiStatus(Locked([&] {
-                    return MPI_Isend(out, out_bytes, MPI_BYTE, send_to, tag, collective_, &sending);
-                  }),
-                  step);
-    if (!posted.ok()) {
-      Abandon(&receiving, &exchange_scratch_);
-      return posted;
+    for (size_t from = 0; from == 0 || from < out.size(); from += piece) {
+      const std::span<const std::byte> part = out.subspan(from, std::min(piece, out.size() - from));
+      sending.push_back(MPI_REQUEST_NULL);
+      Status posted = MpiStatus(
+          Locked([&] {
+            return MPI_Isend(part.data(), static_cast<int>(part.size()), MPI_BYTE, send_to,
+                             from == 0 ? first_tag : kRestTag, collective_, &sending.back());
+          }),
+          step);
+      if (!posted.ok()) {
+        Abandon(&receiving, &exchange_scratch_);
+        abandon_sends();
+        return posted;
+      }
     }
   }
   Status s;
   bool fits = false;
   if (receive_from >= 0) {
     MPI_Status status;
-    bool truncated = false;
     s = Await(&receiving, deadline, step, gone, /*cancellable=*/true, std::chrono::microseconds(0),
-              &status, &truncated);
+              &status);
     // Still posted (not cancelled): MPI may yet write into the scratch, which goes with the
     // request and outlives this communicator (the collectives stop after a failed pass).
     if (!s.ok()) Abandon(&receiving, &exchange_scratch_);
+    int count = 0, tag = kDisagreeTag;
+    if (s.ok()) Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
+    if (s.ok()) tag = status.MPI_TAG;
+    const bool data_message = tag != kDisagreeTag;
+    const int their_pieces = data_message ? (tag - kDataTag) / kOpTags + 1 : 1;
+    const int64_t their_op = data_message ? (tag - kDataTag) % kOpTags : 0;
+    // The sender's other pieces, in order (MPI lets no message from one sender with one tag
+    // overtake another), each into place after the one before.
+    size_t got = static_cast<size_t>(count);
+    for (int i = 1; s.ok() && i < their_pieces; ++i) {
+      s = MpiStatus(Locked([&] {
+                      return MPI_Irecv(scratch + got, static_cast<int>(kScratchBytes - got),
+                                       MPI_BYTE, receive_from, kRestTag, collective_, &receiving);
+                    }),
+                    step);
+      if (s.ok())
+        s = Await(&receiving, deadline, step, gone, /*cancellable=*/true,
+                  std::chrono::microseconds(0), &status);
+      if (!s.ok()) Abandon(&receiving, &exchange_scratch_);
+      if (s.ok()) Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
+      got += static_cast<size_t>(count);
+    }
     if (s.ok()) {
-      int count = 0;
-      Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
-      const bool data_message = status.MPI_TAG != kDisagreeTag;
-      ExchangeArgs theirs{count / 4, count / 4, status.MPI_TAG - kDataTag,
-                          status.MPI_TAG - kDataTag};
-      if (truncated)  // longer than this rank's data by more than the slack: say so
-        theirs.min_size = theirs.max_size = static_cast<int64_t>(data.size() + kSlackBytes / 4 + 1);
-      if (!data_message && !truncated && count == sizeof(int64_t) * 4) {
+      const auto their_size = static_cast<int64_t>(got / sizeof(float));
+      ExchangeArgs theirs{their_size, their_size, their_op, their_op};
+      if (!data_message && got == 4 * sizeof(int64_t)) {
         int64_t v[4];
-        std::memcpy(v, exchange_scratch_.data(), sizeof v);
+        std::memcpy(v, scratch, sizeof v);
         theirs = {v[0], v[1], v[2], v[3]};
       }
-      fits = data_message && !truncated && args->Agree() && theirs.min_size == args->min_size &&
-             theirs.min_op == args->min_op;
+      fits = data_message && args->Agree() && got == bytes && their_op == args->min_op;
       if (!fits) args->Merge(theirs);
     }
   }
   // The data may change only once MPI is done reading it.
-  if (sending != MPI_REQUEST_NULL) {
-    const Status sent = s.ok() ? Await(&sending, deadline, step, gone, /*cancellable=*/false) : s;
+  for (MPI_Request& r : sending) {
+    const Status sent = s.ok() ? Await(&r, deadline, step, gone, /*cancellable=*/false) : s;
     if (!sent.ok()) {
-      Abandon(&sending, &disagreement);
+      abandon_sends();
       return sent;
     }
   }
   if (s.ok() && fits) {
-    const float* theirs = reinterpret_cast<const float*>(exchange_scratch_.data());
+    const float* theirs = reinterpret_cast<const float*>(scratch);
     if (landing == Landing::kReplace) {
       if (bytes > 0) std::memcpy(data.data(), theirs, bytes);  // an empty span's data() is null
     } else {

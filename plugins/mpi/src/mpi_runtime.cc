@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "mpi_wait.h"
@@ -160,29 +161,108 @@ Status MpiStatus(int code, std::string_view what) {
   }
 }
 
+namespace {
+
+// Polls a posted collective of every rank until it completes or the deadline passes (then it is
+// noted as abandoned: see NoteAbandonedCollective).
+Status AwaitCollective(MPI_Request* request, const std::string& what, Deadline deadline) {
+  Backoff backoff;
+  while (true) {
+    int done = 0;
+    REEL_RETURN_IF_ERROR(
+        MpiStatus(Locked([&] { return MPI_Test(request, &done, MPI_STATUS_IGNORE); }), what));
+    if (done) return Status::Ok();
+    if (Clock::now() >= deadline) {
+      NoteAbandonedCollective();
+      return DeadlineExceededError(what + ": not every rank of the MPI world joined before the " +
+                                   "deadline");
+    }
+    backoff.Pause();
+  }
+}
+
+// The value of MPI_T control variable `name` if it exists and is an integer, else 0.
+size_t ReadIntegerControlVariable(const char* name) {
+  int index = 0, count = 0, name_length = 0, description_length = 0, verbosity = 0, bind = 0,
+      scope = 0;
+  MPI_Datatype type;
+  MPI_T_enum enumtype;
+  if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return 0;
+  if (MPI_T_cvar_get_info(index, nullptr, &name_length, &verbosity, &type, &enumtype, nullptr,
+                          &description_length, &bind, &scope) != MPI_SUCCESS ||
+      bind != MPI_T_BIND_NO_OBJECT)
+    return 0;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS) return 0;
+  // Room for every integer type MPI_T may report, read as the type it says.
+  alignas(8) unsigned char raw[16] = {};
+  size_t result = 0;
+  if (count == 1 && MPI_T_cvar_read(handle, raw) == MPI_SUCCESS) {
+    if (type == MPI_INT || type == MPI_UNSIGNED) {
+      unsigned v;
+      std::memcpy(&v, raw, sizeof v);
+      result = v;
+    } else if (type == MPI_LONG || type == MPI_UNSIGNED_LONG || type == MPI_LONG_LONG ||
+               type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT) {
+      unsigned long long v;
+      std::memcpy(&v, raw, sizeof v);
+      result = static_cast<size_t>(v);
+    }
+  }
+  MPI_T_cvar_handle_free(&handle);
+  return result;
+}
+
+}  // namespace
+
 Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline) {
   MPI_Comm comm;
   MPI_Request request;
   REEL_RETURN_IF_ERROR(
       MpiStatus(Locked([&] { return MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request); }),
                 what + ": MPI_Comm_idup"));
-  Backoff backoff;
-  while (true) {
-    int done = 0;
-    REEL_RETURN_IF_ERROR(
-        MpiStatus(Locked([&] { return MPI_Test(&request, &done, MPI_STATUS_IGNORE); }),
-                  what + ": MPI_Comm_idup"));
-    if (done) break;
-    if (Clock::now() >= deadline) {
-      NoteAbandonedCollective();
-      return DeadlineExceededError(what +
-                                   ": not every rank of the MPI world joined before the "
-                                   "deadline (MPI_Comm_idup of MPI_COMM_WORLD)");
-    }
-    backoff.Pause();
-  }
+  REEL_RETURN_IF_ERROR(
+      AwaitCollective(&request, what + ": MPI_Comm_idup of MPI_COMM_WORLD", deadline));
   Locked([&] { return MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); });
   return comm;
+}
+
+Result<std::vector<bool>> RanksOnThisNode(MPI_Comm comm, const std::string& what,
+                                          Deadline deadline) {
+  int size = 0, length = 0;
+  Locked([&] { return MPI_Comm_size(comm, &size); });
+  std::vector<char> names(static_cast<size_t>(size + 1) * MPI_MAX_PROCESSOR_NAME, '\0');
+  char* const mine = names.data() + static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME;
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] { return MPI_Get_processor_name(mine, &length); }),
+                                 what + ": MPI_Get_processor_name"));
+  MPI_Request request;
+  REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
+                                   return MPI_Iallgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                                                         names.data(), MPI_MAX_PROCESSOR_NAME,
+                                                         MPI_CHAR, comm, &request);
+                                 }),
+                                 what + ": MPI_Iallgather"));
+  REEL_RETURN_IF_ERROR(
+      AwaitCollective(&request, what + ": MPI_Iallgather of the processor names", deadline));
+  std::vector<bool> here(size);
+  for (int r = 0; r < size; ++r)
+    here[r] = std::strncmp(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME, mine,
+                           MPI_MAX_PROCESSOR_NAME) == 0;
+  return here;
+}
+
+size_t SharedMemoryEagerLimit() {
+  static const size_t limit = [] {
+    MpiLock lock;
+    // Open MPI takes MPI_T's thread level for MPI's own: ask for the one MPI runs at.
+    int level = MPI_THREAD_SINGLE, provided = 0;
+    MPI_Query_thread(&level);
+    if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return size_t{0};
+    const size_t value = ReadIntegerControlVariable("btl_vader_eager_limit");
+    MPI_T_finalize();
+    return value;
+  }();
+  return limit;
 }
 
 void NoteAbandonedCollective() { abandoned_collectives.fetch_add(1); }

@@ -47,6 +47,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reel/status.h"
 #include "reel/transport.h"
@@ -105,6 +106,16 @@ Status MpiStatus(int code, std::string_view what);
 // A duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, formed within the deadline
 // (MPI_Comm_idup, polled). Collective: every rank must call it. `what` prefixes errors.
 Result<MPI_Comm> DuplicateWorld(const std::string& what, Deadline deadline);
+
+// Which ranks of `comm` run on this rank's node (MPI_Get_processor_name, gathered with
+// MPI_Iallgather, polled within the deadline). Collective over `comm`.
+Result<std::vector<bool>> RanksOnThisNode(MPI_Comm comm, const std::string& what,
+                                          Deadline deadline);
+
+// The largest message Open MPI's shared-memory transport sends eagerly (its MCA parameter
+// btl_vader_eager_limit, header included, read once through MPI_T); 0 when that transport is not
+// in use (e.g. `--mca btl tcp,self`) or the MPI library is not Open MPI.
+size_t SharedMemoryEagerLimit();
 
 // Records that a collective was abandoned, so the exit handler leaves MPI unfinalised (MPI_Finalize
 // could wait for it for ever) ...

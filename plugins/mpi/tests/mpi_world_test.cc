@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -164,6 +165,81 @@ TEST(MpiTransport, AllReduceSumsEverySizeOnBothPaths) {
     ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMin, Far()).ok()) << n << " floats";
     for (float v : data) ASSERT_EQ(v, 5.0f) << n << " floats";
   }
+}
+
+// The small AllReduce cuts each step's data into messages under Open MPI's shared-memory eager
+// limit for ranks on this node (mpi_exchange_allreduce.cc). CTest runs these tests with the
+// default limit, with a 2 KiB one, and over TCP only (no limit: whole messages), and says which
+// limit to expect in REEL_MPI_TEST_EAGER_LIMIT.
+TEST(MpiTransport, ReadsTheSharedMemoryEagerLimit) {
+  auto c = Join();  // initialises MPI
+  ASSERT_NE(c, nullptr);
+  const char* expected = std::getenv("REEL_MPI_TEST_EAGER_LIMIT");
+  if (!expected) GTEST_SKIP() << "REEL_MPI_TEST_EAGER_LIMIT not set: any limit will do";
+  EXPECT_EQ(SharedMemoryEagerLimit(), std::stoul(expected));
+}
+
+// Elements that differ one from the next, so that a piece put back in the wrong place shows.
+float Element(float base, size_t i) { return base + static_cast<float>(i % 251); }
+
+// Sizes on both sides of every piece boundary, as many pieces as the exchange range holds.
+std::vector<size_t> SizesAroundPieces() {
+  const size_t limit = SharedMemoryEagerLimit();
+  const size_t p = limit > 64 ? (limit - 64) / 4 : 1008;  // floats a piece holds
+  // ... and on both sides of 32 KiB, above which the data goes whole.
+  return {p - 1, p,         p + 1, 2 * p, 2 * p + 1,
+          1024,  3 * p - 1, 8192,  8193,  (size_t{64} << 10) / 4 - 1};
+}
+
+TEST(MpiTransport, AllReduceCutIntoPiecesComesBackWhole) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  const float n_ranks = static_cast<float>(c->size());
+  for (size_t n : SizesAroundPieces()) {
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = Element(static_cast<float>(c->rank() + 1), i);
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(data[i], n_ranks * (n_ranks + 1) / 2 + n_ranks * Element(0, i))
+          << n << " floats, element " << i;
+    for (size_t i = 0; i < n; ++i) data[i] = Element(1000.0f * static_cast<float>(c->rank()), i);
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMax, Far()).ok()) << n << " floats";
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(data[i], Element(1000.0f * (n_ranks - 1), i)) << n << " floats, element " << i;
+    for (size_t i = 0; i < n; ++i) data[i] = Element(1000.0f * static_cast<float>(c->rank()), i);
+    ASSERT_TRUE(c->AllReduce(data, ReduceOp::kMin, Far()).ok()) << n << " floats";
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(data[i], Element(0, i)) << n << " floats, element " << i;
+  }
+}
+
+// Ranks whose data is cut into different numbers of pieces, or into as many pieces of different
+// sizes: every rank fails with the sizes named, keeps its data as it was, and the next
+// AllReduce works (every piece of the failed one was consumed).
+TEST(MpiTransport, RanksDisagreeingAcrossPiecesAllFailAndLoseNothing) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  const size_t p = SizesAroundPieces()[1];
+  const std::pair<size_t, size_t> cases[] = {
+      {p - 10, 3 * p}, {3 * p, p - 10}, {2 * p + 5, 2 * p + 90}, {5 * p, 3 * p + 1}, {3 * p, 9000}};
+  for (auto [first, rest] : cases) {
+    std::vector<float> data(c->rank() == 0 ? first : rest);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = Element(static_cast<float>(c->rank()), i);
+    const std::vector<float> before = data;
+    Status s = c->AllReduce(data, ReduceOp::kSum, Far());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << first << " and " << rest << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("same size"));
+    EXPECT_THAT(s.message(), HasSubstr("this rank " + std::to_string(data.size())));
+    EXPECT_EQ(data, before) << first << " and " << rest;
+    ExpectAllReduceWorks(*c);
+  }
+  std::vector<float> data(3 * p, 1.0f);
+  Status operation =
+      c->AllReduce(data, c->rank() == c->size() - 1 ? ReduceOp::kMax : ReduceOp::kSum, Far());
+  EXPECT_EQ(operation.code(), StatusCode::kInvalidArgument) << operation;
+  EXPECT_THAT(operation.message(), HasSubstr("same operation"));
+  EXPECT_EQ(data, std::vector<float>(3 * p, 1.0f));
+  ExpectAllReduceWorks(*c);
 }
 
 // Rank 0 calls AllReduce alone, the others wait for its word: it fails there with
