@@ -43,7 +43,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_tcp": (("loopback", "netns"), "reel, transport tcp (its native ring allreduce; how it "
                  "waits chosen by the transport: polls when the host's ranks fit its cores)"),
     "reel_tcp_spin": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us="
-                      f"{TCP_SPIN_US} (busy waiting before a sleep, as MPI polls)"),
+                      f"--tcp-spin-us (default {TCP_SPIN_US}: busy waiting before a sleep, as MPI "
+                      "polls)"),
     "reel_tcp_sleep": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us=0 "
                        "(sleeps at once: the default before the automatic choice)"),
     "reel_tcp_system_cc": (("loopback", "netns"), "reel, transport tcp with congestion_control="
@@ -150,7 +151,7 @@ def run(program, n, link, args, netns_name):
             c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
                  "--option", f"listen_address={addr(i)}"]
             if program in ("reel_tcp_spin", "reel_tcp_sleep"):
-                spin = TCP_SPIN_US if program == "reel_tcp_spin" else 0
+                spin = args.tcp_spin_us if program == "reel_tcp_spin" else 0
                 c += ["--option", f"allreduce_spin_us={spin}"]
             if program == "reel_tcp_system_cc":
                 c += ["--option", "congestion_control=system"]
@@ -183,6 +184,8 @@ def main():
     ap.add_argument("--max-bytes", type=int, default=64 << 20, help="largest size")
     ap.add_argument("--max-calls", type=int, default=1000,
                     help="calls per size at most (small sizes: 1000 calls of 4 KiB last a few ms)")
+    ap.add_argument("--tcp-spin-us", type=int, default=TCP_SPIN_US,
+                    help="allreduce_spin_us of the reel_tcp_spin program")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")

@@ -8,6 +8,7 @@
 // it polls, the connection it reads reports readiness to nobody (read_readiness.h), so that the
 // io thread, which cannot read a borrowed connection, is not woken for it either.
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -47,6 +48,7 @@ class TcpCommunicator::RingAllReduce {
         tag_(Mailbox::CollectiveTag(seq)),
         deadline_(deadline),
         spin_(comm.allreduce_spin_),
+        yield_(comm.allreduce_yield_),
         n_(static_cast<size_t>(comm.world_)),
         r_(static_cast<size_t>(comm.rank_)),
         left_(*comm.peers_[(r_ + n_ - 1) % n_]),
@@ -233,7 +235,7 @@ class TcpCommunicator::RingAllReduce {
 
   // Nothing moved: fails on what the other threads recorded (a failed or departed neighbour, a
   // broken group) or at the deadline, else sleeps until a socket is ready or the next check.
-  // Without `sleep`, only fails or returns (busy waiting).
+  // Without `sleep`, only fails or returns (busy waiting), after yielding the core if it yields.
   Status Wait(bool reading = true, bool sleep = true) {
     const bool receiving = reading && reduced_ < posted_up_to_;
     if (receiving) REEL_RETURN_IF_ERROR(mailbox_.CanReceive(left_.rank, tag_));
@@ -244,7 +246,10 @@ class TcpCommunicator::RingAllReduce {
                                    std::to_string(units_) + " chunks received from rank " +
                                    std::to_string(left_.rank) + ", " + std::to_string(sent_) +
                                    " sent to rank " + std::to_string(right_.rank) + ")");
-    if (!sleep) return Status::Ok();
+    if (!sleep) {
+      if (yield_) sched_yield();  // a peer on this core gets it (allreduce_waiting.h)
+      return Status::Ok();
+    }
     pollfd fds[2];
     nfds_t count = 0;
     if (receiving && left_.frames->state() == FrameReader::State::kReading &&
@@ -283,6 +288,7 @@ class TcpCommunicator::RingAllReduce {
   const int tag_;       // what its receives match in the Mailbox
   const Deadline deadline_;
   const Clock::duration spin_;  // busy waiting before a sleep
+  const bool yield_;            // ... yielding the core between polls
   const size_t n_, r_;
   Peer& left_;
   Peer& right_;

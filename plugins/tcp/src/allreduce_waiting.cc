@@ -10,9 +10,9 @@
 namespace reel::tcp {
 namespace {
 
-std::string Polling(std::chrono::microseconds spin) {
-  return "AllReduce waits by polling (for up to " + std::to_string(spin.count()) +
-         " us once nothing moves, then sleeps)";
+std::string Polling(std::chrono::microseconds spin, bool yield) {
+  return std::string("AllReduce waits by polling") + (yield ? " and yielding its core" : "") +
+         " (for up to " + std::to_string(spin.count()) + " us once nothing moves, then sleeps)";
 }
 
 // Printable, without spaces, as the rendezvous requires; "" when nothing usable is left.
@@ -26,20 +26,19 @@ std::string Printable(std::string s) {
 
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores) {
-  if (option) {
-    const std::string given = " (allreduce_spin_us=" + std::to_string(option->count()) + ")";
-    if (option->count() == 0) return {*option, "AllReduce waits by sleeping" + given};
-    return {*option, Polling(*option) + given};
-  }
+  const bool yield = ranks_on_host > cores;
   const std::string counts = std::to_string(ranks_on_host) +
                              " rank(s) of the group on this host, " + std::to_string(cores) +
                              " core(s) for this rank";
-  if (ranks_on_host <= cores)
-    return {kAutomaticSpin,
-            Polling(kAutomaticSpin) + " (automatic: " + counts + "; allreduce_spin_us=0 sleeps)"};
-  return {std::chrono::microseconds(0),
-          "AllReduce waits by sleeping (automatic: " + counts +
-              ", so polling would take the cores the others need; allreduce_spin_us=N polls)"};
+  const std::string shared = yield ? ", so a polling rank yields its core to the others" : "";
+  if (option) {
+    const std::string given = " (allreduce_spin_us=" + std::to_string(option->count()) + ")";
+    if (option->count() == 0) return {*option, false, "AllReduce waits by sleeping" + given};
+    return {*option, yield, Polling(*option, yield) + given + (yield ? " (" + counts + ")" : "")};
+  }
+  return {kAutomaticSpin, yield,
+          Polling(kAutomaticSpin, yield) + " (automatic: " + counts + shared +
+              "; allreduce_spin_us=0 sleeps)"};
 }
 
 int CoresAvailable() {

@@ -1,12 +1,13 @@
 // How AllReduce waits when nothing moves: by polling its sockets for a while (busy waiting,
 // which takes a peer's chunk the moment it arrives) or by sleeping in poll() at once (which
-// leaves the core to whoever needs it). Polling pays only when every rank on the host has a core
-// of its own: a polling rank on a shared core takes the time its peer needs to make the progress
-// it polls for (bench/results/allreduce.md, runs 7 and 8: 3 ranks on 2 cores ran 2-100x slower).
+// leaves the core to whoever needs it). A rank that polls on a shared core must yield it between
+// polls: polling without yielding, it takes the time its peer needs to make the progress it
+// polls for (bench/results/allreduce.md, runs 7 and 8: 3 ranks on 2 cores ran 2-100x slower),
+// while polling and yielding ran 1.1-2.0x faster than sleeping at every size (run 20).
 //
 // The automatic choice is Open MPI's rule: its launcher marks a node oversubscribed when it runs
 // more processes than the node has slots (cores), and every process on such a node then yields
-// when idle (`mpi_yield_when_idle`, ompi/instance/instance.c); otherwise it polls.
+// when idle (`mpi_yield_when_idle`, ompi/instance/instance.c); otherwise it polls without yielding.
 #ifndef REEL_PLUGINS_TCP_SRC_ALLREDUCE_WAITING_H_
 #define REEL_PLUGINS_TCP_SRC_ALLREDUCE_WAITING_H_
 
@@ -22,11 +23,14 @@ constexpr std::chrono::microseconds kAutomaticSpin{20000};
 
 struct AllReduceWaiting {
   std::chrono::microseconds spin{0};  // 0: sleeps at once
+  bool yield = false;                 // while it polls, yields the core after each poll
   std::string why;                    // for the log: the mode and what decided it
 };
 
 // `option`: the option allreduce_spin_us (nullopt: automatic). `ranks_on_host`: the group's ranks
-// on this machine, this one included; `cores`: the cores this rank may run on.
+// on this machine, this one included; `cores`: the cores this rank may run on. A rank polls
+// (automatically for kAutomaticSpin) unless the option is 0, and yields while it polls when the
+// host's ranks outnumber its cores.
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores);
 

@@ -82,6 +82,7 @@ void TcpCommunicator::ChooseWaiting() {
   const AllReduceWaiting waiting =
       ChooseAllReduceWaiting(options_.allreduce_spin, static_cast<int>(on_host), CoresAvailable());
   allreduce_spin_ = waiting.spin;
+  allreduce_yield_ = waiting.yield;
   Log(waiting.why);
 }
 

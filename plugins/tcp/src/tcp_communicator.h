@@ -150,8 +150,10 @@ class TcpCommunicator final : public Communicator {
   uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
-  // How long AllReduce polls once nothing moves; set by ChooseWaiting() before any call.
+  // How long AllReduce polls once nothing moves, and whether it yields the core between polls;
+  // set by ChooseWaiting() before any call.
   std::chrono::microseconds allreduce_spin_{0};
+  bool allreduce_yield_ = false;
   bool congestion_logged_ = false;  // the connecting thread's, while the group forms
 
   // Formation state shared between the io thread (Admit) and the connecting thread.

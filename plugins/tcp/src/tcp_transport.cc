@@ -50,10 +50,10 @@ OptionSchema TcpOptionSchema() {
                 "time a new connection has to authenticate before it is dropped"),
       IntOption("allreduce_spin_us", -1,
                 "how long AllReduce keeps polling its sockets without sleeping when nothing moves "
-                "(busy waiting, as MPI does; pays only when every rank has a core of its own). "
-                "-1: automatic, as Open MPI decides: it polls for 20000 us when the group's ranks "
-                "on this host are no more than the cores this rank may use, else sleeps at once; "
-                "0: it sleeps at once"),
+                "(busy waiting, as MPI does; yielding the core between polls when the group's "
+                "ranks on this host outnumber the cores this rank may use). -1: automatic, as "
+                "Open MPI decides: it polls for 20000 us (yielding on such a host); 0: it sleeps "
+                "at once"),
       StringOption("congestion_control", "",
                    "TCP congestion control of this rank's sending connections. Empty: automatic, "
                    "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
