@@ -30,15 +30,19 @@ AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds>
   const std::string counts = std::to_string(ranks_on_host) +
                              " rank(s) of the group on this host, " + std::to_string(cores) +
                              " core(s) for this rank";
-  const std::string shared = yield ? ", so a polling rank yields its core to the others" : "";
   if (option) {
     const std::string given = " (allreduce_spin_us=" + std::to_string(option->count()) + ")";
     if (option->count() == 0) return {*option, false, "AllReduce waits by sleeping" + given};
     return {*option, yield, Polling(*option, yield) + given + (yield ? " (" + counts + ")" : "")};
   }
-  return {kAutomaticSpin, yield,
-          Polling(kAutomaticSpin, yield) + " (automatic: " + counts + shared +
-              "; allreduce_spin_us=0 sleeps)"};
+  if (!yield)
+    return {kAutomaticSpin, false,
+            Polling(kAutomaticSpin, false) + " (automatic: " + counts +
+                "; allreduce_spin_us=0 sleeps)"};
+  return {std::chrono::microseconds(0), false,
+          "AllReduce waits by sleeping (automatic: " + counts +
+              ", so polling would take the cores the others need; allreduce_spin_us=N polls, "
+              "yielding its core)"};
 }
 
 int CoresAvailable() {

@@ -1,13 +1,17 @@
 // How AllReduce waits when nothing moves: by polling its sockets for a while (busy waiting,
 // which takes a peer's chunk the moment it arrives) or by sleeping in poll() at once (which
-// leaves the core to whoever needs it). A rank that polls on a shared core must yield it between
-// polls: polling without yielding, it takes the time its peer needs to make the progress it
-// polls for (bench/results/allreduce.md, runs 7 and 8: 3 ranks on 2 cores ran 2-100x slower),
-// while polling and yielding ran 1.1-2.0x faster than sleeping at every size (run 20).
+// leaves the core to whoever needs it). Polling pays by default only when every rank on the host
+// has a core of its own. Where ranks share cores, a polling rank yields its core between polls:
+// polling without yielding it takes the time its peer needs to make the progress it polls for
+// (bench/results/allreduce.md, runs 7 and 8: 3 ranks on 2 cores ran 2-100x slower); polling and
+// yielding made 3 ranks' bare allreduces 1.2-1.8x faster than sleeping, but their training 10%
+// slower (run 20: the yields share the cores with the ranks still computing), so there it is the
+// option's choice, not the default.
 //
-// The automatic choice is Open MPI's rule: its launcher marks a node oversubscribed when it runs
-// more processes than the node has slots (cores), and every process on such a node then yields
-// when idle (`mpi_yield_when_idle`, ompi/instance/instance.c); otherwise it polls without yielding.
+// The automatic choice follows Open MPI's rule for when to poll: its launcher marks a node
+// oversubscribed when it runs more processes than the node has slots (cores), and then its
+// processes stop busy polling (they yield when idle, `mpi_yield_when_idle`,
+// ompi/instance/instance.c); reel's sleep instead.
 #ifndef REEL_PLUGINS_TCP_SRC_ALLREDUCE_WAITING_H_
 #define REEL_PLUGINS_TCP_SRC_ALLREDUCE_WAITING_H_
 
@@ -28,9 +32,9 @@ struct AllReduceWaiting {
 };
 
 // `option`: the option allreduce_spin_us (nullopt: automatic). `ranks_on_host`: the group's ranks
-// on this machine, this one included; `cores`: the cores this rank may run on. A rank polls
-// (automatically for kAutomaticSpin) unless the option is 0, and yields while it polls when the
-// host's ranks outnumber its cores.
+// on this machine, this one included; `cores`: the cores this rank may run on. Automatically a
+// rank polls for kAutomaticSpin where the host's ranks fit its cores and sleeps where they do
+// not; a given spin polls for that long, yielding where they do not.
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores);
 

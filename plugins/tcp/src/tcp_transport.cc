@@ -52,8 +52,8 @@ OptionSchema TcpOptionSchema() {
                 "how long AllReduce keeps polling its sockets without sleeping when nothing moves "
                 "(busy waiting, as MPI does; yielding the core between polls when the group's "
                 "ranks on this host outnumber the cores this rank may use). -1: automatic, as "
-                "Open MPI decides: it polls for 20000 us (yielding on such a host); 0: it sleeps "
-                "at once"),
+                "Open MPI decides: it polls for 20000 us where the group's ranks on this host "
+                "are no more than those cores, else sleeps at once; 0: it sleeps at once"),
       StringOption("congestion_control", "",
                    "TCP congestion control of this rank's sending connections. Empty: automatic, "
                    "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
