@@ -24,7 +24,7 @@
 //     moves the data as fast as raw MPI. Only the arrival can time out: once every rank is in,
 //     the data phase depends on no one being late. Disagreeing arguments are InvalidArgument on
 //     every rank, and the communicator stays usable.
-//   - An AllReduce below 64 KiB has no arrival round either: its round trip would be most of the
+//   - An AllReduce below 128 KiB has no arrival round either: its round trip would be most of the
 //     call. It runs as one pass of point-to-point messages on the collective communicator
 //     (recursive doubling, the algorithm Open MPI itself picks there; mpi_exchange_allreduce.cc),
 //     each posted nonblocking and polled against the deadline and for ranks that left. The
@@ -33,7 +33,7 @@
 //     returns InvalidArgument with its data unchanged, and the communicator stays usable, as
 //     after the arrival round. To ranks on the same node the data goes in pieces small enough
 //     for Open MPI's shared memory to send eagerly (no rendezvous round trip).
-//     Ranks whose sizes fall on both sides of 64 KiB take different paths and meet their
+//     Ranks whose sizes fall on both sides of 128 KiB take different paths and meet their
 //     deadline instead. A pass that fails stops the collectives as a timed-out arrival does.
 //   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
 //     costs a synchronisation per call (much of a small allreduce; on ranks that outnumber the
@@ -118,8 +118,10 @@ std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
 
 // Below this many bytes AllReduce runs as one pass of point-to-point messages that carry the
 // arguments (mpi_exchange_allreduce.cc) instead of the arrival round and the native call: there the
-// round trip of the arrival round is most of the time. So no message of that pass is longer.
-constexpr size_t kExchangeBelowBytes = size_t{64} << 10;
+// round trip of the arrival round is most of the time (at 64-96 KiB on 3 ranks the pass took
+// 0.7-0.8x the time of the round and the native call, bench/results/allreduce.md run 21; from
+// 256 KiB up the two are even). So no message of that pass is longer.
+constexpr size_t kExchangeBelowBytes = size_t{128} << 10;
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -147,14 +147,15 @@ TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
   ExpectAllReduceWorks(*c);
 }
 
-// Below 64 KiB the default AllReduce is one pass of point-to-point messages that carry the
-// arguments; above, the arrival round and the native call. Both, every operation, every rank count.
+// Below 128 KiB (kExchangeBelowBytes) the default AllReduce is one pass of point-to-point messages
+// that carry the arguments; above, the arrival round and the native call. Both, every operation,
+// every rank count.
 TEST(MpiTransport, AllReduceSumsEverySizeOnBothPaths) {
   auto c = Join();
   ASSERT_NE(c, nullptr);
   const float n_ranks = static_cast<float>(c->size());
   for (size_t n :
-       {size_t{0}, size_t{1}, size_t{7}, (size_t{64} << 10) / 4 - 1, (size_t{64} << 10) / 4}) {
+       {size_t{0}, size_t{1}, size_t{7}, kExchangeBelowBytes / 4 - 1, kExchangeBelowBytes / 4}) {
     std::vector<float> data(n, static_cast<float>(c->rank() + 1));
     ASSERT_TRUE(c->AllReduce(data, ReduceOp::kSum, Far()).ok()) << n << " floats";
     for (float v : data) ASSERT_EQ(v, n_ranks * (n_ranks + 1) / 2) << n << " floats";
@@ -188,7 +189,7 @@ std::vector<size_t> SizesAroundPieces() {
   const size_t p = limit > 64 ? (limit - 64) / 4 : 1008;  // floats a piece holds
   // ... and on both sides of 32 KiB, above which the data goes whole.
   return {p - 1, p,         p + 1, 2 * p, 2 * p + 1,
-          1024,  3 * p - 1, 8192,  8193,  (size_t{64} << 10) / 4 - 1};
+          1024,  3 * p - 1, 8192,  8193,  kExchangeBelowBytes / 4 - 1};
 }
 
 TEST(MpiTransport, AllReduceCutIntoPiecesComesBackWhole) {
