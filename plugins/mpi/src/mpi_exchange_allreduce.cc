@@ -31,6 +31,9 @@ constexpr int kRestTag = 98;
 int DataTag(ReduceOp op, int pieces) {
   return kDataTag + static_cast<int>(op) + kOpTags * (pieces - 1);
 }
+// What a first data message's tag says (DataTag's inverse).
+int PiecesOf(int tag) { return (tag - kDataTag) / kOpTags + 1; }
+int64_t OperationOf(int tag) { return (tag - kDataTag) % kOpTags; }
 // Every receive has room for the largest message of the pass (a sender's whole data below
 // kExchangeBelowBytes, or the rest of it after its first pieces), whatever this rank's own size:
 // a message longer than its receive must never arrive, as Open MPI's shared memory writes a
@@ -203,8 +206,8 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     if (s.ok()) Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
     if (s.ok()) tag = status.MPI_TAG;
     const bool data_message = tag != kDisagreeTag;
-    const int their_pieces = data_message ? (tag - kDataTag) / kOpTags + 1 : 1;
-    const int64_t their_op = data_message ? (tag - kDataTag) % kOpTags : 0;
+    const int their_pieces = data_message ? PiecesOf(tag) : 1;
+    const int64_t their_op = data_message ? OperationOf(tag) : 0;
     // The sender's other pieces, in order (MPI lets no message from one sender with one tag
     // overtake another), each into place after the one before.
     size_t got = static_cast<size_t>(count);
