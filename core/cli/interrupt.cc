@@ -18,13 +18,13 @@ extern "C" void OnStopSignal(int) {
 
 InterruptScope::InterruptScope() {
   g_requested.store(false);
-  previous_int_ = std::signal(SIGINT, OnStopSignal);
-  previous_term_ = std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
 }
 
 InterruptScope::~InterruptScope() {
-  std::signal(SIGINT, previous_int_);
-  std::signal(SIGTERM, previous_term_);
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
 }
 
 bool InterruptScope::Requested() { return g_requested.load(); }

@@ -3,6 +3,11 @@
 // step and writes a checkpoint, a search lets its running trials do so — and the command returns
 // Cancelled. A second signal of either kind ends the process at once.
 //
+// A scope ends when its command's work does, just before reel prints the outcome and exits: from
+// then on both signals are ignored. Restoring the default action instead would let a signal in
+// that gap — `reel launch` stopping the ranks a failed rank left behind — end the process
+// silently, before it says why it failed.
+//
 // Thread-safety: one scope at a time, created and destroyed on the main thread; Requested() may be
 // polled from any thread.
 #ifndef REEL_CORE_CLI_INTERRUPT_H_
@@ -13,16 +18,12 @@ namespace reel::cli {
 class InterruptScope {
  public:
   InterruptScope();   // clears the flag and installs the handler for SIGINT and SIGTERM
-  ~InterruptScope();  // restores the previous handlers
+  ~InterruptScope();  // ignores SIGINT and SIGTERM until the process exits
   InterruptScope(const InterruptScope&) = delete;
   InterruptScope& operator=(const InterruptScope&) = delete;
 
   // True once SIGINT or SIGTERM arrived while a scope was installed.
   static bool Requested();
-
- private:
-  void (*previous_int_)(int) = nullptr;
-  void (*previous_term_)(int) = nullptr;
 };
 
 }  // namespace reel::cli

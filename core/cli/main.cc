@@ -45,9 +45,9 @@ void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
 // env.exit_code (reel launch: a rank's), else 0 on success, 130 when interrupted (Cancelled:
 // Ctrl-C or SIGTERM, as a shell reports a Ctrl-C) and 1 for any other error.
 int Finish(CliEnv& env, const std::string& name, const std::string& usage, const Status& s) {
-  // The command is over (its InterruptScope, if any, gone): a SIGINT or SIGTERM now — `reel
-  // launch` stopping the ranks a failed rank left behind, say — would only cut its message off
-  // mid-line. Ignored, for every thread, until the imminent exit.
+  // The command is over: a SIGINT or SIGTERM now — `reel launch` stopping the ranks a failed rank
+  // left behind, say — would only cut its message off. Ignored, for every thread, until the
+  // imminent exit (a command with an InterruptScope has ignored them since the scope ended).
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
   if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";

@@ -1,0 +1,56 @@
+#include "interrupt.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+namespace reel::cli {
+namespace {
+
+// Each case runs in a child process (a death test): the signals it raises and the dispositions
+// it leaves behind stay there.
+
+TEST(InterruptScopeDeathTest, TheFirstSignalIsAStopRequestTheSecondEndsTheProcess) {
+  EXPECT_EXIT(
+      {
+        InterruptScope scope;
+        std::raise(SIGTERM);
+        if (!InterruptScope::Requested()) std::_Exit(3);
+        std::fputs("asked to stop\n", stderr);
+        std::raise(SIGINT);
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGINT), "asked to stop");
+}
+
+// What `reel launch` does to the survivors of a failed rank: a SIGTERM that lands after the
+// command's work ended, while it reports why it failed. The report still comes out whole.
+TEST(InterruptScopeDeathTest, ASignalAfterTheScopeCannotCutTheFinalMessageOff) {
+  EXPECT_EXIT(
+      {
+        { InterruptScope scope; }
+        std::raise(SIGTERM);
+        std::raise(SIGINT);
+        std::fputs("reel train: UNAVAILABLE: rank 1 is unavailable\n", stderr);
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(1), "reel train: UNAVAILABLE: rank 1 is unavailable");
+}
+
+TEST(InterruptScopeDeathTest, ANewScopeStartsWithoutTheOldRequest) {
+  EXPECT_EXIT(
+      {
+        {
+          InterruptScope first;
+          std::raise(SIGINT);
+        }
+        InterruptScope second;
+        std::_Exit(InterruptScope::Requested() ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
+}  // namespace reel::cli
