@@ -127,13 +127,23 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-std::string TempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("reel-job-test-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+// A fresh directory for one job's checkpoints, removed with the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() /
+              ("reel-job-test-" + std::to_string(getpid()) + "-" + name)) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  operator std::string() const { return path_.string(); }  // NOLINT: reads as the path it is
+
+ private:
+  std::filesystem::path path_;
+};
 
 ConfigFile Config(const std::string& text) {
   auto cfg = ParseConfig(text, "job.pbtxt");
@@ -285,7 +295,7 @@ void ExpectSameMetrics(const TrainResult& got, const TrainResult& want) {
 
 TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
   auto host = MakeHost();
-  const std::string one = TempDir("one"), four = TempDir("four");
+  const TempDir one("one"), four("four");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("eq-one")));
   ASSERT_TRUE(single.ok()) << single.status();
   auto ranks = Train(*host, EquivalenceConfig(2, 4, four, InprocWorld("eq-four")));
@@ -300,8 +310,7 @@ TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
 // which is not the clipped gradient of the whole batch.
 TEST(TrainJob, FourThreadRanksWithABindingClipEqualOneRankWithFourTimesTheBatch) {
   auto host = MakeHost();
-  const std::string one = TempDir("clip-one"), four = TempDir("clip-four"),
-                    free = TempDir("clip-free");
+  const TempDir one("clip-one"), four("clip-four"), free("clip-free");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("clip-one"), kBindingClip));
   ASSERT_TRUE(single.ok()) << single.status();
   auto unclipped = Train(*host, EquivalenceConfig(8, 1, free, InprocWorld("clip-free")));
@@ -322,7 +331,7 @@ TEST(TrainJob, FourThreadRanksWithABindingClipEqualOneRankWithFourTimesTheBatch)
 
 TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
   auto host = MakeHost();
-  const std::string one = TempDir("nxm-one"), grid = TempDir("nxm-grid");
+  const TempDir one("nxm-one"), grid("nxm-grid");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("nxm-one")));
   ASSERT_TRUE(single.ok()) << single.status();
   // Process p runs ranks 2p and 2p+1 of 4; both "processes" join one inproc world.
@@ -357,7 +366,7 @@ TEST(TrainJob, TwoProcessesOverTcpEqualOneRankWithFourTimesTheBatch) {
                   .RegisterFrom("job_test", "", nullptr,
                                 [](Registrar& r) noexcept { return RegisterTestComponents(r); })
                   .ok());
-  const std::string one = TempDir("tcp-one"), grid = TempDir("tcp-grid");
+  const TempDir one("tcp-one"), grid("tcp-grid");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("tcp-one"), kBindingClip));
   ASSERT_TRUE(single.ok()) << single.status();
   const std::string coordinator = "127.0.0.1:" + std::to_string(FreeLoopbackPort());

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -23,9 +24,12 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("reel_tfrecord_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
-             info->name() + "_" + std::to_string(counter++));
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    // One directory, not a nest: a parameterized test's names hold '/' ("Prefetch/SourceFault").
+    std::replace(name.begin(), name.end(), '/', '_');
+    path_ =
+        std::filesystem::temp_directory_path() / ("reel_tfrecord_" + std::to_string(::getpid()) +
+                                                  "_" + name + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
