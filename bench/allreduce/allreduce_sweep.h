@@ -49,6 +49,12 @@ struct Sweep {
     return true;
   }
 
+  // How many calls a size runs: budget/bytes, clamped to [3, max_calls].
+  int Calls(size_t bytes) const {
+    return static_cast<int>(
+        std::clamp<size_t>(budget_bytes / bytes, 3, std::max<size_t>(3, max_calls)));
+  }
+
   // `prepare(data, floats)` sets up an allreduce of that buffer (as a library's users would, once
   // per buffer: Gloo builds an algorithm object) and returns the call; it and `barrier()` return
   // false on failure (the sweep stops, exit 1).
@@ -57,8 +63,7 @@ struct Sweep {
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       const size_t floats = bytes / sizeof(float);
       std::vector<float> data(floats, 1.0f);
-      const int iters = static_cast<int>(
-          std::clamp<size_t>(budget_bytes / bytes, 3, std::max<size_t>(3, max_calls)));
+      const int iters = Calls(bytes);
       const Call allreduce = prepare(data.data(), floats);
       if (!allreduce() || !barrier()) return 1;  // warm-up
       const auto start = Clock::now();
