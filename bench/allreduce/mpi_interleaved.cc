@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const size_t n = bytes / sizeof(float);
     std::vector<float> data(n, 1.0f);
     const int calls = sweep.Calls(bytes);
-    std::vector<double> raw, reel, ratio;
+    std::vector<double> raw_us, reel_us, ratio;
     if (!raw_call(data.data(), n) || !reel_call(data.data(), n)) code = 1;  // warm-up
     for (int b = 0; code == 0 && b < blocks; ++b) {
       double t[2];
@@ -90,11 +90,11 @@ int main(int argc, char** argv) {
         });
       }
       if (t[0] < 0 || t[1] < 0) code = 1;
-      raw.push_back(t[0] * 1e6), reel.push_back(t[1] * 1e6), ratio.push_back(t[0] / t[1]);
+      raw_us.push_back(t[0] * 1e6), reel_us.push_back(t[1] * 1e6), ratio.push_back(t[0] / t[1]);
     }
     if (code == 0 && (*comm)->rank() == 0) {
-      std::printf("%zu %.3f %.3f %.3f %.3f %.3f\n", bytes, reel::bench::Median(raw),
-                  reel::bench::Median(reel), reel::bench::Median(ratio),
+      std::printf("%zu %.3f %.3f %.3f %.3f %.3f\n", bytes, reel::bench::Median(raw_us),
+                  reel::bench::Median(reel_us), reel::bench::Median(ratio),
                   *std::min_element(ratio.begin(), ratio.end()),
                   *std::max_element(ratio.begin(), ratio.end()));
       std::fflush(stdout);
