@@ -26,16 +26,17 @@ std::string Printable(std::string s) {
 
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores) {
-  const bool yield = ranks_on_host > cores;
+  const bool oversubscribed = ranks_on_host > cores;  // polling yields, or sleeps instead
   const std::string counts = std::to_string(ranks_on_host) +
                              " rank(s) of the group on this host, " + std::to_string(cores) +
                              " core(s) for this rank";
   if (option) {
     const std::string given = " (allreduce_spin_us=" + std::to_string(option->count()) + ")";
     if (option->count() == 0) return {*option, false, "AllReduce waits by sleeping" + given};
-    return {*option, yield, Polling(*option, yield) + given + (yield ? " (" + counts + ")" : "")};
+    return {*option, oversubscribed,
+            Polling(*option, oversubscribed) + given + (oversubscribed ? " (" + counts + ")" : "")};
   }
-  if (!yield)
+  if (!oversubscribed)
     return {kAutomaticSpin, false,
             Polling(kAutomaticSpin, false) + " (automatic: " + counts +
                 "; allreduce_spin_us=0 sleeps)"};
