@@ -7,21 +7,15 @@
 
 #include <map>
 
+#include "comm/fake_environment.h"
+
 namespace reel::core {
 namespace {
 
 using ::testing::HasSubstr;
 
-GetEnv Env(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
-
 TEST(RankEnvironment, NothingSetLeavesRankAndSizeToTheTransport) {
-  auto ctx = TransportContextFromEnvironment(Env({}));
+  auto ctx = TransportContextFromEnvironment(testing::FakeEnvironment({}));
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ(ctx->rank, kDiscover);
   EXPECT_EQ(ctx->world_size, kDiscover);
@@ -29,8 +23,8 @@ TEST(RankEnvironment, NothingSetLeavesRankAndSizeToTheTransport) {
 }
 
 TEST(RankEnvironment, ReadsRankWorldAndCoordinator) {
-  auto ctx = TransportContextFromEnvironment(
-      Env({{"REEL_RANK", "2"}, {"REEL_WORLD_SIZE", "3"}, {"REEL_COORDINATOR", "10.0.0.1:29500"}}));
+  auto ctx = TransportContextFromEnvironment(testing::FakeEnvironment(
+      {{"REEL_RANK", "2"}, {"REEL_WORLD_SIZE", "3"}, {"REEL_COORDINATOR", "10.0.0.1:29500"}}));
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ(ctx->rank, 2);
   EXPECT_EQ(ctx->world_size, 3);
@@ -38,7 +32,7 @@ TEST(RankEnvironment, ReadsRankWorldAndCoordinator) {
 }
 
 void ExpectInvalid(std::map<std::string, std::string> vars, const std::string& text) {
-  auto ctx = TransportContextFromEnvironment(Env(vars));
+  auto ctx = TransportContextFromEnvironment(testing::FakeEnvironment(vars));
   ASSERT_FALSE(ctx.ok());
   EXPECT_EQ(ctx.status().code(), StatusCode::kInvalidArgument) << ctx.status();
   EXPECT_THAT(ctx.status().message(), HasSubstr(text));
@@ -64,10 +58,11 @@ TEST(RankEnvironment, HalfAContextIsRefused) {
 }
 
 TEST(RankEnvironment, RecognisesMpiLaunchers) {
-  EXPECT_EQ(MpiLauncherVariable(Env({})), "");
-  EXPECT_EQ(MpiLauncherVariable(Env({{"OMPI_COMM_WORLD_RANK", "1"}})), "OMPI_COMM_WORLD_RANK");
-  EXPECT_EQ(MpiLauncherVariable(Env({{"PMIX_RANK", "0"}})), "PMIX_RANK");
-  EXPECT_EQ(MpiLauncherVariable(Env({{"PMIX_RANK", ""}})), "");
+  EXPECT_EQ(MpiLauncherVariable(testing::FakeEnvironment({})), "");
+  EXPECT_EQ(MpiLauncherVariable(testing::FakeEnvironment({{"OMPI_COMM_WORLD_RANK", "1"}})),
+            "OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(MpiLauncherVariable(testing::FakeEnvironment({{"PMIX_RANK", "0"}})), "PMIX_RANK");
+  EXPECT_EQ(MpiLauncherVariable(testing::FakeEnvironment({{"PMIX_RANK", ""}})), "");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comm/fake_environment.h"
 #include "reel/core/checkpoint.h"
 #include "reel/core/train_job.h"
 #include "train/testing.h"
@@ -106,14 +107,6 @@ std::unique_ptr<Host> MakeHost() {
   return host;
 }
 
-GetEnv Env(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
-
 // A loopback port that was free a moment ago.
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -164,7 +157,7 @@ std::string Text(const std::string& trainer, const std::string& data_options = "
 Result<TrainResult> Train(Host& host, const std::string& text,
                           std::map<std::string, std::string> env = {}) {
   TrainJobOptions job;
-  job.env = Env(std::move(env));
+  job.env = testing::FakeEnvironment(std::move(env));
   return RunTrainJob(host, Config(text), job);
 }
 
@@ -206,7 +199,7 @@ TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
   auto host = MakeHost();  // no mpi plugin loaded here: the choice shows in the error
   std::ostringstream progress;
   TrainJobOptions job;
-  job.env = Env({{"OMPI_COMM_WORLD_RANK", "0"}});
+  job.env = testing::FakeEnvironment({{"OMPI_COMM_WORLD_RANK", "0"}});
   job.progress = &progress;
   auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
   ASSERT_FALSE(r.ok());
@@ -219,11 +212,11 @@ TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
 TEST(TrainJob, MalformedLauncherVariablesAndTimeoutsAreRefusedNamingThem) {
   auto host = MakeHost();
   TrainJobOptions job;
-  job.env = Env({{"REEL_RANK", "abc"}, {"REEL_WORLD_SIZE", "2"}});
+  job.env = testing::FakeEnvironment({{"REEL_RANK", "abc"}, {"REEL_WORLD_SIZE", "2"}});
   auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("REEL_RANK=\"abc\""));
-  job.env = Env({});
+  job.env = testing::FakeEnvironment({});
   auto t = RunTrainJob(
       *host, Config(Text("steps: 2", "", "transport { name: \"inproc\" timeout_seconds: -1 }")),
       job);
@@ -235,7 +228,8 @@ TEST(TrainJob, ASingleProcessJobIsAWorldOfOneWhateverTheLauncherSays) {
   auto host = MakeHost();
   TrainJobOptions job;
   job.single_process = true;  // as a trial of `reel tune` inside a launched worker
-  job.env = Env({{"REEL_RANK", "1"}, {"REEL_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  job.env = testing::FakeEnvironment(
+      {{"REEL_RANK", "1"}, {"REEL_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}});
   auto r = RunTrainJob(
       *host,
       Config(Text("steps: 3 batch_size: 4 local_ranks: 3", "", "transport { name: \"inproc\" }")),
@@ -340,7 +334,8 @@ TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
   for (int p = 0; p < 2; ++p)
     processes.emplace_back([&, p] {
       TrainJobOptions mine;
-      mine.env = Env({{"REEL_RANK", std::to_string(p)}, {"REEL_WORLD_SIZE", "2"}});
+      mine.env =
+          testing::FakeEnvironment({{"REEL_RANK", std::to_string(p)}, {"REEL_WORLD_SIZE", "2"}});
       results[static_cast<size_t>(p)] =
           RunTrainJob(*host, Config(EquivalenceConfig(2, 2, grid, InprocWorld("nxm-grid"))), mine);
     });

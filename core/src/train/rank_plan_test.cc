@@ -8,19 +8,13 @@
 #include <map>
 #include <memory>
 
+#include "comm/fake_environment.h"
+
 namespace reel::core {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-GetEnv Env(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 config::RunConfig Config(int64_t local_ranks, const std::string& transport = "") {
   config::RunConfig c;
@@ -36,7 +30,7 @@ std::vector<std::pair<int, int>> Ranks(const RankPlan& plan) {
 }
 
 TEST(RankPlan, AloneWithoutEnvironmentUsesTheDefaultTransportAndLetsItDiscover) {
-  auto plan = PlanRanks(Config(0), "inproc", Env({}));
+  auto plan = PlanRanks(Config(0), "inproc", testing::FakeEnvironment({}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->transport, "inproc");
   EXPECT_EQ(plan->why, "");
@@ -46,7 +40,7 @@ TEST(RankPlan, AloneWithoutEnvironmentUsesTheDefaultTransportAndLetsItDiscover) 
 }
 
 TEST(RankPlan, LocalRanksFormAWorldOfThreads) {
-  auto plan = PlanRanks(Config(3), "inproc", Env({}));
+  auto plan = PlanRanks(Config(3), "inproc", testing::FakeEnvironment({}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Ranks(*plan), (std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}}));
 }
@@ -55,7 +49,8 @@ TEST(RankPlan, ProcessesTimesLocalRanks) {
   // Process 1 of 2 with 3 local ranks runs ranks 3, 4, 5 of 6, over the configured transport.
   auto plan = PlanRanks(
       Config(3, "tcp"), "inproc",
-      Env({{"REEL_RANK", "1"}, {"REEL_WORLD_SIZE", "2"}, {"REEL_COORDINATOR", "10.1.0.1:29500"}}));
+      testing::FakeEnvironment(
+          {{"REEL_RANK", "1"}, {"REEL_WORLD_SIZE", "2"}, {"REEL_COORDINATOR", "10.1.0.1:29500"}}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->transport, "tcp");
   EXPECT_EQ(plan->why, "");
@@ -64,13 +59,15 @@ TEST(RankPlan, ProcessesTimesLocalRanks) {
 }
 
 TEST(RankPlan, UnderMpirunWithoutATransportUsesMpiAndSaysWhy) {
-  auto plan = PlanRanks(Config(0), "inproc", Env({{"OMPI_COMM_WORLD_RANK", "1"}}));
+  auto plan =
+      PlanRanks(Config(0), "inproc", testing::FakeEnvironment({{"OMPI_COMM_WORLD_RANK", "1"}}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->transport, "mpi");
   EXPECT_THAT(plan->why, HasSubstr("OMPI_COMM_WORLD_RANK is set"));
   EXPECT_EQ(Ranks(*plan), (std::vector<std::pair<int, int>>{{kDiscover, kDiscover}}));
   // A transport the config names wins.
-  auto named = PlanRanks(Config(0, "tcp"), "inproc", Env({{"PMIX_RANK", "0"}}));
+  auto named =
+      PlanRanks(Config(0, "tcp"), "inproc", testing::FakeEnvironment({{"PMIX_RANK", "0"}}));
   ASSERT_TRUE(named.ok()) << named.status();
   EXPECT_EQ(named->transport, "tcp");
   EXPECT_EQ(named->why, "");
@@ -79,11 +76,13 @@ TEST(RankPlan, UnderMpirunWithoutATransportUsesMpiAndSaysWhy) {
 TEST(RankPlan, LauncherTransportThenTcpForAWorldOfProcesses) {
   auto launched =
       PlanRanks(Config(0), "inproc",
-                Env({{"REEL_RANK", "0"}, {"REEL_WORLD_SIZE", "2"}, {"REEL_TRANSPORT", "x"}}));
+                testing::FakeEnvironment(
+                    {{"REEL_RANK", "0"}, {"REEL_WORLD_SIZE", "2"}, {"REEL_TRANSPORT", "x"}}));
   ASSERT_TRUE(launched.ok()) << launched.status();
   EXPECT_EQ(launched->transport, "x");
   EXPECT_THAT(launched->why, HasSubstr("REEL_TRANSPORT=x"));
-  auto plain = PlanRanks(Config(0), "inproc", Env({{"REEL_RANK", "0"}, {"REEL_WORLD_SIZE", "2"}}));
+  auto plain = PlanRanks(Config(0), "inproc",
+                         testing::FakeEnvironment({{"REEL_RANK", "0"}, {"REEL_WORLD_SIZE", "2"}}));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->transport, "tcp");
   EXPECT_THAT(plain->why, HasSubstr("REEL_WORLD_SIZE=2"));
@@ -92,7 +91,7 @@ TEST(RankPlan, LauncherTransportThenTcpForAWorldOfProcesses) {
 
 void ExpectInvalid(const config::RunConfig& c, std::map<std::string, std::string> env,
                    const std::string& text) {
-  auto plan = PlanRanks(c, "inproc", Env(std::move(env)));
+  auto plan = PlanRanks(c, "inproc", testing::FakeEnvironment(std::move(env)));
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument) << plan.status();
   EXPECT_THAT(plan.status().message(), HasSubstr(text));
