@@ -10,7 +10,7 @@
 namespace reel::cli {
 namespace {
 
-std::string Fixed(double v) {
+std::string FourDecimals(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;
@@ -46,12 +46,12 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
     env.out << "served parameters until every worker finished\n";
   } else if (verbosity >= 1) {
     env.out << "trained " << r.steps << " steps (" << r.examples << " examples, epoch " << r.epoch
-            << "), final loss " << Fixed(r.last_loss) << "\n";
+            << "), final loss " << FourDecimals(r.last_loss) << "\n";
     if (r.final_eval)
-      env.out << "eval: GAP@" << r.final_eval->top_k << " " << Fixed(r.final_eval->gap)
-              << "  Hit@1 " << Fixed(r.final_eval->hit_at_1) << "  PERR "
-              << Fixed(r.final_eval->perr) << "  mAP " << Fixed(r.final_eval->map) << "  ("
-              << r.final_eval->videos << " videos)\n";
+      env.out << "eval: GAP@" << r.final_eval->top_k << " " << FourDecimals(r.final_eval->gap)
+              << "  Hit@1 " << FourDecimals(r.final_eval->hit_at_1) << "  PERR "
+              << FourDecimals(r.final_eval->perr) << "  mAP " << FourDecimals(r.final_eval->map)
+              << "  (" << r.final_eval->videos << " videos)\n";
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
     if (r.checkpoint_failures > 0)
       env.out << "checkpoints not written: " << r.checkpoint_failures

@@ -13,8 +13,6 @@ int SplitTestsLinked() { return 1; }
 
 namespace {
 
-std::string Str(int v) { return std::to_string(v); }
-
 // Colors by parity, keys reversed: the sub-group ranks run opposite to the parent's.
 TEST_P(TransportConformance, SplitGroupsByColorAndOrdersByKey) {
   OnRanks(4, 2, [&](Communicator& c) -> Status {
@@ -27,24 +25,26 @@ TEST_P(TransportConformance, SplitGroupsByColorAndOrdersByKey) {
       if (r > c.rank()) ++before_me;  // a larger parent rank has a smaller key
     }
     if (sub->size() != members || sub->rank() != before_me)
-      return InternalError("sub-group rank " + Str(sub->rank()) + " of " + Str(sub->size()) +
-                           ", expected " + Str(before_me) + " of " + Str(members));
+      return InternalError("sub-group rank " + std::to_string(sub->rank()) + " of " +
+                           std::to_string(sub->size()) + ", expected " + std::to_string(before_me) +
+                           " of " + std::to_string(members));
     // Each sub-group sums its parent ranks: only its own members contribute.
     float sum[1] = {static_cast<float>(c.rank())};
     REEL_RETURN_IF_ERROR(sub->AllReduce(sum, ReduceOp::kSum, Far()));
     float want = 0;
     for (int r = color; r < c.size(); r += 2) want += static_cast<float>(r);
     if (sum[0] != want)
-      return InternalError("color " + Str(color) + ": AllReduce gave " + std::to_string(sum[0]) +
-                           ", expected " + std::to_string(want));
+      return InternalError("color " + std::to_string(color) + ": AllReduce gave " +
+                           std::to_string(sum[0]) + ", expected " + std::to_string(want));
     // Sub-group rank 0 broadcasts its parent rank.
     int32_t root_parent = c.rank();
     REEL_RETURN_IF_ERROR(
         sub->Broadcast(std::as_writable_bytes(std::span<int32_t>(&root_parent, 1)), 0, Far()));
     const int expected_root = (c.size() - 1 - color) / 2 * 2 + color;  // largest of the color
     if (root_parent != expected_root)
-      return InternalError("color " + Str(color) + ": broadcast root is parent rank " +
-                           Str(root_parent) + ", expected " + Str(expected_root));
+      return InternalError("color " + std::to_string(color) + ": broadcast root is parent rank " +
+                           std::to_string(root_parent) + ", expected " +
+                           std::to_string(expected_root));
     return sub->Barrier(Far());
   });
 }
@@ -71,9 +71,9 @@ TEST_P(TransportConformance, SplitMessagesNeverMatchTheParents) {
     REEL_RETURN_IF_ERROR(
         c.RecvInto(0, kTag, std::as_writable_bytes(std::span<int32_t>(&got_parent, 1)), Far()));
     if (got_sub != 222 || m.source != 1 || got_parent != 111)
-      return InternalError("sub-group got " + Str(got_sub) + " from sub-group rank " +
-                           Str(m.source) + " (expected 222 from 1), parent got " + Str(got_parent) +
-                           " (expected 111)");
+      return InternalError("sub-group got " + std::to_string(got_sub) + " from sub-group rank " +
+                           std::to_string(m.source) + " (expected 222 from 1), parent got " +
+                           std::to_string(got_parent) + " (expected 111)");
     return Status::Ok();
   });
 }

@@ -13,6 +13,7 @@
 #include "reel/core/conformance.h"
 #include "reel/core/host.h"
 
+namespace plugin_readme_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,3 +74,4 @@ TEST(PluginReadmeTest, MissingAndExtraOptionsAreNamed) {
 }
 
 }  // namespace
+}  // namespace plugin_readme_test

@@ -6,7 +6,7 @@
 
 #include "e2e_util.h"
 
-namespace reel::e2e {
+namespace reel::e2e::learns_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -183,4 +183,4 @@ TEST(LearnsRealData, ShippedMoeRecipeReachesTheTunedGap) {
 }
 
 }  // namespace
-}  // namespace reel::e2e
+}  // namespace reel::e2e::learns_test

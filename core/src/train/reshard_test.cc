@@ -14,7 +14,7 @@
 #include "reel/core/trainer.h"
 #include "train/testing.h"
 
-namespace reel::core {
+namespace reel::core::reshard_test {
 namespace {
 
 using testing::MemStorage;
@@ -326,4 +326,4 @@ TEST(ReshardTest, SourceWithoutReshardingIsRefused) {
 }
 
 }  // namespace
-}  // namespace reel::core
+}  // namespace reel::core::reshard_test

@@ -12,7 +12,7 @@
 #include "reel/core/trainer.h"
 #include "train/testing.h"
 
-namespace reel::core {
+namespace reel::core::shared_checkpoint_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -119,4 +119,4 @@ TEST(SharedCheckpoint, ARankWithACheckpointWhereRankZeroHasNoneStopsEveryRank) {
 }
 
 }  // namespace
-}  // namespace reel::core
+}  // namespace reel::core::shared_checkpoint_test

@@ -15,7 +15,7 @@
 #include "train/testing.h"
 #include "train/tiny_run.h"
 
-namespace reel::core {
+namespace reel::core::trainer_test {
 namespace {
 
 using testing::MemStorage;
@@ -452,9 +452,9 @@ TEST(TrainerTest, BadOptionsAreInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace reel::core
+}  // namespace reel::core::trainer_test
 
-namespace reel::core {
+namespace reel::core::trainer_test {
 namespace {
 
 // Runs two inproc ranks to completion (or interruption) and returns rank 0's parameters; rank 1
@@ -526,4 +526,4 @@ TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
 }
 
 }  // namespace
-}  // namespace reel::core
+}  // namespace reel::core::trainer_test

@@ -9,7 +9,7 @@
 namespace reel::async_sgd {
 namespace {
 
-constexpr char kMagic[4] = {'R', 'A', 'S', 'G'};
+constexpr char kOptimizerStateMagic[4] = {'R', 'A', 'S', 'G'};
 constexpr uint32_t kStateVersion = 1;
 
 }  // namespace
@@ -172,7 +172,7 @@ Result<std::optional<int>> AsyncOptimizer::LeadAfter(int lost) {
 }
 
 std::string AsyncOptimizer::Encode(const std::vector<std::string>& shards) {
-  std::string out(kMagic, sizeof kMagic);
+  std::string out(kOptimizerStateMagic, sizeof kOptimizerStateMagic);
   auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(kStateVersion);
   put(static_cast<uint32_t>(shards.size()));
@@ -201,7 +201,8 @@ Result<std::string> AsyncOptimizer::SaveState() const {
 Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_view state) const {
   char magic[4];
   uint32_t version = 0, shards = 0;
-  if (!TakeBytes(state, magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+  if (!TakeBytes(state, magic, sizeof magic) ||
+      std::memcmp(magic, kOptimizerStateMagic, sizeof kOptimizerStateMagic) != 0)
     return DataLossError(
         "async_sgd state: missing the 'RASG' header (saved by another optimizer?)");
   if (!TakeBytes(state, &version, sizeof version) || !TakeBytes(state, &shards, sizeof shards))

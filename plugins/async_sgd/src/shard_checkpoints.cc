@@ -10,7 +10,7 @@
 namespace reel::async_sgd {
 namespace {
 
-constexpr char kMagic[4] = {'R', 'A', 'S', 'S'};
+constexpr char kShardStateMagic[4] = {'R', 'A', 'S', 'S'};
 constexpr uint32_t kFormat = 1;
 
 // Parses a file name (the last segment of `uri`); false if it is not a shard file.
@@ -33,7 +33,7 @@ std::string ShardFileName(int64_t version, int shard, int shards) {
 }
 
 std::string EncodeShard(const ShardSnapshot& s) {
-  std::string out(kMagic, sizeof kMagic);
+  std::string out(kShardStateMagic, sizeof kShardStateMagic);
   auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(kFormat);
   put(static_cast<uint32_t>(s.shard));
@@ -51,7 +51,8 @@ Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where
   uint32_t format = 0, shard = 0, shards = 0;
   uint64_t floats = 0;
   ShardSnapshot s;
-  if (!TakeBytes(bytes, magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+  if (!TakeBytes(bytes, magic, sizeof magic) ||
+      std::memcmp(magic, kShardStateMagic, sizeof kShardStateMagic) != 0)
     return bad("not an async_sgd shard checkpoint (no 'RASS' header)");
   if (!TakeBytes(bytes, &format, sizeof format) || !TakeBytes(bytes, &shard, sizeof shard) ||
       !TakeBytes(bytes, &shards, sizeof shards) ||

@@ -13,7 +13,7 @@
 
 #include "ranks.h"
 
-namespace reel::async_sgd {
+namespace reel::async_sgd::colocated_test {
 namespace {
 
 using core::testing::TinySource;
@@ -88,4 +88,4 @@ TEST(AsyncSgdColocated, ASlowRankHoldsUpNoOther) {
 }
 
 }  // namespace
-}  // namespace reel::async_sgd
+}  // namespace reel::async_sgd::colocated_test

@@ -25,7 +25,7 @@
 #include "launch_util.h"
 #include "lost_share.h"
 
-namespace reel::e2e {
+namespace reel::e2e::async_sgd_launch_fault_test {
 namespace {
 
 constexpr int kRanks = 3;     // server 0, workers 1 (the lead) and 2
@@ -147,4 +147,4 @@ INSTANTIATE_TEST_SUITE_P(EveryRank, AsyncLaunchFaultTest,
                          FaultName);
 
 }  // namespace
-}  // namespace reel::e2e
+}  // namespace reel::e2e::async_sgd_launch_fault_test

@@ -9,7 +9,7 @@
 #include "ranks.h"
 #include "reel/core/checkpoint.h"
 
-namespace reel::async_sgd {
+namespace reel::async_sgd::lost_lead_test {
 namespace {
 
 using core::testing::TinySource;
@@ -100,4 +100,4 @@ INSTANTIATE_TEST_SUITE_P(When, LostLead, ::testing::Values(When::kTraining, When
                          });
 
 }  // namespace
-}  // namespace reel::async_sgd
+}  // namespace reel::async_sgd::lost_lead_test

@@ -7,7 +7,7 @@
 
 #include "ranks.h"
 
-namespace reel::async_sgd {
+namespace reel::async_sgd::lost_worker_test {
 namespace {
 
 using core::testing::TinySource;
@@ -68,4 +68,4 @@ TEST_P(LostWorker, ItsShareIsCountedFromWhatTheServersApplied) {
 INSTANTIATE_TEST_SUITE_P(PushEvery, LostWorker, ::testing::Values(1, 2));
 
 }  // namespace
-}  // namespace reel::async_sgd
+}  // namespace reel::async_sgd::lost_worker_test
