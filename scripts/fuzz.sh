@@ -50,7 +50,8 @@ if ((!no_build)); then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_args[@]}" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DREEL_FUZZ=ON \
-    -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_BENCH=OFF -DREEL_PLUGINS="$plugins" >/dev/null
+    -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_BENCH=OFF -DREEL_PLUGINS="$plugins" \
+    -DCMAKE_UNITY_BUILD=ON >/dev/null
   cmake --build "$build" -j"$jobs" --target reel_fuzzers
 fi
 ((build_only)) && exit 0

@@ -45,6 +45,14 @@
 # after it, the cache warm (580 hits of 604): 1018 s in all: release build 11 s, the Debian
 # package's test 6, ASan build 102 (mostly linking), its tests 603, TSan build 47, its tests 171,
 # fuzz targets with their build 76. CI on a machine that built the commit before sees the latter.
+# 2026-12-02, another AMD EPYC VM (2 cores, AVX-512), a fresh Debian root: a fresh clone of
+# 1f89007, ccache cold: 2185 s in all with install-deps (about 80 s): release build 260 s / 508
+# CPU-s, the Debian package's test 4, ASan build 686 / 1355, its 723 tests 364 / 647, TSan build
+# 369 / 703, its 484 tests 171 / 260, fuzz targets with their build 253 / 467. Compiling is 62% of
+# that; so the sanitizer and fuzz builds became unity builds (-DCMAKE_UNITY_BUILD=ON, batches of
+# 8 files): the ASan build's compiling took about 870 CPU-s instead of 1355 (-36%; the core
+# library's 36 files 118 instead of 260). The release build stays file by file: it is what users
+# build, and it shows that every file of the library and plugins compiles on its own.
 # Measured (2026-11-30, CPU seconds = user + system of the phase's processes; the machine was at
 # load 9-19, which stretches wall time but not CPU time):
 #   * before, a fresh Debian root (no ccache), commit 35610bc, -O2 -g: the build of the library,
@@ -132,7 +140,8 @@ ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 "${release_te
 phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all}, $asan_flags)"
 REEL_BUILD_DIR=build-asan scripts/build.sh -DREEL_SANITIZE=ON -DREEL_BUILD_TESTS=ON \
   -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=$asan_plugins" -DREEL_BUILD_BENCH=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags" -DREEL_TEST_COMPILE_OPTIONS=-O0
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags" -DREEL_TEST_COMPILE_OPTIONS=-O0 \
+  -DCMAKE_UNITY_BUILD=ON
 phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (${asan_tests[*]:-all})"
 # intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes some dynamic TLS blocks (those of
 # libraries loaded with dlopen: the plugins, oneDNN, libgomp) for glibc 2.19's layout and reads
@@ -174,7 +183,7 @@ tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
   -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;mpi;tfrecord;moe;async_sgd" \
   -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags" \
-  -DREEL_TEST_COMPILE_OPTIONS=-O0
+  -DREEL_TEST_COMPILE_OPTIONS=-O0 -DCMAKE_UNITY_BUILD=ON
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
 OMP_NUM_THREADS=1 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$PWD/scripts/tsan.supp" \
   ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
