@@ -57,7 +57,8 @@
 # translation units are new): 1355 s in all: release build 17 s, the Debian package's test 4,
 # ASan build 439 / 861 (before: 686 / 1355), its 723 tests 388 / 702, TSan build 193 / 366
 # (369 / 703), its 484 tests 150 / 243, fuzz targets with their build 163 / 303 (253 / 467). With
-# the release build cold as well (about 260 s) a fresh machine's run comes to about 1600 s.
+# the release build cold as well (about 260 s) and install-deps downloading (about 80 s), a fresh
+# machine's run comes to about 1700 s (2185 - 247 - 176 - 90).
 # Measured (2026-11-30, CPU seconds = user + system of the phase's processes; the machine was at
 # load 9-19, which stretches wall time but not CPU time):
 #   * before, a fresh Debian root (no ccache), commit 35610bc, -O2 -g: the build of the library,
