@@ -30,6 +30,11 @@ inline CliRun Reel(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// The library of bundled plugin `name` (tfrecord, moe, ...) in this build.
+inline std::string Bundled(const std::string& name) {
+  return REEL_BINARY_DIR "/lib/reel/plugins/libreel_" + name + ".so";
+}
+
 }  // namespace reel::cli_testing
 
 #endif  // REEL_TESTS_COMMON_REEL_CLI_H_

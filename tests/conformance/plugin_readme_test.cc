@@ -10,13 +10,14 @@
 #include <sstream>
 #include <string>
 
+#include "../common/reel_cli.h"
 #include "reel/core/conformance.h"
 #include "reel/core/host.h"
 
-namespace plugin_readme_test {
 namespace {
 
 namespace fs = std::filesystem;
+using reel::cli_testing::Bundled;
 
 // The outcome of the README check on `plugin_file` with README text `readme`.
 reel::core::CheckOutcome CheckReadme(const std::string& plugin_file, const std::string& readme) {
@@ -31,10 +32,6 @@ reel::core::CheckOutcome CheckReadme(const std::string& plugin_file, const std::
                                  "README.md",
                                  [&](const reel::core::CheckOutcome& o) { outcome = o; });
   return outcome;
-}
-
-std::string Bundled(const std::string& name) {
-  return REEL_BINARY_DIR "/lib/reel/plugins/libreel_" + name + ".so";
 }
 
 TEST(PluginReadmeTest, OptionTablesMatchTheSchemas) {
@@ -74,4 +71,3 @@ TEST(PluginReadmeTest, MissingAndExtraOptionsAreNamed) {
 }
 
 }  // namespace
-}  // namespace plugin_readme_test

@@ -15,12 +15,10 @@
 
 namespace {
 
+using reel::cli_testing::Bundled;
 using reel::cli_testing::CliRun;
 using reel::cli_testing::Reel;
 
-std::string Bundled(const std::string& name) {
-  return REEL_BINARY_DIR "/lib/reel/plugins/libreel_" + name + ".so";
-}
 const std::string kBroken = REEL_BROKEN_PLUGIN_DIR "/libreel_test_broken.so";
 const std::string kTwoTransports = REEL_BROKEN_PLUGIN_DIR "/libreel_test_two_transports.so";
 
