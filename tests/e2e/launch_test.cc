@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -318,6 +319,17 @@ TEST_F(LaunchTrainTest, TwoRanksTrainOverTcpAndWriteOneCheckpoint) {
   EXPECT_NE(r.out.find("[rank 1] trained 4 steps (32 examples"), std::string::npos) << r.out;
   EXPECT_EQ(ListDir(dir_ + "/ckpt"),
             std::vector<std::string>{dir_ + "/ckpt/ckpt-0000000004.reelckpt"});
+  // The two processes divide the cores (their first lines, on stderr)
+  // (core/src/train/thread_budget.h), unless the user chose.
+  for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
+    const std::string line = std::string(rank) + "reel: 2 ranks share this process's ";
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("(REEL_LOCAL_WORLD_SIZE=2, 1 in this process)"), std::string::npos);
+    } else {
+      EXPECT_EQ(r.err.find(line), std::string::npos) << r.err;
+    }
+  }
 }
 
 // kill -9 of one rank mid-run: launch names it and exits with 128 + 9; the survivor reports the

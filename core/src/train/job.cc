@@ -8,6 +8,7 @@
 #include "reel/core/rank_plan.h"
 #include "reel/core/train_job.h"
 #include "train/local_ranks.h"
+#include "train/thread_budget.h"
 
 namespace reel::core {
 namespace {
@@ -15,6 +16,8 @@ namespace {
 // Builds one rank's components and trains.
 Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOptions& options,
                             std::unique_ptr<Communicator> comm, int threads) {
+  // The model's kernels, and the core's loss and update rules, on this thread's team.
+  ScopedThreads team(threads);
   const config::RunConfig& c = cfg.config;
   const Registry& reg = host.registry();
   const int rank = comm->rank(), world = comm->size();
@@ -110,6 +113,16 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   // it waits for its peers.
   if (!plan.why.empty() && job.progress != nullptr && job.verbosity > 0)
     *job.progress << "reel: " << plan.why << "\n";
+  // Ranks that share this host share its cores (train/thread_budget.h).
+  int threads = job.threads;
+  if (threads == 0 && !job.single_process) {
+    REEL_ASSIGN_OR_RETURN(ThreadBudget budget,
+                          ThreadsPerRank(job.env, static_cast<int>(plan.ranks.size()),
+                                         CoresAvailable(), OnlineCores()));
+    threads = budget.threads;
+    if (!budget.why.empty() && job.progress != nullptr && job.verbosity > 0)
+      *job.progress << "reel: " << budget.why << "\n";
+  }
   const std::string transport_name = "transport '" + plan.transport + "'";
   // The section's options belong to the transport it names, not to one chosen otherwise.
   Result<Owned<Transport>> transport =
@@ -130,8 +143,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       RunOnThreads<TrainResult>(static_cast<int>(comms->size()), [&](int i) {
         // RunRank destroys the communicator when it returns, so ranks still waiting on this one
         // fail instead of hanging.
-        return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]),
-                       job.threads);
+        return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]), threads);
       });
   // The run's result is the first training rank's (server-only ranks did not train).
   for (size_t i = 1; i < results.size(); ++i)

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <omp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,11 +24,13 @@
 #include "reel/core/checkpoint.h"
 #include "reel/core/train_job.h"
 #include "train/testing.h"
+#include "train/thread_budget.h"
 
 namespace reel::core {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // Sources alive in this process. A source told to stall waits until it is the last one, i.e.
@@ -77,6 +80,29 @@ class JobSource final : public DataSource {
 
 constexpr int kDim = 5;
 
+// What each rank's model was given (ModelContext::threads) and the OpenMP team its first
+// Forward() ran with.
+struct ThreadsSeen {
+  int given = -1, team = -1;
+};
+std::mutex seen_mu;
+std::vector<ThreadsSeen> threads_seen;  // guarded by seen_mu, in the order the models were made
+
+class ThreadsProbe final : public testing::TinyModel {
+ public:
+  ThreadsProbe(int dim, int classes, size_t slot) : TinyModel(dim, classes), slot_(slot) {}
+  Result<Tensor> Forward(const Batch& batch, Mode mode) override {
+    {
+      std::lock_guard<std::mutex> lock(seen_mu);
+      if (threads_seen[slot_].team < 0) threads_seen[slot_].team = omp_get_max_threads();
+    }
+    return TinyModel::Forward(batch, mode);
+  }
+
+ private:
+  const size_t slot_;
+};
+
 Status RegisterTestComponents(Registrar& r) {
   REEL_RETURN_IF_ERROR(r.Add<DataSource>(
       {"job_source",
@@ -87,6 +113,14 @@ Status RegisterTestComponents(Registrar& r) {
         IntOption("fail_rank", -1, "this rank fails at its third batch")}},
       [](const Options& o, const DataSourceContext& ctx) -> Result<std::unique_ptr<DataSource>> {
         return std::unique_ptr<DataSource>(new JobSource(o, ctx));
+      }));
+  REEL_RETURN_IF_ERROR(r.Add<Model>(
+      {"threads_probe", "TinyModel noting its threads", {IntOption("dim", kDim, "")}},
+      [](const Options& o, const ModelContext& ctx) -> Result<std::unique_ptr<Model>> {
+        std::lock_guard<std::mutex> lock(seen_mu);
+        threads_seen.push_back({ctx.threads, -1});
+        return std::unique_ptr<Model>(new ThreadsProbe(
+            o.GetInt("dim"), static_cast<int>(ctx.num_classes), threads_seen.size() - 1));
       }));
   return r.Add<Model>(
       {"tiny_linear", "TinyModel", {IntOption("dim", kDim, "")}},
@@ -170,6 +204,58 @@ TEST(TrainJob, RanksAsThreadsThroughTheRegistryDefaults) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 6);
   EXPECT_EQ(r->examples, 6 * 4 * 3);
+}
+
+// Ranks that share a host divide its cores (train/thread_budget.h): each rank's model is told its
+// share and runs on an OpenMP team of that size, and the run says so first.
+TEST(TrainJob, RanksOnOneHostShareItsCores) {
+  auto host = MakeHost();
+  auto probed = [](std::string text) {
+    return text.replace(text.find("tiny_linear"), 11, "threads_probe");
+  };
+  const int share = std::max(1, CoresAvailable() / 4);  // 2 launched processes x 2 ranks
+  {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    threads_seen.clear();
+  }
+  std::ostringstream progress;
+  TrainJobOptions job;
+  job.env = testing::FakeEnvironment({{"REEL_LOCAL_WORLD_SIZE", "2"}});
+  job.progress = &progress;
+  auto r = RunTrainJob(*host, Config(probed(Text("steps: 2 batch_size: 4 local_ranks: 2"))), job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(progress.str(),
+              HasSubstr("reel: 4 ranks share this process's " + std::to_string(CoresAvailable()) +
+                        " core(s) (REEL_LOCAL_WORLD_SIZE=2, 2 in this process): " +
+                        std::to_string(share) + " compute thread(s) per rank"));
+  {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    ASSERT_EQ(threads_seen.size(), 2u);
+    for (const ThreadsSeen& seen : threads_seen) {
+      EXPECT_EQ(seen.given, share);
+      EXPECT_EQ(seen.team, share);
+    }
+    threads_seen.clear();
+  }
+  // OMP_NUM_THREADS is the user's: nothing is divided, nothing said.
+  std::ostringstream quiet;
+  job.env = testing::FakeEnvironment({{"REEL_LOCAL_WORLD_SIZE", "2"}, {"OMP_NUM_THREADS", "3"}});
+  job.progress = &quiet;
+  auto u = RunTrainJob(*host, Config(probed(Text("steps: 2 batch_size: 4 local_ranks: 2"))), job);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_THAT(quiet.str(), Not(HasSubstr("compute thread")));
+  std::lock_guard<std::mutex> lock(seen_mu);
+  ASSERT_EQ(threads_seen.size(), 2u);
+  for (const ThreadsSeen& seen : threads_seen) EXPECT_EQ(seen.given, 0);
+  threads_seen.clear();
+}
+
+TEST(TrainJob, AProcessCountThatIsNotANumberIsRefusedBeforeTraining) {
+  auto host = MakeHost();
+  auto r = Train(*host, Text("steps: 2 batch_size: 4"), {{"REEL_LOCAL_WORLD_SIZE", "two"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("REEL_LOCAL_WORLD_SIZE"));
 }
 
 TEST(TrainJob, ARankThatStopsAnsweringIsAnErrorNamingItWithinTheTimeout) {

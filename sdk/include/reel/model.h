@@ -26,8 +26,10 @@ namespace reel {
 struct ModelContext {
   int64_t num_classes = 3862;  // the width of the logits
   // Compute threads the model may use in Forward/Backward (e.g. OpenMP threads of its kernels);
-  // 0: as many as the machine has. Set when several models train at once in one process (the
-  // trials of `reel tune`), so they share the cores instead of oversubscribing them.
+  // 0: as many as the machine has. Set when several models train at once (the trials of
+  // `reel tune`, ranks that share a host's cores), so they share the cores instead of
+  // oversubscribing them; the host also sets the OpenMP team of the thread that calls the model
+  // to it, so kernels sized by omp_get_max_threads() follow without reading it.
   int threads = 0;
 };
 

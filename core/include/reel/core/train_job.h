@@ -38,7 +38,8 @@ struct TrainJobOptions {
   // A world of one rank in this process, whatever the environment and the config's transport and
   // local_ranks say: for runs embedded in another job (a trial of `reel tune`).
   bool single_process = false;
-  // Compute threads the model may use (ModelContext::threads); 0: all the machine's cores.
+  // Compute threads the model may use (ModelContext::threads); 0: the ranks sharing this
+  // process's cores divide them (OMP_NUM_THREADS, when set, wins; core/src/train/thread_budget.h).
   int threads = 0;
   // Where REEL_RANK and the other launcher variables are read (tests give each simulated
   // process its own).

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Training throughput of 2 ranks on one host, with and without the thread budget
+# (core/src/train/thread_budget.h), beside mpirun's ranks (bound to a core each) as the peer.
+#
+#   bench/train/thread_budget.sh BUILD REPS STEPS [--set k=v ...]
+#
+# BUILD is a build directory (bin/reel, lib/). Cases, alternated within each repetition:
+#   launch         reel launch -n 2 (tcp), the budget's default
+#   launch_whole   the same with OMP_NUM_THREADS=<cores>: every rank a team as wide as the
+#                  machine, what reel did before the budget
+#   mpirun         mpirun -n 2 (mpi transport; Open MPI binds each rank to a core)
+#   threads        trainer.local_ranks=2 in one process (inproc), the budget's default
+#   threads_whole  the same with OMP_NUM_THREADS=<cores>
+# Prints examples/s of each run (the trainer's rate over all STEPS), then min/median/max per case.
+set -euo pipefail
+build=$(cd "$1" && pwd); reps=$2; steps=$3; shift 3
+reel=$build/bin/reel
+cores=$(nproc)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+"$reel" synth --out data/train --videos 600 --classes 16 --level frame --shards 4 --seed 1 >/dev/null
+cat > run.pbtxt <<'CFG'
+data {
+  name: "tfrecord"
+  options { key: "files" value: "data/train/*.tfrecord" }
+  options { key: "level" value: "frame" }
+  options { key: "max_frames" value: "300" }
+}
+model {
+  name: "two_stream"
+  options { key: "video_hidden" value: "128" }
+  options { key: "audio_hidden" value: "64" }
+  options { key: "head" value: "moe" }
+}
+optimizer { name: "sync" options { key: "rule" value: "adam" } }
+trainer { batch_size: 64 seed: 1 num_classes: 16 learning_rate { base: 0.001 } }
+CFG
+common=(--config run.pbtxt --set "trainer.steps=$steps" --set "trainer.log_every_steps=$steps" "$@")
+rate() { grep -o "step $steps/$steps *[0-9.]* ex/s" | head -1 | awk '{print $3}'; }
+run() {
+  local name=$1; shift
+  local r
+  r=$("$@" 2>&1 | rate)
+  echo "$name ${r:-failed}" | tee -a results
+}
+for ((i = 1; i <= reps; i++)); do
+  run launch "$reel" launch -n 2 -- "$reel" train "${common[@]}"
+  run launch_whole env OMP_NUM_THREADS="$cores" "$reel" launch -n 2 -- "$reel" train "${common[@]}"
+  run mpirun mpirun --allow-run-as-root -n 2 "$reel" train "${common[@]}"
+  run threads "$reel" train "${common[@]}" --set trainer.local_ranks=2
+  run threads_whole env OMP_NUM_THREADS="$cores" "$reel" train "${common[@]}" --set trainer.local_ranks=2
+done
+echo "case: examples/s min / median / max over $reps runs"
+awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k v[k]}' results | sort | while read -r name values; do
+  printf '%s: %s\n' "$name" "$(echo "$values" | tr ' ' '\n' | sort -g |
+    awk '{a[NR] = $1} END {m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2;
+                           printf "%s / %s / %s", a[1], m, a[NR]}')"
+done
