@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "executor.h"
+#include "train/thread_budget.h"
 #include "tune.pb.h"
 
 namespace reel::core::tune {
@@ -235,13 +236,12 @@ Status RunTuneWorker(Communicator& comm, const TrialRunner& runner,
     req.config_text = work.config_text();
     req.dir = work.dir();
     req.resume = work.resume();
-    // Ranks that `reel launch` put on one machine share its cores.
+    // Ranks that a launcher put on one machine share its cores (train/thread_budget.h).
     req.threads = work.threads();
     if (req.threads == 0) {
-      const char* local = std::getenv("REEL_LOCAL_WORLD_SIZE");
-      const int n = local ? std::atoi(local) : 0;
-      if (n > 1)
-        req.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / n);
+      REEL_ASSIGN_OR_RETURN(ThreadBudget budget, ThreadsPerRank(ProcessEnvironment(), 1,
+                                                                CoresAvailable(), OnlineCores()));
+      req.threads = budget.threads;
     }
     req.should_stop = should_stop;
     Result<TrialRun> run = runner(req);

@@ -17,6 +17,7 @@
 #include "report.h"
 #include "search.h"
 #include "search_space.h"
+#include "train/thread_budget.h"
 #include "trial_dir.h"
 
 namespace reel::core {
@@ -79,7 +80,7 @@ Result<Plan> MakePlan(const TuneConfigFile& file, const TuneOptions& options) {
   // As the trials' own trainers read it (reel/core/trainer_options.h): unset takes the default.
   p.top_k = base.trainer().has_eval_top_k() ? static_cast<int>(base.trainer().eval_top_k())
                                             : TrainerOptions{}.eval_top_k;
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int cores = CoresAvailable();  // the affinity mask: taskset, cpusets
   int64_t parallel = options.parallel > 0           ? options.parallel
                      : c.execution().has_parallel() ? c.execution().parallel()
                                                     : cores;
