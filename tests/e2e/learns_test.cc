@@ -120,13 +120,19 @@ TEST_F(LearnsTest, FrameModelsBeatBaselineAndTwoStreamBeatsEachStream) {
   EXPECT_GT(both, audio + 0.05);
 }
 
-// Real YouTube-8M video-level shards: train on two, evaluate on the third.
+// The real YouTube-8M video-level shards: two to train on, the third held out, and the frequency
+// baseline's GAP there.
+const std::string kRealTest = kYt8m + "/validate0002.tfrecord";
+double RealShardsBaseline() {
+  return FrequencyBaselineGap(
+      Labels({kYt8m + "/validate0000.tfrecord", kYt8m + "/validate0001.tfrecord"}),
+      Labels({kRealTest}), 3862);
+}
+
 TEST(LearnsRealData, MoeBeatsFrequencyBaseline) {
   const std::string run = ScratchDir("moe_real");
-  const std::string train0 = kYt8m + "/validate0000.tfrecord",
-                    train1 = kYt8m + "/validate0001.tfrecord";
-  const std::string test = kYt8m + "/validate0002.tfrecord";
-  const double baseline = FrequencyBaselineGap(Labels({train0, train1}), Labels({test}), 3862);
+  const std::string test = kRealTest;
+  const double baseline = RealShardsBaseline();
   RunResult t = Reel({"train",
                       "--config",
                       kRepo + "/configs/moe.pbtxt",
@@ -189,10 +195,8 @@ TEST(LearnsRealData, ShippedMoeRecipeReachesTheTunedGap) {
 // adagrad barely moved (GAP 0.0001 after 10 epochs, the baseline's order).
 TEST(LearnsRealData, ShippedAsyncRecipeLearns) {
   const std::string run = ScratchDir("async_recipe");
-  const std::string train0 = kYt8m + "/validate0000.tfrecord",
-                    train1 = kYt8m + "/validate0001.tfrecord";
-  const std::string test = kYt8m + "/validate0002.tfrecord";
-  const double baseline = FrequencyBaselineGap(Labels({train0, train1}), Labels({test}), 3862);
+  const std::string test = kRealTest;
+  const double baseline = RealShardsBaseline();
   RunResult t = Reel({"train", "--config", "configs/logistic_async.pbtxt", "--quiet", "--set",
                       "trainer.checkpoint_dir=" + run + "/ckpt", "--set",
                       "trainer.metrics_log=" + run + "/m.jsonl", "--set",
