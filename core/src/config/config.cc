@@ -191,11 +191,24 @@ Status ApplyOverride(ConfigFile& cfg, std::string_view assignment) {
       if (dot == std::string::npos)
         return InvalidArgumentError("--set " + flag + ": name the option, e.g. " + path +
                                     ".KEY=VALUE");
-      std::string key = path.substr(dot + 1);
-      // The only map in the config is Component.options (string → string).
-      auto* component = dynamic_cast<config::Component*>(msg);
-      if (component == nullptr) return InternalError("--set " + flag + ": unexpected map field");
-      (*component->mutable_options())[key] = value;
+      // The config's maps (the sections' options) are string -> string; reflection sees a map as
+      // its entries, each a message of key (field 1) and value (field 2).
+      const pb::Descriptor* entry = f->message_type();
+      if (entry->map_key()->cpp_type() != pb::FieldDescriptor::CPPTYPE_STRING ||
+          entry->map_value()->cpp_type() != pb::FieldDescriptor::CPPTYPE_STRING)
+        return InvalidArgumentError("--set " + flag + ": '" + part + "' is not a map of strings");
+      const std::string key = path.substr(dot + 1);
+      const pb::Reflection* r = msg->GetReflection();
+      pb::Message* found = nullptr;
+      for (int i = 0; i < r->FieldSize(*msg, f) && found == nullptr; ++i) {
+        pb::Message* e = r->MutableRepeatedMessage(msg, f, i);
+        if (e->GetReflection()->GetString(*e, entry->map_key()) == key) found = e;
+      }
+      if (found == nullptr) {
+        found = r->AddMessage(msg, f);
+        found->GetReflection()->SetString(found, entry->map_key(), key);
+      }
+      found->GetReflection()->SetString(found, entry->map_value(), value);
       break;
     }
     if (dot == std::string::npos) {

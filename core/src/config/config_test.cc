@@ -61,6 +61,21 @@ TEST(ConfigTest, OverridesSetScalarsOptionsAndNestedFields) {
   EXPECT_EQ(cfg->Where("model.options.hidden"), "--set model.options.hidden=128");
 }
 
+// The transport section's options are a map too (config::Transport, not a Component): a new key
+// and a changed one, as for the other sections.
+TEST(ConfigTest, OverridesSetTransportOptions) {
+  auto cfg = ParseConfig(kConfig, "run.pbtxt");
+  ASSERT_TRUE(cfg.ok());
+  Status added = ApplyOverride(*cfg, "transport.options.allreduce_spin_us=0");
+  ASSERT_TRUE(added.ok()) << added;
+  ASSERT_TRUE(ApplyOverride(*cfg, "transport.options.allreduce_spin_us=500").ok());
+  ASSERT_TRUE(ApplyOverride(*cfg, "transport.options.listen=10.0.0.1").ok());
+  EXPECT_EQ(cfg->config.transport().options().at("allreduce_spin_us"), "500");
+  EXPECT_EQ(cfg->config.transport().options().at("listen"), "10.0.0.1");
+  EXPECT_EQ(cfg->config.transport().options().size(), 2u);
+  EXPECT_EQ(cfg->Where("transport.options.listen"), "--set transport.options.listen=10.0.0.1");
+}
+
 TEST(ConfigTest, BadOverridesNameTheFlag) {
   auto cfg = ParseConfig(kConfig, "run.pbtxt");
   ASSERT_TRUE(cfg.ok());
