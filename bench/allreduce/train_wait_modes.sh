@@ -12,31 +12,13 @@
 set -euo pipefail
 build=$(cd "$1" && pwd); pairs=$2; steps=$3; ranks=$4; shift 4
 reel=$build/bin/reel
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$reel" synth --out data --videos 600 --classes 16 --level frame --shards 3 >/dev/null
-cat > run.pbtxt <<'CFG'
-data {
-  name: "tfrecord"
-  options { key: "files" value: "data/*.tfrecord" }
-  options { key: "level" value: "frame" }
-  options { key: "max_frames" value: "300" }
-}
-model {
-  name: "two_stream"
-  options { key: "video_hidden" value: "128" }
-  options { key: "audio_hidden" value: "64" }
-  options { key: "head" value: "moe" }
-}
-optimizer { name: "sync" options { key: "rule" value: "adam" } }
-transport { name: "tcp" }
-trainer { batch_size: 16 seed: 1 num_classes: 16 learning_rate { base: 0.001 } }
-CFG
-rate() { grep -o "step $steps/$steps *[0-9.]* ex/s" | head -1 | awk '{print $3}'; }
+# shellcheck source=bench/common/two_stream_runs.sh
+. "$(dirname "$0")/../common/two_stream_runs.sh"
+two_stream_workdir 3 16 'transport { name: "tcp" }'
 train() {
   "$reel" launch -n "$ranks" -- "$reel" train --config run.pbtxt --set "trainer.steps=$steps" \
-    --set "trainer.log_every_steps=$steps" --set "transport.options.allreduce_spin_us=$1" "${@:2}" 2>&1 | rate
+    --set "trainer.log_every_steps=$steps" --set "transport.options.allreduce_spin_us=$1" \
+    "${@:2}" 2>&1 | final_rate "$steps"
 }
 for ((i = 1; i <= pairs; i++)); do
   s=$(train 0 "$@"); p=$(train 20000 "$@")

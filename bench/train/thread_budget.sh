@@ -16,32 +16,14 @@ set -euo pipefail
 build=$(cd "$1" && pwd); reps=$2; steps=$3; shift 3
 reel=$build/bin/reel
 cores=$(nproc)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$reel" synth --out data/train --videos 600 --classes 16 --level frame --shards 4 --seed 1 >/dev/null
-cat > run.pbtxt <<'CFG'
-data {
-  name: "tfrecord"
-  options { key: "files" value: "data/train/*.tfrecord" }
-  options { key: "level" value: "frame" }
-  options { key: "max_frames" value: "300" }
-}
-model {
-  name: "two_stream"
-  options { key: "video_hidden" value: "128" }
-  options { key: "audio_hidden" value: "64" }
-  options { key: "head" value: "moe" }
-}
-optimizer { name: "sync" options { key: "rule" value: "adam" } }
-trainer { batch_size: 64 seed: 1 num_classes: 16 learning_rate { base: 0.001 } }
-CFG
+# shellcheck source=bench/common/two_stream_runs.sh
+. "$(dirname "$0")/../common/two_stream_runs.sh"
+two_stream_workdir 4 64
 common=(--config run.pbtxt --set "trainer.steps=$steps" --set "trainer.log_every_steps=$steps" "$@")
-rate() { grep -o "step $steps/$steps *[0-9.]* ex/s" | head -1 | awk '{print $3}'; }
 run() {
   local name=$1; shift
   local r
-  r=$("$@" 2>&1 | rate)
+  r=$("$@" 2>&1 | final_rate "$steps")
   echo "$name ${r:-failed}" | tee -a results
 }
 for ((i = 1; i <= reps; i++)); do
