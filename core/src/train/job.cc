@@ -109,10 +109,12 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   TrainerOptions options = TrainerOptionsFrom(cfg, job);
   options.timeout = plan.timeouts.each;
 
-  // A transport the config did not name is the first thing every process of a run says, before
-  // it waits for its peers.
-  if (!plan.why.empty() && job.progress != nullptr && job.verbosity > 0)
-    *job.progress << "reel: " << plan.why << "\n";
+  // What the host chose for this process, said first (before it waits for its peers).
+  auto say = [&](const std::string& why) {
+    if (!why.empty() && job.progress != nullptr && job.verbosity > 0)
+      *job.progress << "reel: " << why << "\n";
+  };
+  say(plan.why);  // a transport the config did not name
   // Ranks that share this host share its cores (train/thread_budget.h).
   int threads = job.threads;
   if (threads == 0 && !job.single_process) {
@@ -120,8 +122,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
                           ThreadsPerRank(job.env, static_cast<int>(plan.ranks.size()),
                                          CoresAvailable(), OnlineCores()));
     threads = budget.threads;
-    if (!budget.why.empty() && job.progress != nullptr && job.verbosity > 0)
-      *job.progress << "reel: " << budget.why << "\n";
+    say(budget.why);
   }
   const std::string transport_name = "transport '" + plan.transport + "'";
   // The section's options belong to the transport it names, not to one chosen otherwise.
