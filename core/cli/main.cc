@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <iostream>
 
 extern char** environ;
@@ -56,7 +57,18 @@ int Finish(CliEnv& env, const std::string& name, const std::string& usage, const
   return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
 }
 
+// Every line on stderr in one write. stderr is unbuffered and std::cerr flushes after every
+// insertion, so `err << "reel: " << status << "\n"` took three writes, and mpirun and srun, which
+// merge the ranks' stderr as it comes, put another rank's words between them ("reel: reel:
+// started by ..."). Line-buffered, a line is one write; std::flush (the live progress line) still
+// writes at once, and a line longer than the buffer goes in pieces.
+void WholeLinesOnStderr() {
+  std::setvbuf(stderr, nullptr, _IOLBF, BUFSIZ);
+  std::cerr.unsetf(std::ios_base::unitbuf);
+}
+
 int Run(int argc, char** argv) {
+  WholeLinesOnStderr();
   std::vector<std::string> plugin_dirs, storage_flags, rest;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -1,6 +1,7 @@
 // `reel train/eval/predict` end to end: the example configs, bad input, and Ctrl-C + --resume.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,6 +362,59 @@ TEST_F(CommandsTest, SigintWritesACheckpointAndResumeFinishes) {
 TEST_F(CommandsTest, SigtermWritesACheckpointAndResumeFinishes) {
   InterruptWritesACheckpointAndResumeFinishes(
       SIGTERM, [](const std::string& run, int steps) { return Small("bilstm_audio", run, steps); });
+}
+
+// The writes `reel ARGS...` makes to stderr, one string each: stderr is one end of a
+// SOCK_SEQPACKET socket pair, which keeps every write a message of its own.
+std::vector<std::string> StderrWrites(const std::vector<std::string>& args, int* code) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return {};
+  std::vector<std::string> argv_s = {REEL_EXE};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    ::dup2(pair[1], 2);
+    FILE* devnull = std::freopen("/dev/null", "w", stdout);
+    (void)devnull;
+    ::execv(REEL_EXE, argv.data());
+    ::_exit(127);
+  }
+  ::close(pair[1]);
+  std::vector<std::string> writes;
+  std::string buf(1 << 16, '\0');
+  for (ssize_t n; (n = ::recv(pair[0], buf.data(), buf.size(), 0)) > 0;)
+    writes.emplace_back(buf.data(), static_cast<size_t>(n));
+  ::close(pair[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return writes;
+}
+
+// mpirun and srun merge the ranks' stderr write by write, so a line written in pieces could get
+// another rank's words in the middle ("reel: reel: started by ..."): every line is one write.
+TEST_F(CommandsTest, StderrLinesAreWrittenWhole) {
+  const std::string run = ScratchDir("whole_lines");
+  int code = -1;
+  std::vector<std::string> writes = StderrWrites(Small("bilstm_audio", run, 3), &code);
+  ASSERT_EQ(code, 0);
+  size_t progress_lines = 0;
+  for (const std::string& w : writes) {
+    EXPECT_EQ(w.back(), '\n') << "a piece of a line: '" << w << "'";
+    if (w.rfind("epoch 0  step ", 0) == 0) ++progress_lines;
+  }
+  EXPECT_EQ(progress_lines, 3u);  // log_every_steps=1
+
+  writes = StderrWrites({"train", "--config", run + "/missing.pbtxt"}, &code);
+  EXPECT_EQ(code, 1);
+  ASSERT_FALSE(writes.empty());
+  EXPECT_EQ(writes.front().rfind("reel train: ", 0), 0u) << writes.front();
+  EXPECT_NE(writes.front().find("missing.pbtxt"), std::string::npos) << writes.front();
+  for (const std::string& w : writes) EXPECT_EQ(w.back(), '\n') << "a piece: '" << w << "'";
+  fs::remove_all(run);
 }
 
 }  // namespace
