@@ -69,6 +69,7 @@ class Loop {
   // Sums `values` over ranks in place (no-op for one rank).
   Status SumOverRanks(std::span<float> values);
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
+  int64_t ProjectedSteps() const;
 
   Result<TrainResult> Serve();
   // Independent training ranks (see reel/core/trainer.h). The lead: tells the others its own
@@ -107,6 +108,7 @@ class Loop {
 
   int64_t step_ = 0, epoch_ = 0, examples_ = 0;
   int64_t steps_per_epoch_ = 0;         // known after the first full epoch
+  int64_t epoch_start_step_ = 0;        // step_ when the current epoch began (or resumed)
   bool ended_on_epoch_budget_ = false;  // the last epoch's end was counted, the next not started
   int64_t eval_round_ = 0;
   double prior_seconds_ = 0.0;  // training time of earlier sessions (resume)
@@ -232,7 +234,7 @@ Status Loop::Init() {
     REEL_RETURN_IF_ERROR(r_.model->Initialize(o_.seed));
     REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   }
-  session_start_step_ = step_;
+  session_start_step_ = epoch_start_step_ = step_;
   return OpenLogs();
 }
 
@@ -266,6 +268,18 @@ Status Loop::StepWithoutData() {
   return Status::Ok();
 }
 
+// The step budget, or for an epoch budget the steps so far plus what the epochs left take at
+// the first epoch's count. Ranks' shares of an epoch may differ by a batch from epoch to epoch
+// (async_sgd's workers, a resume on other ranks), so this epoch counts at least its steps so far:
+// the projection never falls below the step reached. 0 while unknown.
+int64_t Loop::ProjectedSteps() const {
+  if (o_.steps > 0) return o_.steps;
+  if (steps_per_epoch_ == 0) return 0;
+  const int64_t left = o_.epochs - epoch_;  // the current epoch included
+  if (left <= 0) return step_;
+  return std::max(step_, epoch_start_step_ + steps_per_epoch_) + (left - 1) * steps_per_epoch_;
+}
+
 ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec) const {
   ProgressSnapshot s;
   s.epoch = epoch_;
@@ -273,8 +287,7 @@ ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec) const {
   s.loss = loss;
   s.lr = last_lr_;
   s.examples_per_sec = examples_per_sec;
-  int64_t total =
-      o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
+  const int64_t total = ProjectedSteps();
   s.total_steps = total;
   const double elapsed = SecondsSince(start_);
   const int64_t done = step_ - session_start_step_;
@@ -613,6 +626,7 @@ Result<TrainResult> Loop::Run() {
       whole_epoch = true;
       batches_this_epoch = 0;
       ++epoch_;
+      epoch_start_step_ = step_;
       if (o_.steps == 0 && epoch_ >= o_.epochs) {
         ended_on_epoch_budget_ = true;
         break;

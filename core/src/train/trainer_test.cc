@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -84,6 +85,62 @@ TEST(TrainerTest, EpochBudget) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->steps, 2 * kVideos / kBatch);
   EXPECT_EQ(result->epoch, 2);
+}
+
+// A source whose epoch e ends after `batches + e` batches: an async worker's or a resumed rank's
+// share may differ from epoch to epoch.
+class GrowingEpochs : public DataSource {
+ public:
+  GrowingEpochs(DataSource& inner, int batches) : inner_(inner), batches_(batches) {}
+  Result<Batch> Next() override {
+    if (given_ >= batches_ + epoch_) return OutOfRangeError("end of epoch");
+    ++given_;
+    return inner_.Next();
+  }
+  Status StartEpoch(int64_t epoch) override {
+    epoch_ = epoch;
+    given_ = 0;
+    return inner_.StartEpoch(epoch);
+  }
+  Result<std::string> Position() const override { return inner_.Position(); }
+  Status Restore(std::string_view p) override { return inner_.Restore(p); }
+
+ private:
+  DataSource& inner_;
+  int batches_;
+  int64_t epoch_ = 0, given_ = 0;
+};
+
+// The progress line's total projects the epochs left from the first; an epoch that runs longer
+// raises it, so the step shown never passes the total ("step 19/18").
+TEST(TrainerTest, ProgressTotalNeverFallsBelowTheStep) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  GrowingEpochs source(r.train, 3);  // epochs of 3, 4 and 5 batches
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 3;
+  o.log_every_steps = 1;
+  std::ostringstream progress;
+  o.progress = &progress;
+  auto comm = Solo();
+  RankComponents c = r.components(comm.get(), false);
+  c.train = &source;
+  auto result = RunTrainer(o, c, storage);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->steps, 12);
+  std::istringstream lines(progress.str());
+  std::vector<std::string> totals;
+  for (std::string line; std::getline(lines, line);) {
+    long step = 0, total = 0;
+    if (std::sscanf(line.c_str(), "epoch %*d  step %ld/%ld", &step, &total) == 2) {
+      EXPECT_LE(step, total) << line;
+      totals.push_back(std::to_string(step) + "/" + std::to_string(total));
+    }
+  }
+  // Unknown in the first epoch; then 3 per epoch left, at least this epoch's steps so far.
+  EXPECT_EQ(totals, (std::vector<std::string>{"4/9", "5/9", "6/9", "7/10", "8/10", "9/10", "10/10",
+                                              "11/11", "12/12"}));
 }
 
 TEST(TrainerTest, InterruptThenResumeEqualsUninterrupted) {
