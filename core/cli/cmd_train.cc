@@ -69,10 +69,15 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
       env.out << "\n";
     }
   }
-  if (r.interrupted)
-    return CancelledError("interrupted at step " + std::to_string(r.steps) +
-                          (r.last_checkpoint.empty() ? std::string(" (no checkpoint_dir set)")
-                                                     : "; continue with --resume"));
+  if (r.interrupted) {
+    // Every rank stops; only the lead writes the run's checkpoint.
+    const std::string next = cfg.config.trainer().checkpoint_dir().empty()
+                                 ? " (no checkpoint_dir set)"
+                             : r.last_checkpoint.empty()
+                                 ? "; the lead rank writes the checkpoint: continue with --resume"
+                                 : "; continue with --resume";
+    return CancelledError("interrupted at step " + std::to_string(r.steps) + next);
+  }
   return Status::Ok();
 }
 

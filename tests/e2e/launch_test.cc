@@ -361,6 +361,18 @@ TEST_F(LaunchTrainTest, SigintCheckpointsAndTheRunResumesOnThreeRanks) {
   ASSERT_EQ(files.size(), 1u) << launch->err();
   const long step = std::stol(fs::path(files[0]).filename().string().substr(5, 10));
   EXPECT_GE(step, 3);
+  // Rank 1 does not write checkpoints, but the run has one: it says how to go on.
+  const std::string said = launch->err();
+  EXPECT_NE(said.find("[rank 0] reel train: CANCELLED: interrupted at step " +
+                      std::to_string(step) + "; continue with --resume"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(
+      said.find("[rank 1] reel train: CANCELLED: interrupted at step " + std::to_string(step) +
+                "; the lead rank writes the checkpoint: continue with --resume"),
+      std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("no checkpoint_dir set"), std::string::npos) << said;
   RunResult r = Reel({"launch", "-n", "3", "--", "reel", "train", "--config", dir_ + "/run.pbtxt",
                       "--resume", "--set", "trainer.steps=" + std::to_string(step + 2)});
   ASSERT_EQ(r.code, 0) << r.err;
