@@ -65,7 +65,13 @@ class Loop {
   Status SaveCheckpoint(const std::string& my_position, bool periodic = false);
   // The lead's part of SaveCheckpoint, with the ranks' positions: no collective, so the lead
   // alone may redo it.
-  Status WriteCheckpoint(std::vector<std::string> positions, bool periodic);
+  // `positions` of every training rank and the `epochs` they are in.
+  Status WriteCheckpoint(std::vector<std::string> positions, std::vector<int64_t> epochs,
+                         bool periodic);
+  // The epoch this rank's data position is in. A run that met its epoch budget counted the
+  // epoch's end without starting the next; a resume with a larger budget sees that end again
+  // and counts it then (counting it twice would skip a whole epoch).
+  int64_t PositionEpoch() const { return epoch_ - (ended_on_epoch_budget_ ? 1 : 0); }
   // Sums `values` over ranks in place (no-op for one rank).
   Status SumOverRanks(std::span<float> values);
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
@@ -114,6 +120,7 @@ class Loop {
   double prior_seconds_ = 0.0;  // training time of earlier sessions (resume)
   SteadyClock::time_point start_ = SteadyClock::now();
   int64_t session_start_step_ = 0;
+  int64_t session_start_examples_ = 0;  // examples_ then: the run's, from a resumed checkpoint
   // The current logging window (this rank).
   SteadyClock::time_point window_start_ = SteadyClock::now();
   double window_loss_sum_ = 0.0;  // sum of loss * batch size
@@ -127,6 +134,7 @@ class Loop {
   // since (-1: none), and the ranks' positions it had; the run's end writes it.
   int64_t unwritten_step_ = -1;
   std::vector<std::string> unwritten_positions_;
+  std::vector<int64_t> unwritten_epochs_;
 };
 
 Status Loop::SumOverRanks(std::span<float> values) {
@@ -163,9 +171,17 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   if (static_cast<int>(state->data_positions.size()) != state->world_size)
     return DataLossError(uri + ": checkpoint has " + std::to_string(state->data_positions.size()) +
                          " data positions for " + std::to_string(state->world_size) + " ranks");
+  // The epoch of each position: ranks that step independently may be epochs apart. A checkpoint
+  // from before data_epochs has every position in the lead's.
+  std::vector<int64_t> epochs = state->data_epochs;
+  if (epochs.empty()) epochs.assign(state->data_positions.size(), state->epoch);
+  if (epochs.size() != state->data_positions.size())
+    return DataLossError(uri + ": checkpoint has " + std::to_string(epochs.size()) +
+                         " data epochs for " + std::to_string(state->world_size) + " ranks");
   // Check everything before changing anything: parameters last-but-one, the data position last.
   // Parameters and optimizer state are the same on every rank, so they carry over to any number
   // of ranks; the data positions of all saving ranks are handed to the source when it changed.
+  int64_t epoch = state->epoch;  // this rank's: the one its data resumes in
   REEL_RETURN_IF_ERROR(RestoreParams(*state, o_.model_name, *r_.arena, uri));
   REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   REEL_RETURN_IF_ERROR(r_.optimizer->RestoreState(state->optimizer_state).WithContext(uri));
@@ -173,7 +189,10 @@ Result<bool> Loop::ResumeFromCheckpoint() {
     // A server-only rank reads no data.
   } else if (state->world_size == world()) {
     REEL_RETURN_IF_ERROR(r_.train->Restore(state->data_positions[group_->rank()]).WithContext(uri));
+    epoch = epochs[static_cast<size_t>(group_->rank())];
   } else {
+    // Positions in different epochs resume the earliest (DataSource::RestoreResharded).
+    epoch = *std::min_element(epochs.begin(), epochs.end());
     Status s = r_.train->RestoreResharded(state->data_positions);
     if (s.code() == StatusCode::kUnimplemented)
       return FailedPreconditionError(uri + ": checkpoint was written by " +
@@ -183,7 +202,7 @@ Result<bool> Loop::ResumeFromCheckpoint() {
                                        " ranks, resumed on " + std::to_string(world()) + ")"));
   }
   step_ = state->step;
-  epoch_ = state->epoch;
+  epoch_ = epoch;
   examples_ = state->examples_seen;
   prior_seconds_ = state->train_seconds;
   result_.resumed = true;
@@ -235,6 +254,7 @@ Status Loop::Init() {
     REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   }
   session_start_step_ = epoch_start_step_ = step_;
+  session_start_examples_ = examples_;
   return OpenLogs();
 }
 
@@ -370,6 +390,7 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
   std::vector<std::string> positions;
+  std::vector<int64_t> epochs;
   if (independent_) {
     // The lead takes the other ranks' newest reported positions, without waiting for slower
     // ones; a rank that takes over a lost lead here goes on as the lead.
@@ -377,26 +398,27 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
     positions = reports_->Positions(my_position);
+    epochs = reports_->Epochs(PositionEpoch());
   } else {
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
     REEL_ASSIGN_OR_RETURN(positions, GatherBytes(*group_, my_position, o_.timeout));
+    epochs.assign(positions.size(), PositionEpoch());  // in step: one epoch
   }
   if (!lead()) return Status::Ok();
-  return WriteCheckpoint(std::move(positions), periodic);
+  return WriteCheckpoint(std::move(positions), std::move(epochs), periodic);
 }
 
-Status Loop::WriteCheckpoint(std::vector<std::string> positions, bool periodic) {
+Status Loop::WriteCheckpoint(std::vector<std::string> positions, std::vector<int64_t> epochs,
+                             bool periodic) {
   CheckpointState s;
   s.model_name = o_.model_name;
   s.CaptureParams(*r_.arena);
   REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->CollectState());
   s.step = step_;
-  // The checkpoint's epoch is the one its data positions are in. A run that met its epoch budget
-  // counted the epoch's end without starting the next; a resume with a larger budget sees that
-  // end again and counts it then (counting it twice would skip a whole epoch).
-  s.epoch = epoch_ - (ended_on_epoch_budget_ ? 1 : 0);
+  s.epoch = PositionEpoch();  // the lead's
   s.schedule_step = step_;
   s.data_positions = std::move(positions);
+  s.data_epochs = std::move(epochs);
   s.config_text = o_.config_text;
   s.seed = o_.seed;
   s.examples_seen = independent_ ? examples_ + window_examples_ + reports_->Examples()
@@ -412,6 +434,7 @@ Status Loop::WriteCheckpoint(std::vector<std::string> positions, bool periodic) 
     result_.last_checkpoint_error = written.status().ToString();
     unwritten_step_ = step_;
     unwritten_positions_ = std::move(s.data_positions);
+    unwritten_epochs_ = std::move(s.data_epochs);
     progress_.Note("the checkpoint of step " + std::to_string(step_) +
                    " was not written; training on (trainer.on_checkpoint_failure: continue): " +
                    result_.last_checkpoint_error);
@@ -441,7 +464,8 @@ WorkerReport Loop::MyReport(ReportKind kind, const std::string& position) const 
   r.rank = r_.comm->rank();
   r.step = step_;
   r.start_step = session_start_step_;
-  r.examples = examples_ + window_examples_;
+  r.examples = examples_ + window_examples_ - session_start_examples_;  // this session's
+  r.epoch = PositionEpoch();
   r.position = position;
   return r;
 }
@@ -667,7 +691,8 @@ Result<TrainResult> Loop::Run() {
     } else if (lead() && unwritten_step_ == step_) {
       // The periodic checkpoint of the last step failed, and it is the run's last: nothing has
       // changed since it was taken, so the lead writes it again alone, and a failure stops.
-      REEL_RETURN_IF_ERROR(WriteCheckpoint(std::move(unwritten_positions_), false));
+      REEL_RETURN_IF_ERROR(
+          WriteCheckpoint(std::move(unwritten_positions_), std::move(unwritten_epochs_), false));
     }
   }
   // (An independent rank other than the lead finished its optimizer before its final report.)

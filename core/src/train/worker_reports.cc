@@ -13,15 +13,20 @@ struct ReportHeader {
   int64_t step = 0;
   int64_t start_step = 0;
   int64_t examples = 0;
+  int64_t epoch = 0;
 };
-static_assert(sizeof(ReportHeader) == 32);
+static_assert(sizeof(ReportHeader) == 40);
 
 }  // namespace
 
 Status SendWorkerReport(Communicator& group, int to, int tag, const WorkerReport& report,
                         std::chrono::milliseconds timeout) {
-  const ReportHeader h{static_cast<uint32_t>(report.kind), report.rank, report.step,
-                       report.start_step, report.examples};
+  const ReportHeader h{static_cast<uint32_t>(report.kind),
+                       report.rank,
+                       report.step,
+                       report.start_step,
+                       report.examples,
+                       report.epoch};
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes += report.position;
   return group.Send(to, tag, std::as_bytes(std::span<const char>(bytes)), DeadlineIn(timeout))
@@ -60,6 +65,7 @@ Result<bool> WorkerReports::ReadOne(int w, View& v, Deadline deadline, bool time
   v.last.step = h.step;
   v.last.start_step = h.start_step;
   v.last.examples = h.examples;
+  v.last.epoch = h.epoch;
   v.last.position.assign(reinterpret_cast<const char*>(m->payload.data()) + sizeof h,
                          m->payload.size() - sizeof h);
   // The lead's own final report is its position; its end comes after its checkpoint.
@@ -131,6 +137,13 @@ std::vector<std::string> WorkerReports::Positions(const std::string& lead_positi
   std::vector<std::string> out;
   for (size_t w = 0; w < views_.size(); ++w)
     out.push_back(static_cast<int>(w) == group_.rank() ? lead_position : views_[w].last.position);
+  return out;
+}
+
+std::vector<int64_t> WorkerReports::Epochs(int64_t lead_epoch) const {
+  std::vector<int64_t> out;
+  for (size_t w = 0; w < views_.size(); ++w)
+    out.push_back(static_cast<int>(w) == group_.rank() ? lead_epoch : views_[w].last.epoch);
   return out;
 }
 

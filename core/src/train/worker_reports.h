@@ -46,6 +46,7 @@ struct WorkerReport {
   int64_t step = 0;        // steps taken, counting those before a resume
   int64_t start_step = 0;  // its step when this session started
   int64_t examples = 0;    // examples this rank trained on in this session
+  int64_t epoch = 0;       // the epoch `position` is in
   std::string position;    // its data position (DataSource::Position)
 };
 
@@ -80,6 +81,8 @@ class WorkerReports {
   Status Poll();
   // Every training rank's newest position, this rank's being `lead_position`.
   std::vector<std::string> Positions(const std::string& lead_position) const;
+  // Every training rank's epoch of that position, this rank's being `lead_epoch`.
+  std::vector<int64_t> Epochs(int64_t lead_epoch) const;
   // Examples the other ranks reported having trained on.
   int64_t Examples() const;
   // The ranks lost so far; `budget_steps` is every rank's step budget (0: unknown). `applied`

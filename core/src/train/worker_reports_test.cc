@@ -223,11 +223,11 @@ TEST(WorkerReportsTest, AMalformedReportIsDataLossNamingTheRank) {
 
   auto again = CreateInprocGroup(2);
   ASSERT_TRUE(again.ok()) << again.status();
-  char bad_kind[32] = {};
+  char bad_kind[40] = {};  // a whole header
   const uint32_t kind = 9;
   std::memcpy(bad_kind, &kind, sizeof kind);
   ASSERT_TRUE((*again)[1]
-                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bad_kind, 32)),
+                  ->Send(0, kWorkerReportTag, std::as_bytes(std::span<const char>(bad_kind, 40)),
                          DeadlineIn(kTimeout))
                   .ok());
   WorkerReports other(*(*again)[0], kTimeout);

@@ -128,6 +128,44 @@ TEST_F(AsyncTrain, PerEpochDeltasTwoServersLearnToo) {
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }
 
+// The examples count of a run's summary line ("trained N steps (X examples, ...").
+int64_t ExamplesOf(const std::string& out) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(out, m, std::regex(R"(trained \d+ steps \((\d+) examples)")))
+      << out;
+  return m.empty() ? -1 : std::stoll(m[1]);
+}
+
+// Workers step independently, so they stop in different epochs: 33 records over 2 workers are
+// shares of 17 and 16, 2 batches and 1 of 16 a worker's epoch, and after 4 steps each one worker
+// has read 2 epochs and the other 4. A resume takes each worker's own epoch back (on the same
+// number of workers: 4 and 2 epochs left of a 6-epoch budget, 4 x 17 + 2 x 16 = 100 examples; a
+// worker that took the lead's epoch trained 4 x 16 more), and on another number it resumes the
+// earliest epoch, which both had read whole: 4 epochs x 33 records (it was refused before).
+TEST_F(AsyncTrain, ResumeTakesEachWorkersEpochOnAnyNumberOfWorkers) {
+  const std::string data = dir_ + "/odd";
+  ASSERT_EQ(Reel({"synth", "--out", data, "--videos", "33", "--classes", std::to_string(kClasses),
+                  "--level", "video", "--shards", "1", "--seed", "3"})
+                .code,
+            0);
+  const std::string files = "data.options.files=" + data + "/*.tfrecord";
+  for (const int resumed_workers : {2, 3}) {
+    const std::string run = dir_ + "/epochs_apart_" + std::to_string(resumed_workers);
+    const std::string config =
+        Config(run, Opt("rule", "sgd"), "  steps: 4\n  local_ranks: 3\n  eval_every_steps: 0\n");
+    RunResult first = Reel({"train", "--config", config, "--set", files});
+    ASSERT_EQ(first.code, 0) << first.out << first.err;
+    const int64_t before = ExamplesOf(first.out);
+    EXPECT_EQ(before, 2 * 16 + 2 * 1 + 4 * 16);
+    RunResult more = Reel({"train", "--config", config, "--set", files, "--resume", "--set",
+                           "trainer.steps=0", "--set", "trainer.epochs=6", "--set",
+                           "trainer.local_ranks=" + std::to_string(resumed_workers + 1)});
+    ASSERT_EQ(more.code, 0) << more.out << more.err;
+    EXPECT_EQ(ExamplesOf(more.out) - before, resumed_workers == 2 ? 4 * 17 + 2 * 16 : 4 * 33)
+        << more.out << more.err;
+  }
+}
+
 TEST_F(AsyncTrain, TcpProcessesUnderReelLaunchBeatTheBaseline) {
   if (Reel({"plugins", "show", "tcp"}).code != 0) GTEST_SKIP() << "the tcp plugin is not built";
   const std::string run = dir_ + "/tcp";

@@ -1,6 +1,7 @@
 // Positions of the tfrecord data source (see source_position.h).
 #include "source_position.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace reel::tfrecord {
@@ -25,25 +26,28 @@ uint64_t Fingerprint(const StreamConfig& c, bool with_shard) {
   return h;
 }
 
-// Adds to `out` the first `records` records that rank `p.rank` of `p.world` delivered.
-Status AddDelivered(const StreamConfig& config, const SourcePosition& p, const ConsumedSet* base,
-                    ConsumedSet& out) {
+// Adds to `out` the first `records` records of epoch `epoch` that rank `p.rank` of `p.world`
+// delivered; all of its share of that epoch when `records` is kWholeShare.
+constexpr int64_t kWholeShare = -1;
+Status AddDelivered(const StreamConfig& config, const SourcePosition& p, int64_t epoch,
+                    int64_t records, const ConsumedSet* base, ConsumedSet& out) {
   StreamConfig shard = config;
   shard.shard = {p.rank, p.world};
-  EpochStream stream(&shard, p.epoch, base);
-  for (int64_t left = p.records; left > 0;) {
+  EpochStream stream(&shard, epoch, base);
+  for (int64_t left = records; left != 0;) {
     std::unique_ptr<PendingRecord> r;
     Status s = stream.Next(&r);
+    if (s.code() == StatusCode::kOutOfRange && records == kWholeShare) break;
     if (s.code() == StatusCode::kOutOfRange)
       return DataLossError("rank " + std::to_string(p.rank) + " of " + std::to_string(p.world) +
-                           " had delivered " + std::to_string(p.records) + " records of epoch " +
-                           std::to_string(p.epoch) + " but its share has " +
-                           std::to_string(p.records - left) + " now (did the files change?)");
+                           " had delivered " + std::to_string(records) + " records of epoch " +
+                           std::to_string(epoch) + " but its share has " +
+                           std::to_string(records - left) + " now (did the files change?)");
     REEL_RETURN_IF_ERROR(s);
     // Delivered counts only records whose data CRC held, as the source's batches do.
     Status crc = stream.CheckCrc(*r, recordio::Crc32c(r->payload));
     if (crc.ok()) {
-      --left;
+      if (records != kWholeShare) --left;
     } else {
       REEL_RETURN_IF_ERROR(stream.SkipCorrupt(crc));
     }
@@ -118,19 +122,28 @@ Result<ConsumedSet> ConsumedBy(const StreamConfig& config, std::span<const std::
       return InvalidArgumentError("position " + std::to_string(index) + " of " +
                                   std::to_string(positions.size()) + " is rank " +
                                   std::to_string(p.rank) + " of " + std::to_string(p.world));
-    if (!all.empty() && (p.epoch != all[0].epoch || p.consumed != all[0].consumed))
-      return InvalidArgumentError("positions of rank 0 and rank " + std::to_string(index) +
-                                  " are in different epochs or parts of one ('" + positions[0] +
-                                  "', '" + text + "')");
     all.push_back(std::move(p));
   }
+  // Ranks that stepped independently may be in different epochs: the earliest resumes, and a
+  // rank past it had delivered all of its share of it. The ranks in it are in one part of it.
+  const auto first = std::min_element(
+      all.begin(), all.end(), [](const auto& a, const auto& b) { return a.epoch < b.epoch; });
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].epoch == first->epoch && all[i].consumed != first->consumed)
+      return InvalidArgumentError(
+          "positions of rank " + std::to_string(first - all.begin()) + " and rank " +
+          std::to_string(i) + " are in different parts of epoch " + std::to_string(first->epoch) +
+          " ('" + positions[static_cast<size_t>(first - all.begin())] + "', '" + positions[i] +
+          "')");
   REEL_ASSIGN_OR_RETURN(ConsumedSet base,
-                        ConsumedSet::Decode(all[0].consumed, config.files.size()));
+                        ConsumedSet::Decode(first->consumed, config.files.size()));
   const ConsumedSet* base_or_null = base.empty() ? nullptr : &base;
   ConsumedSet out = base;
   for (const SourcePosition& p : all)
-    REEL_RETURN_IF_ERROR(AddDelivered(config, p, base_or_null, out));
-  *epoch = all[0].epoch;
+    REEL_RETURN_IF_ERROR(AddDelivered(config, p, first->epoch,
+                                      p.epoch == first->epoch ? p.records : kWholeShare,
+                                      base_or_null, out));
+  *epoch = first->epoch;
   return out;
 }
 

@@ -48,9 +48,11 @@ uint64_t ShardFingerprint(const StreamConfig& config);
 uint64_t OrderFingerprint(const StreamConfig& config);
 
 // The records of one epoch that the ranks at `positions` (all of one run, index = rank) had
-// consumed, found by replaying each rank's stream. InvalidArgument for positions of another
-// configuration, of different epochs or an incomplete set of ranks; DataLoss when a rank's
-// stream has fewer records than its position counts (the files changed).
+// consumed, found by replaying each rank's stream. Positions in different epochs (ranks that
+// stepped independently) give the earliest, `*epoch`, in which a rank already past it had
+// consumed all of its share. InvalidArgument for positions of another configuration, of
+// different parts of that epoch or an incomplete set of ranks; DataLoss when a rank's stream has
+// fewer records than its position counts (the files changed).
 Result<ConsumedSet> ConsumedBy(const StreamConfig& config, std::span<const std::string> positions,
                                int64_t* epoch);
 

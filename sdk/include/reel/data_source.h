@@ -62,12 +62,15 @@ class DataSource {
   virtual Status Restore(std::string_view position) = 0;
 
   // Resumes on a different number of readers: `positions` are the Position()s of every reader of
-  // an earlier run (index = its rank), all in the same epoch, whose world size may differ from
-  // this source's. Every reader of the new run passes the same list; together they then read each
-  // record of that epoch that none of the earlier readers had consumed exactly once (this source
-  // yields its share), and later epochs are sharded as usual. InvalidArgument for positions of
-  // other files or options, or of different epochs; Unimplemented where a source cannot do it
-  // (then a run may only resume on the number of readers that saved it).
+  // an earlier run (index = its rank), whose world size may differ from this source's. Every
+  // reader of the new run passes the same list; together they then read each record of that
+  // epoch that none of the earlier readers had consumed exactly once (this source yields its
+  // share), and later epochs are sharded as usual. Readers that stepped independently (async
+  // training) may have been in different epochs: then the earliest of them resumes, a reader
+  // already past it counts as having consumed all of its share of it, and what such a reader had
+  // read of later epochs is read again. InvalidArgument for positions of other files or options;
+  // Unimplemented where a source cannot do it (then a run may only resume on the number of
+  // readers that saved it).
   virtual Status RestoreResharded(std::span<const std::string> positions) {
     (void)positions;
     return UnimplementedError("this data source cannot resume on a different number of ranks");
