@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "shard_states.h"
+
 namespace reel::async_sgd {
 namespace {
 
@@ -198,7 +200,7 @@ Result<std::string> AsyncOptimizer::SaveState() const {
       "async_sgd: the state lives on the servers; the lead collects it (CollectState)");
 }
 
-Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_view state) const {
+Result<std::vector<std::string>> AsyncOptimizer::SplitState(std::string_view state) const {
   char magic[4];
   uint32_t version = 0, shards = 0;
   if (!TakeBytes(state, magic, sizeof magic) ||
@@ -210,10 +212,6 @@ Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_vie
   if (version != kStateVersion)
     return DataLossError("async_sgd state has version " + std::to_string(version) +
                          ", this build reads version " + std::to_string(kStateVersion));
-  if (static_cast<int>(shards) != roles_.servers)
-    return FailedPreconditionError("async_sgd state holds " + std::to_string(shards) +
-                                   " shards, this run has " + std::to_string(roles_.servers) +
-                                   " servers; resume with the same number of servers");
   std::vector<std::string_view> parts;
   for (uint32_t s = 0; s < shards; ++s) {
     uint64_t n = 0;
@@ -223,7 +221,17 @@ Result<std::vector<std::string_view>> AsyncOptimizer::SplitState(std::string_vie
     state.remove_prefix(n);
   }
   if (!state.empty()) return DataLossError("async_sgd state has trailing bytes");
-  return parts;
+  if (static_cast<int>(shards) == roles_.servers)
+    return std::vector<std::string>(parts.begin(), parts.end());
+  // Another number of servers (colocated ranks that came back fewer or more): cut anew.
+  if (arena_ == nullptr) return std::vector<std::string>();  // checked again after Setup
+  Result<std::vector<std::string>> recut =
+      ReshardStates(parts, arena_->total_size(), roles_.servers);
+  if (!recut.ok())
+    return recut.status().WithContext("async_sgd: the checkpoint's " + std::to_string(shards) +
+                                      " shard states for " + std::to_string(roles_.servers) +
+                                      " servers");
+  return recut;
 }
 
 // About as often as the trainer's checkpoints: each worker step (push_every of them per push)
@@ -311,7 +319,7 @@ Status AsyncOptimizer::RefuseShardsWithoutCheckpoint() {
 // The servers take their shard's values from the arena as it is then: the trainer restores the
 // checkpoint's parameters before Setup().
 Status AsyncOptimizer::RestoreState(std::string_view state) {
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitState(state));
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitState(state));
   if (arena_ == nullptr) {  // before Setup: applied at its end
     pending_state_ = std::string(state);
     return Status::Ok();

@@ -93,8 +93,9 @@ class AsyncOptimizer final : public Optimizer {
   Result<int64_t> NewerShardSet(const std::vector<int64_t>& versions);
   // A resume that restored no state but finds a complete shard set: FailedPrecondition.
   Status RefuseShardsWithoutCheckpoint();
-  // The per-shard parts of a state, checked against this run (format above).
-  Result<std::vector<std::string_view>> SplitState(std::string_view state) const;
+  // The per-shard parts of a state, checked against this run (format above); a state of another
+  // number of servers is cut anew for this run's (shard_states.h), once the arena is known.
+  Result<std::vector<std::string>> SplitState(std::string_view state) const;
 
   const AsyncConfig config_;
   const OptimizerContext ctx_;
