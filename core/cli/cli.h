@@ -23,6 +23,10 @@ struct CliEnv {
   std::vector<std::string> storage_flags;  // the --storage flags given (SCHEME.OPTION=VALUE)
   std::string argv0;                       // how reel was invoked, to start child processes
   int exit_code = -1;  // a command that sets it decides the exit status (reel launch: a rank's)
+  // Set by a command once its arguments are accepted and the work begins: an InvalidArgument
+  // after that (a data or checkpoint problem found while training) is not a usage error, so no
+  // usage line follows its message.
+  bool arguments_accepted = false;
 };
 
 struct CliCommand {

@@ -106,6 +106,7 @@ CliCommand TrainCliCommand() {
           return Status::Ok();
         }
         const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
+        env.arguments_accepted = true;
         return TrainAndReport(env, cfg, args.Has("resume"), verbosity);
       }};
 }

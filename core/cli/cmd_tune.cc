@@ -89,6 +89,7 @@ CliCommand TuneCliCommand() {
             options.tty = env.err_is_tty;
             InterruptScope interrupt;
             options.should_stop = [] { return InterruptScope::Requested(); };
+            env.arguments_accepted = true;
             REEL_ASSIGN_OR_RETURN(SearchRanks ranks, JoinSearchRanks(env, cfg.base.config));
             options.comm = ranks.comm.get();
             if (ranks.comm && ranks.comm->rank() != 0) {  // a worker: runs trials, prints nothing

@@ -52,7 +52,8 @@ int Finish(CliEnv& env, const std::string& name, const std::string& usage, const
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
   if (!s.ok()) env.err << "reel " << name << ": " << s << "\n";
-  if (s.code() == StatusCode::kInvalidArgument) env.err << "usage: " << usage << "\n";
+  if (s.code() == StatusCode::kInvalidArgument && !env.arguments_accepted)
+    env.err << "usage: " << usage << "\n";
   if (env.exit_code >= 0) return env.exit_code;
   return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
 }

@@ -252,6 +252,23 @@ TEST_F(CommandsTest, UnregisteredComponentListsRegisteredOnes) {
   fs::remove_all(run);
 }
 
+// A usage line follows a usage error, not a problem the run found in the config or the data.
+TEST_F(CommandsTest, UsageFollowsOnlyUsageErrors) {
+  const std::string run = ScratchDir("usage");
+  auto args = Small("bilstm_audio", run, 1);
+  args.insert(args.end(), {"--set", "trainer.num_classes=0"});
+  RunResult r = Reel(args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("num_classes': 0 is below 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("usage:"), std::string::npos) << r.err;
+  RunResult flag = Reel({"train", "--config", kRepo + "/configs/logistic.pbtxt", "--bogus"});
+  EXPECT_EQ(flag.code, 1);
+  EXPECT_NE(flag.err.find("unknown flag '--bogus'"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("usage: reel train --config"), std::string::npos) << flag.err;
+  fs::remove_all(run);
+}
+
 TEST_F(CommandsTest, PatternMatchingNoFileIsAClearError) {
   const std::string run = ScratchDir("nofile");
   ASSERT_EQ(Reel(Small("bilstm_audio", run, 1)).code, 0);
