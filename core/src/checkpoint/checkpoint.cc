@@ -104,6 +104,7 @@ std::string EncodeCheckpoint(const CheckpointState& s) {
   p.set_schedule_step(s.schedule_step);
   for (const auto& pos : s.data_positions) p.add_data_positions(pos);
   for (int64_t e : s.data_epochs) p.add_data_epochs(e);
+  for (int64_t e : s.data_steps) p.add_data_steps(e);
   p.set_config_text(s.config_text);
   p.set_seed(s.seed);
   p.set_examples_seen(s.examples_seen);
@@ -157,6 +158,7 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
   s.schedule_step = p.schedule_step();
   s.data_positions.assign(p.data_positions().begin(), p.data_positions().end());
   s.data_epochs.assign(p.data_epochs().begin(), p.data_epochs().end());
+  s.data_steps.assign(p.data_steps().begin(), p.data_steps().end());
   s.config_text = p.config_text();
   s.seed = p.seed();
   s.examples_seen = p.examples_seen();

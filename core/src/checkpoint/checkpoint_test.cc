@@ -20,6 +20,7 @@ CheckpointState MakeState(ParamArena& arena, int64_t step) {
   s.schedule_step = step;
   s.data_positions = {"p0", "p1"};
   s.data_epochs = {3, 4};
+  s.data_steps = {40, 37};
   s.config_text = "trainer { steps: 10 }";
   s.seed = 7;
   s.examples_seen = 123;
@@ -49,6 +50,7 @@ TEST_F(CheckpointTest, RoundTripsEveryField) {
   EXPECT_EQ(back->schedule_step, 42);
   EXPECT_EQ(back->data_positions, s.data_positions);
   EXPECT_EQ(back->data_epochs, s.data_epochs);
+  EXPECT_EQ(back->data_steps, s.data_steps);
   EXPECT_EQ(back->config_text, s.config_text);
   EXPECT_EQ(back->optimizer_state, "opt");
   EXPECT_EQ(back->seed, 7u);

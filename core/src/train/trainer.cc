@@ -63,11 +63,15 @@ class Loop {
   // `periodic`: one of the checkpoint_every_steps cadence, whose failed write
   // on_checkpoint_failure "continue" survives; a run's last checkpoint is never periodic.
   Status SaveCheckpoint(const std::string& my_position, bool periodic = false);
+  // Where every training rank's data stands: its position, the epoch that is in and its steps
+  // taken there (ranks that step independently differ in all three).
+  struct RankPositions {
+    std::vector<std::string> positions;
+    std::vector<int64_t> epochs, steps;
+  };
   // The lead's part of SaveCheckpoint, with the ranks' positions: no collective, so the lead
   // alone may redo it.
-  // `positions` of every training rank and the `epochs` they are in.
-  Status WriteCheckpoint(std::vector<std::string> positions, std::vector<int64_t> epochs,
-                         bool periodic);
+  Status WriteCheckpoint(RankPositions ranks, bool periodic);
   // The epoch this rank's data position is in. A run that met its epoch budget counted the
   // epoch's end without starting the next; a resume with a larger budget sees that end again
   // and counts it then (counting it twice would skip a whole epoch).
@@ -133,8 +137,7 @@ class Loop {
   // The lead: the step of a periodic checkpoint that could not be written and was not written
   // since (-1: none), and the ranks' positions it had; the run's end writes it.
   int64_t unwritten_step_ = -1;
-  std::vector<std::string> unwritten_positions_;
-  std::vector<int64_t> unwritten_epochs_;
+  RankPositions unwritten_;
 };
 
 Status Loop::SumOverRanks(std::span<float> values) {
@@ -175,13 +178,17 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   // from before data_epochs has every position in the lead's.
   std::vector<int64_t> epochs = state->data_epochs;
   if (epochs.empty()) epochs.assign(state->data_positions.size(), state->epoch);
-  if (epochs.size() != state->data_positions.size())
+  std::vector<int64_t> steps = state->data_steps;
+  if (steps.empty()) steps.assign(state->data_positions.size(), state->step);
+  if (epochs.size() != state->data_positions.size() || steps.size() != state->data_positions.size())
     return DataLossError(uri + ": checkpoint has " + std::to_string(epochs.size()) +
-                         " data epochs for " + std::to_string(state->world_size) + " ranks");
+                         " data epochs and " + std::to_string(steps.size()) + " data steps for " +
+                         std::to_string(state->world_size) + " ranks");
   // Check everything before changing anything: parameters last-but-one, the data position last.
   // Parameters and optimizer state are the same on every rank, so they carry over to any number
   // of ranks; the data positions of all saving ranks are handed to the source when it changed.
-  int64_t epoch = state->epoch;  // this rank's: the one its data resumes in
+  // This rank's: the epoch its data resumes in, and its steps taken there.
+  int64_t epoch = state->epoch, step = state->step;
   REEL_RETURN_IF_ERROR(RestoreParams(*state, o_.model_name, *r_.arena, uri));
   REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   REEL_RETURN_IF_ERROR(r_.optimizer->RestoreState(state->optimizer_state).WithContext(uri));
@@ -190,6 +197,7 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   } else if (state->world_size == world()) {
     REEL_RETURN_IF_ERROR(r_.train->Restore(state->data_positions[group_->rank()]).WithContext(uri));
     epoch = epochs[static_cast<size_t>(group_->rank())];
+    step = steps[static_cast<size_t>(group_->rank())];
   } else {
     // Positions in different epochs resume the earliest (DataSource::RestoreResharded).
     epoch = *std::min_element(epochs.begin(), epochs.end());
@@ -201,7 +209,7 @@ Result<bool> Loop::ResumeFromCheckpoint() {
     REEL_RETURN_IF_ERROR(s.WithContext(uri + " (written by " + std::to_string(state->world_size) +
                                        " ranks, resumed on " + std::to_string(world()) + ")"));
   }
-  step_ = state->step;
+  step_ = step;
   epoch_ = epoch;
   examples_ = state->examples_seen;
   prior_seconds_ = state->train_seconds;
@@ -389,27 +397,27 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
   last_checkpoint_step_ = step_;
-  std::vector<std::string> positions;
-  std::vector<int64_t> epochs;
+  RankPositions ranks;
   if (independent_) {
     // The lead takes the other ranks' newest reported positions, without waiting for slower
     // ones; a rank that takes over a lost lead here goes on as the lead.
     REEL_RETURN_IF_ERROR(Report(ReportKind::kCheckpoint, my_position));
     if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
-    positions = reports_->Positions(my_position);
-    epochs = reports_->Epochs(PositionEpoch());
+    ranks.positions = reports_->Positions(my_position);
+    ranks.epochs = reports_->Epochs(PositionEpoch());
+    ranks.steps = reports_->Steps(step_);
   } else {
     REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
-    REEL_ASSIGN_OR_RETURN(positions, GatherBytes(*group_, my_position, o_.timeout));
-    epochs.assign(positions.size(), PositionEpoch());  // in step: one epoch
+    REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
+    ranks.epochs.assign(ranks.positions.size(), PositionEpoch());  // in step: one epoch
+    ranks.steps.assign(ranks.positions.size(), step_);
   }
   if (!lead()) return Status::Ok();
-  return WriteCheckpoint(std::move(positions), std::move(epochs), periodic);
+  return WriteCheckpoint(std::move(ranks), periodic);
 }
 
-Status Loop::WriteCheckpoint(std::vector<std::string> positions, std::vector<int64_t> epochs,
-                             bool periodic) {
+Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   CheckpointState s;
   s.model_name = o_.model_name;
   s.CaptureParams(*r_.arena);
@@ -417,8 +425,9 @@ Status Loop::WriteCheckpoint(std::vector<std::string> positions, std::vector<int
   s.step = step_;
   s.epoch = PositionEpoch();  // the lead's
   s.schedule_step = step_;
-  s.data_positions = std::move(positions);
-  s.data_epochs = std::move(epochs);
+  s.data_positions = std::move(ranks.positions);
+  s.data_epochs = std::move(ranks.epochs);
+  s.data_steps = std::move(ranks.steps);
   s.config_text = o_.config_text;
   s.seed = o_.seed;
   s.examples_seen = independent_ ? examples_ + window_examples_ + reports_->Examples()
@@ -433,8 +442,7 @@ Status Loop::WriteCheckpoint(std::vector<std::string> positions, std::vector<int
     ++result_.checkpoint_failures;
     result_.last_checkpoint_error = written.status().ToString();
     unwritten_step_ = step_;
-    unwritten_positions_ = std::move(s.data_positions);
-    unwritten_epochs_ = std::move(s.data_epochs);
+    unwritten_ = {std::move(s.data_positions), std::move(s.data_epochs), std::move(s.data_steps)};
     progress_.Note("the checkpoint of step " + std::to_string(step_) +
                    " was not written; training on (trainer.on_checkpoint_failure: continue): " +
                    result_.last_checkpoint_error);
@@ -691,8 +699,7 @@ Result<TrainResult> Loop::Run() {
     } else if (lead() && unwritten_step_ == step_) {
       // The periodic checkpoint of the last step failed, and it is the run's last: nothing has
       // changed since it was taken, so the lead writes it again alone, and a failure stops.
-      REEL_RETURN_IF_ERROR(
-          WriteCheckpoint(std::move(unwritten_positions_), std::move(unwritten_epochs_), false));
+      REEL_RETURN_IF_ERROR(WriteCheckpoint(std::move(unwritten_), false));
     }
   }
   // (An independent rank other than the lead finished its optimizer before its final report.)

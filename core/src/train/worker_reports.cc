@@ -147,6 +147,13 @@ std::vector<int64_t> WorkerReports::Epochs(int64_t lead_epoch) const {
   return out;
 }
 
+std::vector<int64_t> WorkerReports::Steps(int64_t lead_step) const {
+  std::vector<int64_t> out;
+  for (size_t w = 0; w < views_.size(); ++w)
+    out.push_back(static_cast<int>(w) == group_.rank() ? lead_step : views_[w].last.step);
+  return out;
+}
+
 int64_t WorkerReports::Examples() const {
   int64_t n = 0;
   for (size_t w = 0; w < views_.size(); ++w)

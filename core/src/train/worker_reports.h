@@ -81,8 +81,10 @@ class WorkerReports {
   Status Poll();
   // Every training rank's newest position, this rank's being `lead_position`.
   std::vector<std::string> Positions(const std::string& lead_position) const;
-  // Every training rank's epoch of that position, this rank's being `lead_epoch`.
+  // Every training rank's epoch of that position, and its steps taken there, this rank's being
+  // `lead_epoch` and `lead_step`.
   std::vector<int64_t> Epochs(int64_t lead_epoch) const;
+  std::vector<int64_t> Steps(int64_t lead_step) const;
   // Examples the other ranks reported having trained on.
   int64_t Examples() const;
   // The ranks lost so far; `budget_steps` is every rank's step budget (0: unknown). `applied`

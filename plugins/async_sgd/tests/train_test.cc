@@ -150,7 +150,8 @@ int64_t ExamplesOf(const std::string& out) {
 // has read 2 epochs and the other 4. A resume takes each worker's own epoch back (on the same
 // number of workers: 4 and 2 epochs left of a 6-epoch budget, 4 x 17 + 2 x 16 = 100 examples; a
 // worker that took the lead's epoch trained 4 x 16 more), and on another number it resumes the
-// earliest epoch, which both had read whole: 4 epochs x 33 records (it was refused before).
+// earliest epoch, which both had read whole: 4 epochs x 33 records (it was refused before). Their
+// steps differ likewise.
 TEST_F(AsyncTrain, ResumeTakesEachWorkersEpochOnAnyNumberOfWorkers) {
   const std::string data = dir_ + "/odd";
   ASSERT_EQ(Reel({"synth", "--out", data, "--videos", "33", "--classes", std::to_string(kClasses),
@@ -173,6 +174,17 @@ TEST_F(AsyncTrain, ResumeTakesEachWorkersEpochOnAnyNumberOfWorkers) {
     EXPECT_EQ(ExamplesOf(more.out) - before, resumed_workers == 2 ? 4 * 17 + 2 * 16 : 4 * 33)
         << more.out << more.err;
   }
+  // A step budget counts each worker's own steps: after 2 epochs one has taken 4 and the other 2,
+  // so 6 steps leave them 2 (17 examples) and 4 (64); the lead's step for both left 2 and 2.
+  const std::string run = dir_ + "/steps_apart";
+  const std::string config = Config(run, Opt("rule", "sgd"), "  local_ranks: 3\n");
+  RunResult first =
+      Reel({"train", "--config", config, "--set", files, "--set", "trainer.epochs=2"});
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  RunResult more = Reel({"train", "--config", config, "--set", files, "--resume", "--set",
+                         "trainer.steps=6", "--set", "trainer.epochs=0"});
+  ASSERT_EQ(more.code, 0) << more.out << more.err;
+  EXPECT_EQ(ExamplesOf(more.out) - ExamplesOf(first.out), 17 + 4 * 16) << more.out << more.err;
 }
 
 TEST_F(AsyncTrain, TcpProcessesUnderReelLaunchBeatTheBaseline) {

@@ -37,6 +37,7 @@ struct CheckpointState {
   int64_t schedule_step = 0;
   std::vector<std::string> data_positions;  // per rank
   std::vector<int64_t> data_epochs;         // per rank: the epoch its position is in (or empty)
+  std::vector<int64_t> data_steps;          // per rank: its steps taken at that position (or empty)
   std::string config_text;
   uint64_t seed = 0;
   int64_t examples_seen = 0;
