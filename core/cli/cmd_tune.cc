@@ -43,14 +43,14 @@ Result<SearchRanks> JoinSearchRanks(CliEnv& env, const config::RunConfig& base) 
   const std::string mpi = core::MpiLauncherVariable();
   if ((ctx.world_size == kDiscover && mpi.empty()) || ctx.world_size == 1) return ranks;
   const char* launcher_transport = std::getenv("REEL_TRANSPORT");
-  const std::string name = base.has_transport() ? base.transport().name()
+  const bool named = !base.transport().name().empty();
+  const std::string name = named                ? base.transport().name()
                            : launcher_transport ? launcher_transport
                            : mpi.empty()        ? "tcp"
                                                 : "mpi";
-  REEL_ASSIGN_OR_RETURN(ranks.transport,
-                        env.host.registry().CreateTransport(
-                            name, base.has_transport() ? core::OptionMap(base.transport())
-                                                       : std::map<std::string, std::string>{}));
+  REEL_ASSIGN_OR_RETURN(ranks.transport, env.host.registry().CreateTransport(
+                                             name, named ? core::OptionMap(base.transport())
+                                                         : std::map<std::string, std::string>{}));
   ctx.isolate_failures = true;  // a worker that dies fails its trial, not the search
   REEL_ASSIGN_OR_RETURN(ranks.comm,
                         ranks.transport->Connect(ctx, DeadlineIn(std::chrono::minutes(5))));

@@ -264,6 +264,15 @@ Status ValidateComponents(const ConfigFile& cfg, const Registry& registry,
   for (const Section& s : sections) {
     if (!s.present) continue;
     const std::string sec = s.name;
+    // A transport section without a name sets only the timeouts of the transport the host
+    // chooses (reel launch, mpirun: RankPlan); its options would belong to no transport.
+    if (s.kind == ComponentKind::kTransport && s.component.name().empty()) {
+      if (s.component.options().empty()) continue;
+      return InvalidArgumentError(cfg.Where(sec) +
+                                  ": section 'transport' has options but no 'name' to say which "
+                                  "transport they are for (registered: " +
+                                  registry.Names(s.kind) + ")");
+    }
     if (s.component.name().empty())
       return InvalidArgumentError(
           cfg.Where(sec) + ": section '" + sec +

@@ -156,6 +156,22 @@ TEST(ConfigTest, MissingSectionsNamesAndUnknownComponents) {
   EXPECT_NE(u.message().find("no transport named 'carrier_pigeon'"), std::string::npos) << u;
 }
 
+// A transport section may set only the timeouts of the transport the host chooses
+// (`--set transport.timeout_seconds=60` under reel launch); options need a name to belong to.
+TEST(ConfigTest, ATransportSectionWithoutANameSetsOnlyTimeouts) {
+  auto host = MakeHost();
+  auto timeouts = ParseConfig("transport { connect_timeout_seconds: 10 }\n", "run.pbtxt");
+  ASSERT_TRUE(timeouts.ok());
+  EXPECT_TRUE(ValidateComponents(*timeouts, host->registry()).ok());
+  auto options =
+      ParseConfig("transport {\n options { key: \"secret\" value: \"x\" }\n}\n", "run.pbtxt");
+  ASSERT_TRUE(options.ok());
+  Status s = ValidateComponents(*options, host->registry());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("run.pbtxt:1"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("has options but no 'name'"), std::string::npos) << s;
+}
+
 TEST(ConfigTest, RoundTripsThroughText) {
   auto cfg = ParseConfig(kConfig, "run.pbtxt");
   ASSERT_TRUE(cfg.ok());

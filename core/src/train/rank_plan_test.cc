@@ -117,6 +117,15 @@ TEST(RankPlan, TimeoutsFromTheTransportSection) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->connect, 2500ms);
   EXPECT_EQ(t->each, 10ms);
+  // A section with timeouts and no name leaves the choice of transport to the launcher.
+  auto plan = PlanRanks(c, "inproc",
+                        testing::FakeEnvironment({{"REEL_RANK", "1"},
+                                                  {"REEL_WORLD_SIZE", "2"},
+                                                  {"REEL_TRANSPORT", "tcp"},
+                                                  {"REEL_COORDINATOR", "127.0.0.1:29500"}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->transport, "tcp");
+  EXPECT_EQ(plan->timeouts.connect, 2500ms);
 }
 
 }  // namespace
