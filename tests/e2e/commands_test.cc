@@ -269,6 +269,21 @@ TEST_F(CommandsTest, UsageFollowsOnlyUsageErrors) {
   fs::remove_all(run);
 }
 
+// A transport option out of range stops the run before it connects, naming the transport once.
+TEST_F(CommandsTest, ABadTransportOptionIsNamedOnce) {
+  const std::string run = ScratchDir("bad_transport_option");
+  auto args = Small("bilstm_audio", run, 1);
+  args.insert(args.end(),
+              {"--set", "transport.name=tcp", "--set", "transport.options.heartbeat_ms=0"});
+  RunResult r = Reel(args);
+  EXPECT_EQ(r.code, 1);
+  const std::string said = "transport 'tcp': tcp option 'heartbeat_ms': 0 ms is below the minimum";
+  EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("transport 'tcp': transport 'tcp'"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run + "/ckpt"));
+  fs::remove_all(run);
+}
+
 TEST_F(CommandsTest, PatternMatchingNoFileIsAClearError) {
   const std::string run = ScratchDir("nofile");
   ASSERT_EQ(Reel(Small("bilstm_audio", run, 1)).code, 0);

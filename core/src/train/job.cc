@@ -130,7 +130,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       registry.CreateTransport(plan.transport, plan.transport == c.transport().name()
                                                    ? OptionMap(c.transport())
                                                    : std::map<std::string, std::string>{});
-  if (!transport.ok()) return transport.status().WithContext(transport_name);
+  if (!transport.ok()) return transport.status();  // the registry names the transport
   Result<std::vector<std::unique_ptr<Communicator>>> comms =
       ConnectConcurrently(**transport, plan.ranks, DeadlineIn(plan.timeouts.connect));
   if (!comms.ok()) return comms.status().WithContext(transport_name);
