@@ -1,8 +1,12 @@
 // Unit tests of the header-only SDK pieces the core relies on: Status/Result, Options, ParamArena,
-// Batch validation.
+// Batch validation, the host's cores.
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <thread>
 
 #include "reel/batch.h"
+#include "reel/host_cores.h"
 #include "reel/options.h"
 #include "reel/param_arena.h"
 #include "reel/status.h"
@@ -98,6 +102,24 @@ TEST(BatchTest, ValidationNamesTheVideoOrFeature) {
   EXPECT_NE(len.message().find("feature 'rgb' of video 'v1' has length 0"), std::string::npos)
       << len;
   EXPECT_EQ(batch.Find("audio").status().message(), "batch has no feature 'audio' (it has: rgb)");
+}
+
+// The cores are those of the affinity mask (taskset, cpusets), within those online.
+TEST(HostCoresTest, CoresAreThoseOfTheAffinityMask) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(CoresAvailable(), CPU_COUNT(&set));
+  EXPECT_GE(OnlineCores(), CoresAvailable());
+  EXPECT_LE(CoresAvailable(), static_cast<int>(std::thread::hardware_concurrency()));
+  // Narrowed to one CPU on a thread of its own (the mask is per thread): 1.
+  std::thread([] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    EXPECT_EQ(CoresAvailable(), 1);
+  }).join();
 }
 
 }  // namespace

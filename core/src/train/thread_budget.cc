@@ -2,8 +2,6 @@
 #include "train/thread_budget.h"
 
 #include <omp.h>
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <string_view>
@@ -45,16 +43,6 @@ Result<ThreadBudget> ThreadsPerRank(const GetEnv& getenv, int ranks_in_process, 
                " in this process): " + std::to_string(budget.threads) +
                " compute thread(s) per rank (OMP_NUM_THREADS=N sets another count)";
   return budget;
-}
-
-int OnlineCores() { return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
-
-int CoresAvailable() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  // A mask larger than cpu_set_t (over 1024 CPUs) fails above: count what is online instead.
-  return OnlineCores();
 }
 
 ScopedThreads::ScopedThreads(int threads) {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "reel/core/rank_environment.h"
+#include "reel/host_cores.h"
 #include "reel/status.h"
 
 namespace reel::core {
@@ -38,9 +39,9 @@ struct ThreadBudget {
 Result<ThreadBudget> ThreadsPerRank(const GetEnv& getenv, int ranks_in_process, int cores,
                                     int online);
 
-// The CPUs this process may run on (its affinity mask), and the machine's online CPUs; at least 1.
-int CoresAvailable();
-int OnlineCores();
+// The CPUs this process may run on, and the machine's online CPUs: reel/host_cores.h.
+using reel::CoresAvailable;
+using reel::OnlineCores;
 
 // Sets the calling thread's OpenMP team size to `threads` (nothing when 0) until destroyed.
 class ScopedThreads {

@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
-#include <sched.h>
 
 #include "comm/fake_environment.h"
 
@@ -91,14 +90,6 @@ TEST(ThreadBudget, AProcessCountThatIsNotOneOrMoreIsRefusedNamingIt) {
   Result<ThreadBudget> b =
       ThreadsPerRank(FakeEnvironment({{"OMPI_COMM_WORLD_LOCAL_SIZE", "two"}}), 1, 8, 8);
   EXPECT_THAT(b.status().message(), HasSubstr("OMPI_COMM_WORLD_LOCAL_SIZE"));
-}
-
-TEST(ThreadBudget, CoresAreThoseOfTheAffinityMask) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-  EXPECT_EQ(CoresAvailable(), CPU_COUNT(&set));
-  EXPECT_GE(OnlineCores(), CoresAvailable());
 }
 
 TEST(ThreadBudget, ScopedThreadsSetsTheTeamAndPutsItBack) {

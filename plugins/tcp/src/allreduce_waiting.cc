@@ -1,7 +1,6 @@
 // The choice of how AllReduce waits (see allreduce_waiting.h).
 #include "allreduce_waiting.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,14 +43,6 @@ AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds>
           "AllReduce waits by sleeping (automatic: " + counts +
               ", so polling would take the cores the others need; allreduce_spin_us=N polls, "
               "yielding its core)"};
-}
-
-int CoresAvailable() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  // A mask larger than cpu_set_t (over 1024 CPUs) fails above: count what is online instead.
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
 std::string MachineId() {

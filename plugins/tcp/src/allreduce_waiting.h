@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "reel/host_cores.h"
+
 namespace reel::tcp {
 
 // How long a rank that polls keeps polling once nothing moves, before it sleeps after all: long
@@ -38,9 +40,8 @@ struct AllReduceWaiting {
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores);
 
-// The cores this process may run on (its affinity mask, which taskset, cpusets and container
-// limits on cores narrow; not a CPU quota); at least 1.
-int CoresAvailable();
+// The cores this process may run on: reel/host_cores.h.
+using reel::CoresAvailable;
 
 // An id that every process under this kernel shares and no other machine has: the kernel's boot
 // id (network namespaces and containers on one host share it, and their cores), else the host

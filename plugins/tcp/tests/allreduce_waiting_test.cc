@@ -6,8 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <thread>
-
 namespace reel::tcp {
 namespace {
 
@@ -54,14 +52,6 @@ TEST(AllReduceWaiting, TheOptionOverridesTheRuleEitherWay) {
   EXPECT_EQ(shared.spin, microseconds(500));
   EXPECT_TRUE(shared.yield);
   EXPECT_THAT(shared.why, HasSubstr("waits by polling and yielding its core (for up to 500 us"));
-}
-
-TEST(AllReduceWaiting, CoresAreThoseOfTheAffinityMask) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-  EXPECT_EQ(CoresAvailable(), CPU_COUNT(&set));
-  EXPECT_LE(CoresAvailable(), static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 TEST(AllReduceWaiting, TheMachineIdIsStableAndFitsTheRendezvous) {
