@@ -290,7 +290,7 @@ TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
   auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
-  EXPECT_THAT(r.status().message(), HasSubstr("transport 'mpi'"));
+  EXPECT_THAT(r.status().message(), HasSubstr("no transport named 'mpi'"));
   EXPECT_THAT(progress.str(), StartsWith("reel: started by an MPI launcher (OMPI_COMM_WORLD_RANK "
                                          "is set) and the config names no transport"));
 }
