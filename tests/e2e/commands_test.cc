@@ -69,6 +69,18 @@ class CommandsTest : public ::testing::Test {
             "--set",
             "trainer.log_every_steps=1"};
   }
+  // `reel train` of `config` with the `sets` (section.field=value), expected to fail before
+  // training: no checkpoint is written. The scratch run directory is removed.
+  static RunResult RefusedRun(const std::string& config, const std::vector<std::string>& sets) {
+    const std::string run = ScratchDir("refused");
+    auto args = Small(config, run, 1);
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    RunResult r = Reel(args);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_FALSE(fs::exists(run + "/ckpt"));
+    fs::remove_all(run);
+    return r;
+  }
   static std::string* data_;
 };
 std::string* CommandsTest::data_ = nullptr;
@@ -241,24 +253,14 @@ TEST_F(CommandsTest, EvalAndPredictCheckTheirFlags) {
 }
 
 TEST_F(CommandsTest, UnregisteredComponentListsRegisteredOnes) {
-  const std::string run = ScratchDir("unregistered");
-  auto args = Small("two_stream", run, 1);
-  args.insert(args.end(), {"--set", "model.name=no_such_model"});
-  RunResult r = Reel(args);
-  EXPECT_EQ(r.code, 1);
+  RunResult r = RefusedRun("two_stream", {"model.name=no_such_model"});
   EXPECT_NE(r.err.find("no_such_model"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("two_stream"), std::string::npos) << r.err;  // the list of registered ones
-  EXPECT_FALSE(fs::exists(run + "/ckpt"));
-  fs::remove_all(run);
 }
 
 // A usage line follows a usage error, not a problem the run found in the config or the data.
 TEST_F(CommandsTest, UsageFollowsOnlyUsageErrors) {
-  const std::string run = ScratchDir("usage");
-  auto args = Small("bilstm_audio", run, 1);
-  args.insert(args.end(), {"--set", "trainer.num_classes=0"});
-  RunResult r = Reel(args);
-  EXPECT_EQ(r.code, 1);
+  RunResult r = RefusedRun("bilstm_audio", {"trainer.num_classes=0"});
   EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("num_classes': 0 is below 1"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("usage:"), std::string::npos) << r.err;
@@ -266,22 +268,15 @@ TEST_F(CommandsTest, UsageFollowsOnlyUsageErrors) {
   EXPECT_EQ(flag.code, 1);
   EXPECT_NE(flag.err.find("unknown flag '--bogus'"), std::string::npos) << flag.err;
   EXPECT_NE(flag.err.find("usage: reel train --config"), std::string::npos) << flag.err;
-  fs::remove_all(run);
 }
 
 // A transport option out of range stops the run before it connects, naming the transport once.
 TEST_F(CommandsTest, ABadTransportOptionIsNamedOnce) {
-  const std::string run = ScratchDir("bad_transport_option");
-  auto args = Small("bilstm_audio", run, 1);
-  args.insert(args.end(),
-              {"--set", "transport.name=tcp", "--set", "transport.options.heartbeat_ms=0"});
-  RunResult r = Reel(args);
-  EXPECT_EQ(r.code, 1);
+  RunResult r =
+      RefusedRun("bilstm_audio", {"transport.name=tcp", "transport.options.heartbeat_ms=0"});
   const std::string said = "transport 'tcp': tcp option 'heartbeat_ms': 0 ms is below the minimum";
   EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("transport 'tcp': transport 'tcp'"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(run + "/ckpt"));
-  fs::remove_all(run);
 }
 
 TEST_F(CommandsTest, PatternMatchingNoFileIsAClearError) {
