@@ -2,7 +2,6 @@
 // a hyperparameter search (reel/core/tune.h), trials in parallel, a resumable journal, a results
 // table, results.csv and best.pbtxt in the workdir.
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "cli.h"
 #include "interrupt.h"
 #include "reel/core/rank_environment.h"
+#include "reel/core/rank_plan.h"
 #include "reel/core/tune.h"
 
 namespace reel::cli {
@@ -42,15 +42,14 @@ Result<SearchRanks> JoinSearchRanks(CliEnv& env, const config::RunConfig& base) 
   REEL_ASSIGN_OR_RETURN(TransportContext ctx, core::TransportContextFromEnvironment());
   const std::string mpi = core::MpiLauncherVariable();
   if ((ctx.world_size == kDiscover && mpi.empty()) || ctx.world_size == 1) return ranks;
-  const char* launcher_transport = std::getenv("REEL_TRANSPORT");
-  const bool named = !base.transport().name().empty();
-  const std::string name = named                ? base.transport().name()
-                           : launcher_transport ? launcher_transport
-                           : mpi.empty()        ? "tcp"
-                                                : "mpi";
-  REEL_ASSIGN_OR_RETURN(ranks.transport, env.host.registry().CreateTransport(
-                                             name, named ? core::OptionMap(base.transport())
-                                                         : std::map<std::string, std::string>{}));
+  const core::Registry& registry = env.host.registry();
+  const std::string name =
+      core::ChooseTransport(base, ctx, registry.DefaultName(ComponentKind::kTransport)).name;
+  // The section's options belong to the transport it names, not to one chosen otherwise.
+  REEL_ASSIGN_OR_RETURN(ranks.transport,
+                        registry.CreateTransport(name, name == base.transport().name()
+                                                           ? core::OptionMap(base.transport())
+                                                           : std::map<std::string, std::string>{}));
   ctx.isolate_failures = true;  // a worker that dies fails its trial, not the search
   REEL_ASSIGN_OR_RETURN(ranks.comm,
                         ranks.transport->Connect(ctx, DeadlineIn(std::chrono::minutes(5))));

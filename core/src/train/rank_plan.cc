@@ -2,6 +2,7 @@
 #include "reel/core/rank_plan.h"
 
 #include <cmath>
+#include <utility>
 
 namespace reel::core {
 namespace {
@@ -28,6 +29,24 @@ Result<Timeouts> TimeoutsFrom(const config::RunConfig& config) {
   return out;
 }
 
+TransportChoice ChooseTransport(const config::RunConfig& config, const TransportContext& process,
+                                const std::string& default_transport, const GetEnv& getenv) {
+  if (!config.transport().name().empty()) return {config.transport().name(), ""};
+  const char* launcher_transport = getenv("REEL_TRANSPORT");
+  if (launcher_transport != nullptr && *launcher_transport != '\0')
+    return {launcher_transport, std::string("REEL_TRANSPORT=") + launcher_transport +
+                                    " and the config names no transport: using transport '" +
+                                    launcher_transport + "'"};
+  const std::string mpi_variable = MpiLauncherVariable(getenv);
+  if (!mpi_variable.empty())
+    return {"mpi", "started by an MPI launcher (" + mpi_variable +
+                       " is set) and the config names no transport: using transport 'mpi'"};
+  if (process.rank != kDiscover && process.world_size > 1)
+    return {"tcp", "REEL_WORLD_SIZE=" + std::to_string(process.world_size) +
+                       " and the config names no transport: using transport 'tcp'"};
+  return {default_transport, ""};
+}
+
 Result<RankPlan> PlanRanks(const config::RunConfig& config, const std::string& default_transport,
                            const GetEnv& getenv) {
   RankPlan plan;
@@ -41,24 +60,9 @@ Result<RankPlan> PlanRanks(const config::RunConfig& config, const std::string& d
   const std::string mpi_variable = MpiLauncherVariable(getenv);
   const bool placed = process.rank != kDiscover;
 
-  const char* launcher_transport = getenv("REEL_TRANSPORT");
-  if (!config.transport().name().empty()) {
-    plan.transport = config.transport().name();
-  } else if (launcher_transport != nullptr && *launcher_transport != '\0') {
-    plan.transport = launcher_transport;
-    plan.why = std::string("REEL_TRANSPORT=") + launcher_transport +
-               " and the config names no transport: using transport '" + launcher_transport + "'";
-  } else if (!mpi_variable.empty()) {
-    plan.transport = "mpi";
-    plan.why = "started by an MPI launcher (" + mpi_variable +
-               " is set) and the config names no transport: using transport 'mpi'";
-  } else if (placed && process.world_size > 1) {
-    plan.transport = "tcp";
-    plan.why = "REEL_WORLD_SIZE=" + std::to_string(process.world_size) +
-               " and the config names no transport: using transport 'tcp'";
-  } else {
-    plan.transport = default_transport;
-  }
+  TransportChoice transport = ChooseTransport(config, process, default_transport, getenv);
+  plan.transport = std::move(transport.name);
+  plan.why = std::move(transport.why);
 
   if (placed) {
     for (int i = 0; i < local; ++i)

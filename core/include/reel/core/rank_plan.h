@@ -34,6 +34,17 @@ struct RankPlan {
   Timeouts timeouts;
 };
 
+// The transport choice described above, for a process the launcher placed as `process` (from
+// TransportContextFromEnvironment): the registry name, and how it was chosen when the config names
+// none (else empty). `reel tune`'s ranks choose theirs this way too.
+struct TransportChoice {
+  std::string name;
+  std::string why;
+};
+TransportChoice ChooseTransport(const config::RunConfig& config, const TransportContext& process,
+                                const std::string& default_transport,
+                                const GetEnv& getenv = ProcessEnvironment());
+
 // The transport section's timeouts; a value that is not positive is InvalidArgument naming it.
 Result<Timeouts> TimeoutsFrom(const config::RunConfig& config);
 
