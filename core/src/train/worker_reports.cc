@@ -133,25 +133,22 @@ Status WorkerReports::Poll() {
   return Status::Ok();
 }
 
+template <typename T>
+std::vector<T> WorkerReports::Newest(const T& mine, T WorkerReport::*field) const {
+  std::vector<T> out;
+  for (size_t w = 0; w < views_.size(); ++w)
+    out.push_back(static_cast<int>(w) == group_.rank() ? mine : views_[w].last.*field);
+  return out;
+}
+
 std::vector<std::string> WorkerReports::Positions(const std::string& lead_position) const {
-  std::vector<std::string> out;
-  for (size_t w = 0; w < views_.size(); ++w)
-    out.push_back(static_cast<int>(w) == group_.rank() ? lead_position : views_[w].last.position);
-  return out;
+  return Newest(lead_position, &WorkerReport::position);
 }
-
 std::vector<int64_t> WorkerReports::Epochs(int64_t lead_epoch) const {
-  std::vector<int64_t> out;
-  for (size_t w = 0; w < views_.size(); ++w)
-    out.push_back(static_cast<int>(w) == group_.rank() ? lead_epoch : views_[w].last.epoch);
-  return out;
+  return Newest(lead_epoch, &WorkerReport::epoch);
 }
-
 std::vector<int64_t> WorkerReports::Steps(int64_t lead_step) const {
-  std::vector<int64_t> out;
-  for (size_t w = 0; w < views_.size(); ++w)
-    out.push_back(static_cast<int>(w) == group_.rank() ? lead_step : views_[w].last.step);
-  return out;
+  return Newest(lead_step, &WorkerReport::step);
 }
 
 int64_t WorkerReports::Examples() const {

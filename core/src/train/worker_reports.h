@@ -94,6 +94,9 @@ class WorkerReports {
                              const std::map<int, AppliedWork>& applied = {}) const;
 
  private:
+  // Every training rank's `field` of its newest report, this rank's being `mine`.
+  template <typename T>
+  std::vector<T> Newest(const T& mine, T WorkerReport::*field) const;
   struct View;
   // Reads one report of group rank `w` (on `tag`) into `v` by `deadline`. False if none came: the
   // rank is then lost (its connection failed, or `timeout_loses` and the deadline passed).
