@@ -109,6 +109,63 @@ TEST_P(UpdateRuleTest, SavedStateContinuesIdentically) {
   EXPECT_EQ((*a)->SaveState(), (*b)->SaveState());
 }
 
+// A saved state taken apart (UpdateRule::ParseState) and cut in two at a parameter, each half
+// encoded again (EncodeState) and restored into a rule of its own, continues on its half of the
+// parameters bit for bit as the whole rule does on the whole (a parameter server re-cutting its
+// shards); and the whole state encoded again is the saved one.
+TEST_P(UpdateRuleTest, AStateCutInTwoContinuesAsTheWhole) {
+  UpdateRuleConfig c = Config(GetParam().options);
+  auto whole = MakeUpdateRule(c);
+  ASSERT_TRUE(whole.ok());
+  std::vector<float> p = InitialParams();
+  Steps(**whole, p, 1, 3);
+  const std::string saved = (*whole)->SaveState();
+  Result<UpdateRule::State> state = UpdateRule::ParseState(saved);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->steps, 3);
+  for (int k = 0; k < 2; ++k)
+    EXPECT_EQ(state->moments[k].size(), k < (*whole)->state_vectors() ? kN : 0) << k;
+  EXPECT_EQ(UpdateRule::EncodeState(state->steps, state->moments[0], state->moments[1]), saved);
+
+  constexpr size_t kCut = 16;
+  auto half = [&](size_t from, size_t n) {
+    auto cut = [&](const std::vector<float>& m) {
+      return m.empty() ? std::span<const float>() : std::span<const float>(m).subspan(from, n);
+    };
+    return UpdateRule::EncodeState(state->steps, cut(state->moments[0]), cut(state->moments[1]));
+  };
+  auto first = MakeUpdateRule(c);
+  auto second = MakeUpdateRule(c);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE((*first)->RestoreState(half(0, kCut)).ok());
+  ASSERT_TRUE((*second)->RestoreState(half(kCut, kN - kCut)).ok());
+  std::vector<float> halves = p;
+  std::vector<float> g(kN);
+  for (int t = 4; t <= kSteps; ++t) {
+    for (size_t i = 0; i < kN; ++i) g[i] = static_cast<float>(Grad(t, i));
+    (*whole)->Apply(p, g, static_cast<float>(kLr));
+    (*first)->Apply(std::span(halves).first(kCut), std::span<const float>(g).first(kCut),
+                    static_cast<float>(kLr));
+    (*second)->Apply(std::span(halves).subspan(kCut), std::span<const float>(g).subspan(kCut),
+                     static_cast<float>(kLr));
+  }
+  EXPECT_EQ(halves, p);
+  EXPECT_EQ((*second)->steps(), kSteps);
+}
+
+// A state cut short or padded is DataLoss when taken apart, as when restored.
+TEST(UpdateRule, ParseStateRefusesTruncatedAndPaddedStates) {
+  const std::vector<float> m = {1, 2, 3};
+  const std::string state = UpdateRule::EncodeState(4, m, {});
+  EXPECT_EQ(UpdateRule::ParseState(state.substr(0, state.size() - 1)).status().code(),
+            StatusCode::kDataLoss);
+  EXPECT_THAT(UpdateRule::ParseState(state + "x").status().message(), HasSubstr("trailing"));
+  Result<UpdateRule::State> ok = UpdateRule::ParseState(state);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->moments[0], m);
+  EXPECT_TRUE(ok->moments[1].empty());
+}
+
 // One update applied in pieces, in any order (as a parameter server applies a push chunk by
 // chunk), gives the parameters and state of the whole update bit for bit: over a span long
 // enough for whole blocks of the vectorised loop, pieces at block boundaries and inside blocks.

@@ -9,39 +9,27 @@
 namespace reel::async_sgd {
 namespace {
 
+// A shard's part: its version, then its rule's state (UpdateRule::SaveState) of `size` parameters.
 struct ParsedShard {
-  int64_t version = 0, steps = 0;
-  std::vector<float> moments[2];  // each empty or one float per parameter of the shard
+  int64_t version = 0;
+  UpdateRule::State rule;
 };
 
 Result<ParsedShard> Parse(std::string_view part, int shard, int64_t size) {
-  auto truncated = [shard] {
-    return DataLossError("async_sgd state: shard " + std::to_string(shard) + " is truncated");
-  };
-  auto take = [&part](void* dst, size_t n) {
-    if (part.size() < n) return false;
-    if (n > 0) std::memcpy(dst, part.data(), n);
-    part.remove_prefix(n);
-    return true;
-  };
+  const std::string which = "async_sgd state: shard " + std::to_string(shard);
   ParsedShard p;
-  if (!take(&p.version, sizeof p.version) || !take(&p.steps, sizeof p.steps)) return truncated();
-  for (std::vector<float>& m : p.moments) {
-    uint64_t n = 0;
-    if (!take(&n, sizeof n) || n > part.size() / sizeof(float)) return truncated();
-    if (n != 0 && static_cast<int64_t>(n) != size)
-      return DataLossError("async_sgd state: shard " + std::to_string(shard) + " holds " +
-                           std::to_string(n) + " moments for its " + std::to_string(size) +
-                           " parameters");
-    m.resize(n);
-    take(m.data(), n * sizeof(float));
-  }
-  if (!part.empty())
-    return DataLossError("async_sgd state: shard " + std::to_string(shard) + " has trailing bytes");
+  if (part.size() < sizeof p.version) return DataLossError(which + " is truncated");
+  std::memcpy(&p.version, part.data(), sizeof p.version);
+  part.remove_prefix(sizeof p.version);
+  Result<UpdateRule::State> rule = UpdateRule::ParseState(part);
+  if (!rule.ok()) return DataLossError(which + ": " + rule.status().message());
+  p.rule = std::move(*rule);
+  for (const std::vector<float>& m : p.rule.moments)
+    if (!m.empty() && static_cast<int64_t>(m.size()) != size)
+      return DataLossError(which + " holds " + std::to_string(m.size()) + " moments for its " +
+                           std::to_string(size) + " parameters");
   return p;
 }
-
-void Put(std::string& out, const void* v, size_t n) { out.append(static_cast<const char*>(v), n); }
 
 }  // namespace
 
@@ -58,27 +46,26 @@ Result<std::vector<std::string>> ReshardStates(std::span<const std::string_view>
     REEL_ASSIGN_OR_RETURN(ParsedShard p,
                           Parse(parts[static_cast<size_t>(s)], s, ShardOf(total, old, s).size));
     version = std::max(version, p.version);
-    steps = std::max(steps, p.steps);
+    steps = std::max(steps, p.rule.steps);
     for (int k = 0; k < 2; ++k) {
-      if (s > 0 && p.moments[k].empty() != whole[k].empty())
+      const std::vector<float>& m = p.rule.moments[k];
+      if (s > 0 && m.empty() != whole[k].empty())
         return DataLossError("async_sgd state: shard " + std::to_string(s) + " has " +
-                             (p.moments[k].empty() ? "no" : "a") + " moment vector " +
-                             std::to_string(k) + " where shard 0 has " +
-                             (whole[k].empty() ? "none" : "one"));
-      whole[k].insert(whole[k].end(), p.moments[k].begin(), p.moments[k].end());
+                             (m.empty() ? "no" : "a") + " moment vector " + std::to_string(k) +
+                             " where shard 0 has " + (whole[k].empty() ? "none" : "one"));
+      whole[k].insert(whole[k].end(), m.begin(), m.end());
     }
   }
   std::vector<std::string> out;
   for (int s = 0; s < servers; ++s) {
     const ShardRange r = ShardOf(total, servers, s);
-    std::string part;
-    Put(part, &version, sizeof version);
-    Put(part, &steps, sizeof steps);
-    for (const std::vector<float>& m : whole) {
-      const uint64_t n = m.empty() ? 0 : static_cast<uint64_t>(r.size);
-      Put(part, &n, sizeof n);
-      if (n > 0) Put(part, m.data() + r.offset, n * sizeof(float));
-    }
+    auto cut = [&r](const std::vector<float>& m) {
+      return m.empty() ? std::span<const float>()
+                       : std::span<const float>(m).subspan(static_cast<size_t>(r.offset),
+                                                           static_cast<size_t>(r.size));
+    };
+    std::string part(reinterpret_cast<const char*>(&version), sizeof version);
+    part += UpdateRule::EncodeState(steps, cut(whole[0]), cut(whole[1]));
     out.push_back(std::move(part));
   }
   return out;

@@ -110,8 +110,9 @@ TEST(ReshardStates, MalformedPartsAreDataLoss) {
           "shard 0 holds 2 moments for its 3 parameters");
   refused({Part(1, 1, {1, 2}, {}), Part(1, 1, {}, {})}, 4, "shard 1 has no moment vector 0");
   refused({Part(1, 1, {1, 2}, {}), Part(1, 1, {3, 4}, {}).substr(0, 20)}, 4,
-          "shard 1 is truncated");
-  refused({Part(1, 1, {1, 2}, {}) + "x", Part(1, 1, {3, 4}, {})}, 4, "shard 0 has trailing bytes");
+          "shard 1: update rule state is truncated");
+  refused({Part(1, 1, {1, 2}, {}) + "x", Part(1, 1, {3, 4}, {})}, 4,
+          "shard 0: update rule state has trailing bytes");
 }
 
 }  // namespace

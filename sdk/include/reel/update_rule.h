@@ -91,38 +91,54 @@ class UpdateRule {
   static constexpr size_t kSplitMin = size_t{1} << 20;
 
   // The rule's state (step count and moments) as bytes, and back.
-  std::string SaveState() const {
+  std::string SaveState() const { return EncodeState(steps_, s1_, s2_); }
+  Status RestoreState(std::string_view in) {
+    REEL_ASSIGN_OR_RETURN(State state, ParseState(in));
+    steps_ = state.steps;
+    s1_ = std::move(state.moments[0]);
+    s2_ = std::move(state.moments[1]);
+    return Status::Ok();
+  }
+
+  // A saved state taken apart, for code that cuts or joins the states of a span's pieces (a
+  // parameter server's shards): the step count and the moment vectors, each empty or one float
+  // per parameter of the span.
+  struct State {
+    int64_t steps = 0;
+    std::vector<float> moments[2];
+  };
+  // SaveState's format: int64 steps, then per moment vector uint64 n and n floats.
+  static std::string EncodeState(int64_t steps, std::span<const float> m0,
+                                 std::span<const float> m1) {
     std::string out(sizeof(int64_t), '\0');
-    std::memcpy(out.data(), &steps_, sizeof(int64_t));
-    for (const auto* s : {&s1_, &s2_}) {
-      uint64_t n = s->size();
+    std::memcpy(out.data(), &steps, sizeof(int64_t));
+    for (std::span<const float> m : {m0, m1}) {
+      const uint64_t n = m.size();
       out.append(reinterpret_cast<const char*>(&n), sizeof n);
-      out.append(reinterpret_cast<const char*>(s->data()), n * sizeof(float));
+      out.append(reinterpret_cast<const char*>(m.data()), n * sizeof(float));
     }
     return out;
   }
-  Status RestoreState(std::string_view in) {
+  // DataLoss when `in` is truncated or has trailing bytes.
+  static Result<State> ParseState(std::string_view in) {
     auto take = [&](void* dst, size_t n) {
       if (in.size() < n) return false;
       if (n > 0) std::memcpy(dst, in.data(), n);  // dst may be null when n == 0
       in.remove_prefix(n);
       return true;
     };
-    int64_t steps;
-    if (!take(&steps, sizeof steps)) return DataLossError("update rule state is truncated");
-    std::vector<float> s[2];
-    for (auto& v : s) {
+    State state;
+    if (!take(&state.steps, sizeof state.steps))
+      return DataLossError("update rule state is truncated");
+    for (std::vector<float>& m : state.moments) {
       uint64_t n;
       if (!take(&n, sizeof n) || n > in.size() / sizeof(float))
         return DataLossError("update rule state is truncated");
-      v.resize(n);
-      take(v.data(), n * sizeof(float));
+      m.resize(n);
+      take(m.data(), n * sizeof(float));
     }
     if (!in.empty()) return DataLossError("update rule state has trailing bytes");
-    steps_ = steps;
-    s1_ = std::move(s[0]);
-    s2_ = std::move(s[1]);
-    return Status::Ok();
+    return state;
   }
 
  protected:
