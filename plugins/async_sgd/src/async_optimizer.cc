@@ -244,59 +244,105 @@ int64_t AsyncOptimizer::ServerCheckpointEvery() const {
   return std::max<int64_t>(1, offered_->every_steps * roles_.workers() / config_.push_every);
 }
 
-Result<int64_t> AsyncOptimizer::NewestShardSet() {
+Result<ShardSet> AsyncOptimizer::NewestShardSet() {
   // A rank that cannot list the sets still joins the agreement below (-2), so that the others
   // fail with it instead of waiting for it.
-  int64_t newest = -1;
+  ShardSet newest;
   Status listed = Status::Ok();
   if (shard_checkpoints_) {
-    Result<std::vector<int64_t>> sets = shard_checkpoints_->CompleteSets(roles_.servers);
+    Result<std::vector<ShardSet>> sets = shard_checkpoints_->CompleteSets();
     if (!sets.ok()) {
       listed = sets.status().WithContext("async_sgd rank " + std::to_string(ctx_.rank) +
                                          ": listing the servers' shard checkpoints");
-      newest = -2;
+      newest.version = -2;
     } else if (!sets->empty()) {
+      // Of two layouts' sets of one version (rare), this run's own needs no cutting.
       newest = sets->back();
+      for (const ShardSet& s : *sets)
+        if (s.version == newest.version && s.shards == roles_.servers) newest = s;
     }
   }
   // Every rank must have seen the same set (a rank on another disk may not see it at all).
-  std::vector<int64_t> all(static_cast<size_t>(comm_->size()));
+  const int64_t mine[2] = {newest.version, newest.shards};
+  std::vector<int64_t> all(2 * static_cast<size_t>(comm_->size()));
   const Deadline d = config_.timeout_ms == 0
                          ? NoDeadline()
                          : DeadlineIn(std::chrono::milliseconds(config_.timeout_ms));
   REEL_RETURN_IF_ERROR(comm_
-                           ->AllGather(std::as_bytes(std::span<const int64_t>(&newest, 1)),
+                           ->AllGather(std::as_bytes(std::span<const int64_t>(mine)),
                                        std::as_writable_bytes(std::span<int64_t>(all)), d)
                            .WithContext("async_sgd: agreeing on the shard set to resume from"));
   REEL_RETURN_IF_ERROR(listed);
-  for (int r = 0; r < comm_->size(); ++r)
-    if (all[static_cast<size_t>(r)] != newest) {
-      auto name = [](int64_t v) {
-        return v == -2 ? std::string("none (it could not list them)")
-               : v < 0 ? std::string("none")
-                       : "version " + std::to_string(v);
-      };
-      return FailedPreconditionError("async_sgd: rank " + std::to_string(ctx_.rank) +
-                                     " sees newest complete shard set " + name(newest) + ", rank " +
-                                     std::to_string(r) + " sees " +
-                                     name(all[static_cast<size_t>(r)]) +
-                                     "; every rank must see the same checkpoint directory");
-    }
+  auto name = [](int64_t version, int64_t shards) {
+    return version == -2 ? std::string("none (it could not list them)")
+           : version < 0
+               ? std::string("none")
+               : "version " + std::to_string(version) + " of " + std::to_string(shards) + " shards";
+  };
+  for (int r = 0; r < comm_->size(); ++r) {
+    const int64_t version = all[2 * static_cast<size_t>(r)];
+    const int64_t shards = all[2 * static_cast<size_t>(r) + 1];
+    if (version != newest.version || shards != newest.shards)
+      return FailedPreconditionError(
+          "async_sgd: rank " + std::to_string(ctx_.rank) + " sees newest complete shard set " +
+          name(newest.version, newest.shards) + ", rank " + std::to_string(r) + " sees " +
+          name(version, shards) + "; every rank must see the same checkpoint directory");
+  }
   return newest;
 }
 
-Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versions) {
-  REEL_ASSIGN_OR_RETURN(const int64_t newest, NewestShardSet());
+Result<ShardSet> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versions) {
+  REEL_ASSIGN_OR_RETURN(const ShardSet newest, NewestShardSet());
   const int64_t restored = *std::max_element(versions.begin(), versions.end());
-  const int64_t chosen = newest > restored ? newest : -1;
-  if (ctx_.rank == 0 && shard_checkpoints_)
+  const ShardSet chosen = newest.version > restored ? newest : ShardSet{};
+  if (ctx_.rank == 0 && shard_checkpoints_) {
+    std::string found = "none";
+    if (newest.version >= 0) {
+      found = "version " + std::to_string(newest.version);
+      if (newest.shards != roles_.servers)
+        found += " of " + std::to_string(newest.shards) + " shards";
+    }
+    std::string from = "the checkpoint";
+    if (chosen.version >= 0) {
+      from = "the shard set";
+      if (chosen.shards != roles_.servers)
+        from += ", cut anew for " + std::to_string(roles_.servers) + " servers";
+    }
     std::fprintf(stderr,
                  "async_sgd: newest complete shard set in %s: %s; the checkpoint's shards are at "
                  "version %lld at most: resuming the shards from %s\n",
-                 shard_checkpoints_->dir().c_str(),
-                 newest < 0 ? "none" : ("version " + std::to_string(newest)).c_str(),
-                 static_cast<long long>(restored), chosen < 0 ? "the checkpoint" : "the shard set");
+                 shard_checkpoints_->dir().c_str(), found.c_str(), static_cast<long long>(restored),
+                 from.c_str());
+  }
   return chosen;
+}
+
+// The set's values and state of this rank's shard. A set of another number of servers is read
+// whole: its values laid end to end are the arena's, its states are cut anew (shard_states.h).
+Result<ShardSnapshot> AsyncOptimizer::ReadShardOf(const ShardSet& set) {
+  if (set.shards == roles_.servers)
+    return shard_checkpoints_->Read(set.version, ctx_.rank, roles_.servers);
+  const int64_t total = arena_->total_size();
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(total));
+  std::vector<std::string> states;
+  for (int s = 0; s < set.shards; ++s) {
+    REEL_ASSIGN_OR_RETURN(ShardSnapshot part, shard_checkpoints_->Read(set.version, s, set.shards));
+    const int64_t want = ShardOf(total, set.shards, s).size;
+    if (static_cast<int64_t>(part.values.size()) != want)
+      return DataLossError(shard_checkpoints_->Uri(ShardFileName(set.version, s, set.shards)) +
+                           ": holds " + std::to_string(part.values.size()) +
+                           " values, its shard of this model has " + std::to_string(want));
+    values.insert(values.end(), part.values.begin(), part.values.end());
+    states.push_back(std::move(part.state));
+  }
+  const std::vector<std::string_view> parts(states.begin(), states.end());
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> recut,
+                        ReshardStates(parts, total, roles_.servers));
+  const ShardRange r = ShardOf(total, roles_.servers, ctx_.rank);
+  ShardSnapshot mine{ctx_.rank, roles_.servers, set.version, {}, std::move(recut[ctx_.rank])};
+  mine.values.assign(values.begin() + r.offset, values.begin() + r.offset + r.size);
+  return mine;
 }
 
 // A resume that found no trainer checkpoint: the trainer started afresh (Setup without
@@ -305,12 +351,12 @@ Result<int64_t> AsyncOptimizer::NewerShardSet(const std::vector<int64_t>& versio
 // would delete them (ShardServer::Run). Every rank refuses instead, naming both.
 Status AsyncOptimizer::RefuseShardsWithoutCheckpoint() {
   if (!offered_ || !offered_->resume || restored_) return Status::Ok();
-  REEL_ASSIGN_OR_RETURN(const int64_t newest, NewestShardSet());
-  if (newest < 0) return Status::Ok();
+  REEL_ASSIGN_OR_RETURN(const ShardSet newest, NewestShardSet());
+  if (newest.version < 0) return Status::Ok();
   return FailedPreconditionError(
       "async_sgd: --resume found no trainer checkpoint (ckpt-*.reelckpt) in " + offered_->dir +
-      ", but the servers' complete shard set of version " + std::to_string(newest) + " (" +
-      ShardFileName(newest, 0, roles_.servers) +
+      ", but the servers' complete shard set of version " + std::to_string(newest.version) + " (" +
+      ShardFileName(newest.version, 0, newest.shards) +
       " and the other shards) is there; the shard files hold no data positions and no step, so "
       "they cannot resume the run alone. Run without --resume to start afresh (the servers "
       "then delete those files), or move them away first to keep them");
@@ -332,7 +378,7 @@ Status AsyncOptimizer::RestoreState(std::string_view state) {
     versions.push_back(v);
   }
   // A resume of the trainer's (on every rank): the servers' own checkpoints may be newer.
-  int64_t set = -1;
+  ShardSet set;
   if (offered_ && offered_->resume) {
     REEL_ASSIGN_OR_RETURN(set, NewerShardSet(versions));
   }
@@ -340,21 +386,20 @@ Status AsyncOptimizer::RestoreState(std::string_view state) {
     const ShardRange r = ShardOf(arena_->total_size(), roles_.servers, ctx_.rank);
     auto mine =
         arena_->values().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
-    if (set < 0) {
+    if (set.version < 0) {
       REEL_RETURN_IF_ERROR(server_->Restore(parts[static_cast<size_t>(ctx_.rank)], mine));
     } else {
-      REEL_ASSIGN_OR_RETURN(ShardSnapshot snap,
-                            shard_checkpoints_->Read(set, ctx_.rank, roles_.servers));
+      REEL_ASSIGN_OR_RETURN(ShardSnapshot snap, ReadShardOf(set));
       REEL_RETURN_IF_ERROR(server_->Restore(snap.state, snap.values));
     }
   }
   if (!worker_) return Status::Ok();
-  if (set < 0) {
+  if (set.version < 0) {
     worker_->SetVersions(std::move(versions));
     return Status::Ok();
   }
   // The arena holds the trainer checkpoint's older parameters: pull the set's before training.
-  worker_->SetVersions(std::vector<int64_t>(versions.size(), set));
+  worker_->SetVersions(std::vector<int64_t>(versions.size(), set.version));
   StartColocatedServer();
   return worker_->Refresh().WithContext("async_sgd: pulling the resumed shards");
 }

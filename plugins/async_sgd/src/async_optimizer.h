@@ -86,11 +86,14 @@ class AsyncOptimizer final : public Optimizer {
   static std::string Encode(const std::vector<std::string>& shards);
   // Updates between a server's own checkpoints; 0: none.
   int64_t ServerCheckpointEvery() const;
-  // The newest complete set of the servers' own checkpoints, agreed on by every rank (a
-  // collective); -1 if there is none.
-  Result<int64_t> NewestShardSet();
-  // That set if it is newer than `versions` (the restored state's); -1 if it is not.
-  Result<int64_t> NewerShardSet(const std::vector<int64_t>& versions);
+  // The newest complete set of the servers' own checkpoints, of any number of servers, agreed
+  // on by every rank (a collective); version -1 if there is none.
+  Result<ShardSet> NewestShardSet();
+  // That set if it is newer than `versions` (the restored state's); version -1 if it is not.
+  Result<ShardSet> NewerShardSet(const std::vector<int64_t>& versions);
+  // This server's shard of the set (values and state), cut anew if the set has another number
+  // of shards than this run has servers.
+  Result<ShardSnapshot> ReadShardOf(const ShardSet& set);
   // A resume that restored no state but finds a complete shard set: FailedPrecondition.
   Status RefuseShardsWithoutCheckpoint();
   // The per-shard parts of a state, checked against this run (format above); a state of another

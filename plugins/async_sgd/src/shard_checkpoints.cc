@@ -1,11 +1,14 @@
 // The servers' own checkpoints of their shards (see shard_checkpoints.h).
 #include "shard_checkpoints.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 namespace reel::async_sgd {
 namespace {
@@ -84,45 +87,45 @@ Status ShardCheckpoints::Write(const ShardSnapshot& s) {
   REEL_RETURN_IF_ERROR(
       WriteAll(*storage, uri, EncodeShard(s)).WithContext("writing shard checkpoint " + uri));
   if (keep_ == 0) return Status::Ok();
-  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(s.shard, s.shards, nullptr));
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < versions.size(); ++i) {
-    Status d = storage->Delete(Uri(ShardFileName(versions[i], s.shard, s.shards)));
-    // Another of this server's threads may have pruned it already.
-    if (!d.ok() && d.code() != StatusCode::kNotFound) return d;
-  }
+  REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(s.shards));
+  std::erase_if(files, [&](const ShardFile& f) { return f.shard != s.shard; });
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < files.size(); ++i)
+    REEL_RETURN_IF_ERROR(Delete(*storage, files[i]));
   return Status::Ok();
 }
 
-Result<std::vector<int64_t>> ShardCheckpoints::Versions(int shard, int shards,
-                                                        std::vector<int>* of_shard) {
+Result<std::vector<ShardCheckpoints::ShardFile>> ShardCheckpoints::Files(int shards) {
   REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
-  REEL_ASSIGN_OR_RETURN(
-      std::vector<ObjectInfo> objects,
-      storage->Glob(Uri("async-shard-v*-of-" + std::to_string(shards) + ".rasg")));
-  std::vector<std::pair<int64_t, int>> found;
+  const std::string of = shards < 0 ? "*" : std::to_string(shards);
+  REEL_ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects,
+                        storage->Glob(Uri("async-shard-v*-of-" + of + ".rasg")));
+  std::vector<ShardFile> found;
   for (const ObjectInfo& o : objects) {
-    int64_t v = 0;
-    int s = 0, n = 0;
-    if (!ParseName(o.uri, &v, &s, &n) || n != shards || (shard >= 0 && s != shard)) continue;
-    found.emplace_back(v, s);
+    ShardFile f;
+    if (!ParseName(o.uri, &f.version, &f.shard, &f.shards) || f.shards < 1 || f.shard < 0 ||
+        f.shard >= f.shards || (shards >= 0 && f.shards != shards))
+      continue;
+    found.push_back(f);
   }
-  std::sort(found.begin(), found.end());
-  std::vector<int64_t> out;
-  for (const auto& [v, s] : found) {
-    out.push_back(v);
-    if (of_shard) of_shard->push_back(s);
-  }
-  return out;
+  std::sort(found.begin(), found.end(), [](const ShardFile& a, const ShardFile& b) {
+    return std::tie(a.version, a.shards, a.shard) < std::tie(b.version, b.shards, b.shard);
+  });
+  return found;
 }
 
-Result<std::vector<int64_t>> ShardCheckpoints::CompleteSets(int shards) {
-  std::vector<int> of_shard;
-  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(-1, shards, &of_shard));
-  std::map<int64_t, std::set<int>> sets;
-  for (size_t i = 0; i < versions.size(); ++i) sets[versions[i]].insert(of_shard[i]);
-  std::vector<int64_t> out;
-  for (const auto& [v, have] : sets)
-    if (static_cast<int>(have.size()) == shards) out.push_back(v);
+Status ShardCheckpoints::Delete(Storage& storage, const ShardFile& f) {
+  Status d = storage.Delete(Uri(ShardFileName(f.version, f.shard, f.shards)));
+  if (!d.ok() && d.code() != StatusCode::kNotFound) return d;
+  return Status::Ok();
+}
+
+Result<std::vector<ShardSet>> ShardCheckpoints::CompleteSets() {
+  REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(-1));
+  std::map<std::pair<int64_t, int>, std::set<int>> sets;
+  for (const ShardFile& f : files) sets[{f.version, f.shards}].insert(f.shard);
+  std::vector<ShardSet> out;
+  for (const auto& [set, have] : sets)
+    if (static_cast<int>(have.size()) == set.second) out.push_back({set.first, set.second});
   return out;
 }
 
@@ -140,11 +143,12 @@ Result<ShardSnapshot> ShardCheckpoints::Read(int64_t version, int shard, int sha
 
 Status ShardCheckpoints::DeleteNewerThan(int64_t version, int shard, int shards) {
   REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
-  REEL_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Versions(shard, shards, nullptr));
-  for (int64_t v : versions) {
-    if (v <= version) continue;
-    Status d = storage->Delete(Uri(ShardFileName(v, shard, shards)));
-    if (!d.ok() && d.code() != StatusCode::kNotFound) return d;
+  REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(-1));
+  for (const ShardFile& f : files) {
+    const bool mine = f.shards == shards && f.shard == shard;
+    // Another layout's files: one server (shard 0) deletes them.
+    const bool others = f.shards != shards && shard == 0;
+    if (f.version > version && (mine || others)) REEL_RETURN_IF_ERROR(Delete(*storage, f));
   }
   return Status::Ok();
 }

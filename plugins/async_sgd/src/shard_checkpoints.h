@@ -5,10 +5,13 @@
 // directory each time its shard's version (updates applied) reaches a multiple of the cadence.
 // Every push goes to every shard, so every shard passes every multiple: the files of one version
 // form a set, complete when each of the run's shards has its file of that version. A resume
-// takes the newest complete set if it is newer than the trainer's checkpoint; an incomplete one
-// (a server died before it wrote its file) is skipped. Each server keeps its newest max(keep, 2)
-// files and deletes older ones, so a complete set survives while the next one is written, and
-// at the start of serving it deletes its files newer than its shard (left by an abandoned run).
+// takes the newest complete set if it is newer than the trainer's checkpoint, whichever number of
+// servers wrote it (versions count updates from the run's start, so they compare across
+// layouts; another layout's set is cut anew); an incomplete one (a server died before it wrote
+// its file) is skipped. Each server keeps its newest max(keep, 2) files and deletes older ones,
+// so a complete set survives while the next one is written, and at the start of serving the
+// files newer than its shard are deleted, of every layout (left by a history the run abandoned:
+// a later resume must not take them for this run's).
 //
 // File: "RASS" | uint32 format (1) | uint32 shard | uint32 shards | int64 version | uint64 floats
 // | the floats | the shard's state (ShardServer::Save: int64 version, the rule's state).
@@ -52,6 +55,13 @@ std::string EncodeShard(const ShardSnapshot& s);
 // DataLoss naming `where` for a malformed or truncated file.
 Result<ShardSnapshot> DecodeShard(std::string_view bytes, std::string_view where);
 
+// A complete set: every one of `shards` shards has its file of `version`.
+struct ShardSet {
+  int64_t version = -1;  // -1: none
+  int shards = 0;
+  bool operator==(const ShardSet&) const = default;
+};
+
 class ShardCheckpoints {
  public:
   ShardCheckpoints(StorageResolver& storage, std::string dir, int keep)
@@ -59,19 +69,29 @@ class ShardCheckpoints {
 
   // Writes the snapshot's file, then deletes this shard's files beyond the newest `keep`.
   Status Write(const ShardSnapshot& s);
-  // Versions for which every one of `shards` shards has a file, oldest first.
-  Result<std::vector<int64_t>> CompleteSets(int shards);
+  // The complete sets of every layout (number of shards) in the directory, oldest first (by
+  // version, then number of shards).
+  Result<std::vector<ShardSet>> CompleteSets();
   // The file of `shard` at `version`, checked to be that shard of that many shards.
   Result<ShardSnapshot> Read(int64_t version, int shard, int shards);
-  // Deletes `shard`'s files of versions above `version`.
+  // Deletes `shard`'s files of versions above `version` and, for shard 0, those of every other
+  // layout: a history the run abandoned, whichever number of servers wrote it.
   Status DeleteNewerThan(int64_t version, int shard, int shards);
 
   std::string Uri(const std::string& name) const;
   const std::string& dir() const { return dir_; }
 
  private:
-  // Versions of `shard`'s files (all shards' if shard < 0, with their shard in `of_shard`).
-  Result<std::vector<int64_t>> Versions(int shard, int shards, std::vector<int>* of_shard);
+  struct ShardFile {
+    int64_t version = 0;
+    int shard = 0;
+    int shards = 0;
+  };
+  // The shard files of `shards` shards (of any number if shards < 0), oldest first.
+  Result<std::vector<ShardFile>> Files(int shards);
+  // Deletes the file; one already gone is no error (another of the server's threads, or
+  // another server, pruned it).
+  Status Delete(Storage& storage, const ShardFile& f);
 
   StorageResolver& storage_;
   const std::string dir_;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -330,16 +331,18 @@ class ServerCheckpoints : public ::testing::Test {
   std::string dir_;
 };
 
-// A set is complete only when every shard of the same version has its file; files of a run with
-// another number of shards, and other names, are not counted.
+// A set is complete only when every shard of the same version and layout has its file; each
+// layout (number of shards) counts on its own, and other names are not counted.
 TEST_F(ServerCheckpoints, ASetIsCompleteOnlyWithEveryShardOfOneVersion) {
   ShardCheckpoints c(*host_, dir_, 0);
   for (auto [v, s] : {std::pair{10, 0}, {10, 1}, {20, 1}, {30, 0}, {30, 1}, {40, 0}})
     ASSERT_TRUE(c.Write(Shard(v, s, 2)).ok());
   ASSERT_TRUE(c.Write(Shard(50, 0, 1)).ok());  // another run's layout: one shard
-  auto sets = c.CompleteSets(2);
+  ASSERT_TRUE(c.Write(Shard(30, 2, 3)).ok());  // and a third, incomplete
+  std::ofstream(dir_ + "/async-shard-v000000000060-0-of-0.rasg") << "no such layout";
+  auto sets = c.CompleteSets();
   ASSERT_TRUE(sets.ok()) << sets.status();
-  EXPECT_EQ(*sets, (std::vector<int64_t>{10, 30}));
+  EXPECT_EQ(*sets, (std::vector<ShardSet>{{10, 2}, {30, 2}, {50, 1}}));
   auto read = c.Read(30, 1, 2);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->values, (std::vector<float>{1.0f, 2.0f}));
@@ -359,9 +362,9 @@ TEST_F(ServerCheckpoints, ASetIsCompleteOnlyWithEveryShardOfOneVersion) {
 TEST_F(ServerCheckpoints, PruningKeepsAtLeastTwoFilesPerShard) {
   ShardCheckpoints c(*host_, dir_, 1);
   for (int v : {5, 10, 15, 20}) ASSERT_TRUE(c.Write(Shard(v, 0, 1)).ok());
-  auto sets = c.CompleteSets(1);
+  auto sets = c.CompleteSets();
   ASSERT_TRUE(sets.ok());
-  EXPECT_EQ(*sets, (std::vector<int64_t>{15, 20}));
+  EXPECT_EQ(*sets, (std::vector<ShardSet>{{15, 1}, {20, 1}}));
 }
 
 // Two servers, one worker (sgd, lr 1, integer gradients: exact). Each server writes its shard
@@ -396,9 +399,9 @@ TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompl
     for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
   }
   ShardCheckpoints files(*host_, dir_, 0);
-  auto sets = files.CompleteSets(2);
+  auto sets = files.CompleteSets();
   ASSERT_TRUE(sets.ok());
-  EXPECT_EQ(*sets, (std::vector<int64_t>{3, 6, 9}));
+  EXPECT_EQ(*sets, (std::vector<ShardSet>{{3, 2}, {6, 2}, {9, 2}}));
   std::filesystem::remove(dir_ + "/" + ShardFileName(9, 1, 2));
 
   Communicators comms = Group(kWorld);
@@ -422,6 +425,71 @@ TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompl
   EXPECT_EQ(pulled, want);
   // Serving again from version 6 removed the servers' files of the abandoned version 9.
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, 0, 2)));
+}
+
+// Servers come back fewer (preemptible machines): two servers wrote sets up to version 9, the
+// trainer's checkpoint is of version 2, and the resume has one server. It takes the newer set of
+// the other layout, cut anew, so no update is lost: the worker pulls exactly the parameters after
+// 9 steps. Files newer than that of any layout (here an incomplete set of three servers) belong
+// to a history the run abandoned and are deleted when serving starts, so that a later resume
+// cannot take them for this run's; the set it resumed from stays. Before, a resume saw only its
+// own layout's sets: it fell back to version 2 here, and a later resume on the first layout
+// would have taken that layout's stale sets over the newer history.
+TEST_F(ServerCheckpoints, ASetOfAnotherNumberOfServersIsCutAnew) {
+  constexpr int kWorld = 3, kSteps = 9;
+  std::map<std::string, std::string> options = {
+      {"rule", "sgd"}, {"servers", "2"}, {"server_checkpoint_every", "3"}};
+  std::string lead_state;  // collected after 2 steps
+  {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+      ParamArena& arena = arenas[c.rank()];
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+      opt->OfferCheckpoints(Offer(false));
+      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+      if (opt->IsServerOnly()) return opt->Serve();
+      for (int step = 0; step < kSteps; ++step) {
+        if (step == 2) {
+          REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
+        }
+        for (size_t i = 0; i < arena.grads().size(); ++i)
+          arena.grads()[i] = IntGrad(c.rank(), step, i);
+        REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+      }
+      return opt->Finish();
+    });
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  }
+  ShardCheckpoints files(*host_, dir_, 0);
+  for (int s : {0, 1}) ASSERT_TRUE(files.Write(Shard(12, s, 3)).ok());  // abandoned, incomplete
+
+  options["servers"] = "1";
+  Communicators comms = Group(kWorld);
+  std::vector<ParamArena> arenas(kWorld);
+  for (auto& a : arenas) Declare(a);
+  std::vector<std::vector<float>> pulled(kWorld);
+  auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[c.rank()];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+    opt->OfferCheckpoints(Offer(true));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    REEL_RETURN_IF_ERROR(opt->RestoreState(lead_state));
+    if (opt->IsServerOnly()) return opt->Serve();
+    pulled[c.rank()].assign(arena.values().begin(), arena.values().end());
+    return opt->Finish();
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  std::vector<float> want(arenas[0].total_size(), 0.0f);
+  for (int step = 0; step < kSteps; ++step)
+    for (size_t i = 0; i < want.size(); ++i) want[i] -= IntGrad(2, step, i);
+  EXPECT_EQ(pulled[1], want);
+  EXPECT_EQ(pulled[2], want);
+  for (int s : {0, 1}) {
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(12, s, 3)));
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, s, 2)));
+  }
 }
 
 // A resume that found no trainer checkpoint (the trainer then sets up afresh and restores
