@@ -86,11 +86,30 @@ Status ShardCheckpoints::Write(const ShardSnapshot& s) {
   const std::string uri = Uri(ShardFileName(s.version, s.shard, s.shards));
   REEL_RETURN_IF_ERROR(
       WriteAll(*storage, uri, EncodeShard(s)).WithContext("writing shard checkpoint " + uri));
-  if (keep_ == 0) return Status::Ok();
-  REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(s.shards));
-  std::erase_if(files, [&](const ShardFile& f) { return f.shard != s.shard; });
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < files.size(); ++i)
-    REEL_RETURN_IF_ERROR(Delete(*storage, files[i]));
+  REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(-1));
+  if (keep_ > 0) {
+    auto mine = [&](const ShardFile& f) { return f.shards == s.shards && f.shard == s.shard; };
+    size_t over = static_cast<size_t>(std::count_if(files.begin(), files.end(), mine));
+    over = over > static_cast<size_t>(keep_) ? over - static_cast<size_t>(keep_) : 0;
+    // Oldest first: the first `over` of this shard's files go.
+    for (auto f = files.begin(); over > 0 && f != files.end();) {
+      if (!mine(*f)) {
+        ++f;
+        continue;
+      }
+      REEL_RETURN_IF_ERROR(Delete(*storage, *f));
+      f = files.erase(f);
+      --over;
+    }
+  }
+  if (s.shard != 0) return Status::Ok();
+  // A resume takes the newest complete set of any layout: once this layout has one, another
+  // layout's older files can never be taken again (a run on another number of servers left them).
+  int64_t newest = -1;
+  for (const ShardSet& set : CompleteSetsOf(files))
+    if (set.shards == s.shards) newest = set.version;
+  for (const ShardFile& f : files)
+    if (f.shards != s.shards && f.version < newest) REEL_RETURN_IF_ERROR(Delete(*storage, f));
   return Status::Ok();
 }
 
@@ -121,6 +140,10 @@ Status ShardCheckpoints::Delete(Storage& storage, const ShardFile& f) {
 
 Result<std::vector<ShardSet>> ShardCheckpoints::CompleteSets() {
   REEL_ASSIGN_OR_RETURN(std::vector<ShardFile> files, Files(-1));
+  return CompleteSetsOf(files);
+}
+
+std::vector<ShardSet> ShardCheckpoints::CompleteSetsOf(const std::vector<ShardFile>& files) {
   std::map<std::pair<int64_t, int>, std::set<int>> sets;
   for (const ShardFile& f : files) sets[{f.version, f.shards}].insert(f.shard);
   std::vector<ShardSet> out;

@@ -67,7 +67,8 @@ class ShardCheckpoints {
   ShardCheckpoints(StorageResolver& storage, std::string dir, int keep)
       : storage_(storage), dir_(std::move(dir)), keep_(keep <= 0 ? 0 : std::max(keep, 2)) {}
 
-  // Writes the snapshot's file, then deletes this shard's files beyond the newest `keep`.
+  // Writes the snapshot's file, then deletes this shard's files beyond the newest `keep` and,
+  // for shard 0, every other layout's files older than this layout's newest complete set.
   Status Write(const ShardSnapshot& s);
   // The complete sets of every layout (number of shards) in the directory, oldest first (by
   // version, then number of shards).
@@ -89,6 +90,8 @@ class ShardCheckpoints {
   };
   // The shard files of `shards` shards (of any number if shards < 0), oldest first.
   Result<std::vector<ShardFile>> Files(int shards);
+  // The complete sets among `files`, oldest first.
+  static std::vector<ShardSet> CompleteSetsOf(const std::vector<ShardFile>& files);
   // Deletes the file; one already gone is no error (another of the server's threads, or
   // another server, pruned it).
   Status Delete(Storage& storage, const ShardFile& f);

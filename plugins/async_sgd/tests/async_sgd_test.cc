@@ -337,12 +337,12 @@ TEST_F(ServerCheckpoints, ASetIsCompleteOnlyWithEveryShardOfOneVersion) {
   ShardCheckpoints c(*host_, dir_, 0);
   for (auto [v, s] : {std::pair{10, 0}, {10, 1}, {20, 1}, {30, 0}, {30, 1}, {40, 0}})
     ASSERT_TRUE(c.Write(Shard(v, s, 2)).ok());
-  ASSERT_TRUE(c.Write(Shard(50, 0, 1)).ok());  // another run's layout: one shard
+  ASSERT_TRUE(c.Write(Shard(5, 0, 1)).ok());  // another run's layout: one shard
   ASSERT_TRUE(c.Write(Shard(30, 2, 3)).ok());  // and a third, incomplete
   std::ofstream(dir_ + "/async-shard-v000000000060-0-of-0.rasg") << "no such layout";
   auto sets = c.CompleteSets();
   ASSERT_TRUE(sets.ok()) << sets.status();
-  EXPECT_EQ(*sets, (std::vector<ShardSet>{{10, 2}, {30, 2}, {50, 1}}));
+  EXPECT_EQ(*sets, (std::vector<ShardSet>{{5, 1}, {10, 2}, {30, 2}}));
   auto read = c.Read(30, 1, 2);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->values, (std::vector<float>{1.0f, 2.0f}));
@@ -365,6 +365,26 @@ TEST_F(ServerCheckpoints, PruningKeepsAtLeastTwoFilesPerShard) {
   auto sets = c.CompleteSets();
   ASSERT_TRUE(sets.ok());
   EXPECT_EQ(*sets, (std::vector<ShardSet>{{15, 1}, {20, 1}}));
+}
+
+// Once a layout has a complete set, another layout's older files can never be taken by a resume
+// (it takes the newest complete set of any layout): shard 0 of the newer layout deletes them when
+// it writes, and keeps those that are newer.
+TEST_F(ServerCheckpoints, AnotherLayoutsOlderFilesGoOnceThisLayoutHasACompleteSet) {
+  ShardCheckpoints c(*host_, dir_, 0);
+  auto exists = [&](int64_t v, int s, int n) {
+    return std::filesystem::exists(dir_ + "/" + ShardFileName(v, s, n));
+  };
+  for (int s : {0, 1, 2}) ASSERT_TRUE(c.Write(Shard(10, s, 3)).ok());
+  for (int s : {0, 1}) ASSERT_TRUE(c.Write(Shard(40, s, 3)).ok());
+  ASSERT_TRUE(c.Write(Shard(30, 1, 2)).ok());  // not shard 0, and the set is not complete
+  EXPECT_TRUE(exists(10, 0, 3));
+  ASSERT_TRUE(c.Write(Shard(30, 0, 2)).ok());  // layout 2 complete at 30
+  for (int s : {0, 1, 2}) EXPECT_FALSE(exists(10, s, 3)) << s;
+  for (int s : {0, 1}) EXPECT_TRUE(exists(40, s, 3)) << s;
+  auto sets = c.CompleteSets();
+  ASSERT_TRUE(sets.ok());
+  EXPECT_EQ(*sets, (std::vector<ShardSet>{{30, 2}}));
 }
 
 // Two servers, one worker (sgd, lr 1, integer gradients: exact). Each server writes its shard
