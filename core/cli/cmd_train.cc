@@ -45,8 +45,16 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
   if (verbosity >= 1 && r.served_only) {
     env.out << "served parameters until every worker finished\n";
   } else if (verbosity >= 1) {
-    env.out << "trained " << r.steps << " steps (" << r.examples << " examples, epoch " << r.epoch
-            << "), final loss " << FourDecimals(r.last_loss) << "\n";
+    // Ranks that step on their own each report their steps, epoch and loss; only the lead knows
+    // every worker's examples.
+    env.out << "trained " << r.steps << " steps (";
+    if (r.examples_complete)
+      env.out << r.examples << " examples" << (r.independent ? " by all workers" : "") << ", ";
+    env.out << "epoch " << r.epoch << "), final loss " << FourDecimals(r.last_loss);
+    if (r.independent)
+      env.out << (r.examples_complete ? " (steps, epoch and loss: this worker's)"
+                                      : " (this worker's; the lead worker reports the examples)");
+    env.out << "\n";
     if (r.final_eval)
       env.out << "eval: GAP@" << r.final_eval->top_k << " " << FourDecimals(r.final_eval->gap)
               << "  Hit@1 " << FourDecimals(r.final_eval->hit_at_1) << "  PERR "

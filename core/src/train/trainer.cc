@@ -707,6 +707,8 @@ Result<TrainResult> Loop::Run() {
   progress_.Finish();
   result_.steps = step_;
   result_.examples = examples_ + (reports_ ? reports_->Examples() : 0);
+  result_.independent = independent_;
+  result_.examples_complete = !independent_ || lead();
   result_.epoch = epoch_;
   result_.interrupted = interrupted;
   return result_;

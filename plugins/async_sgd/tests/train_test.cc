@@ -193,8 +193,21 @@ TEST_F(AsyncTrain, TcpProcessesUnderReelLaunchBeatTheBaseline) {
   const std::string config = Config(run, Opt("rule", "adagrad"), "  steps: 60\n");
   RunResult t = Reel({"launch", "-n", "3", "--", "reel", "train", "--config", config});
   ASSERT_EQ(t.code, 0) << t.out << t.err;
-  EXPECT_THAT(t.out, HasSubstr("trained 60 steps"));
   EXPECT_THAT(t.out, HasSubstr("served parameters until every worker finished"));
+  // Each worker says its own steps, epoch and loss; only the lead (rank 1) knows every worker's
+  // examples: more than its own 60 batches of 16.
+  std::smatch lead, other;
+  ASSERT_TRUE(std::regex_search(
+      t.out, lead,
+      std::regex(R"(\[rank 1\] trained 60 steps \((\d+) examples by all workers, epoch \d+\), )"
+                 R"(final loss [0-9.]+ \(steps, epoch and loss: this worker's\))")))
+      << t.out;
+  EXPECT_GT(std::stoll(lead[1]), 60 * 16) << t.out;
+  EXPECT_TRUE(std::regex_search(
+      t.out, other,
+      std::regex(R"(\[rank 2\] trained 60 steps \(epoch \d+\), final loss [0-9.]+ )"
+                 R"(\(this worker's; the lead worker reports the examples\))")))
+      << t.out;
   EXPECT_GT(HeldOutGap(run), baseline_ + 0.05) << "baseline " << baseline_;
 }
 

@@ -141,6 +141,12 @@ struct TrainResult {
   int64_t checkpoint_failures = 0;
   std::string last_checkpoint_error;
   bool served_only = false;  // a server-only rank (Optimizer::IsServerOnly): it did not train
+  // The training ranks stepped on their own (Optimizer::TrainsIndependently): `steps`, `epoch`
+  // and `last_loss` are this rank's. `examples` still counts every rank's on the lead, which
+  // waits for every worker's final report; on another rank only what it heard of the others
+  // (examples_complete false).
+  bool independent = false;
+  bool examples_complete = true;
   std::vector<LostRank> lost_ranks;  // the lead only: training ranks dropped during the run
 };
 
