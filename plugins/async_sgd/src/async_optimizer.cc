@@ -340,7 +340,8 @@ Result<ShardSnapshot> AsyncOptimizer::ReadShardOf(const ShardSet& set) {
   REEL_ASSIGN_OR_RETURN(std::vector<std::string> recut,
                         ReshardStates(parts, total, roles_.servers));
   const ShardRange r = ShardOf(total, roles_.servers, ctx_.rank);
-  ShardSnapshot mine{ctx_.rank, roles_.servers, set.version, {}, std::move(recut[ctx_.rank])};
+  ShardSnapshot mine{
+      ctx_.rank, roles_.servers, set.version, {}, std::move(recut[static_cast<size_t>(ctx_.rank)])};
   mine.values.assign(values.begin() + r.offset, values.begin() + r.offset + r.size);
   return mine;
 }

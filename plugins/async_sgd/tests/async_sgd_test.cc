@@ -327,6 +327,65 @@ class ServerCheckpoints : public ::testing::Test {
   OptimizerCheckpoints Offer(bool resume, const std::string& dir = "") {
     return {host_.get(), dir.empty() ? dir_ : dir, 0, 0, resume};
   }
+  // Two servers and one worker (rank 2) of a world of kWorld train kSteps steps (sgd, lr 1,
+  // integer gradients: exact), each server writing its shard every 3 updates. Returns the state
+  // the lead collected after 2 steps (version 2).
+  static constexpr int kWorld = 3, kSteps = 9;
+  std::map<std::string, std::string> TwoServers() {
+    return {{"rule", "sgd"}, {"servers", "2"}, {"server_checkpoint_every", "3"}};
+  }
+  std::string TrainOnTwoServers() {
+    std::string lead_state;
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+      ParamArena& arena = arenas[c.rank()];
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(TwoServers(), c.rank(), kWorld));
+      opt->OfferCheckpoints(Offer(false));
+      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+      if (opt->IsServerOnly()) return opt->Serve();
+      for (int step = 0; step < kSteps; ++step) {
+        if (step == 2) {
+          REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
+        }
+        for (size_t i = 0; i < arena.grads().size(); ++i)
+          arena.grads()[i] = IntGrad(c.rank(), step, i);
+        REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+      }
+      return opt->Finish();
+    });
+    for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    return lead_state;
+  }
+  // Resumes a world of kWorld with `options` from `lead_state`; the parameters each worker
+  // pulled before its first step (empty for a server).
+  std::vector<std::vector<float>> ResumeAndPull(const std::map<std::string, std::string>& options,
+                                                const std::string& lead_state) {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    std::vector<std::vector<float>> pulled(kWorld);
+    auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+      ParamArena& arena = arenas[c.rank()];
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+      opt->OfferCheckpoints(Offer(true));
+      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+      REEL_RETURN_IF_ERROR(opt->RestoreState(lead_state));
+      if (opt->IsServerOnly()) return opt->Serve();
+      pulled[c.rank()].assign(arena.values().begin(), arena.values().end());
+      return opt->Finish();
+    });
+    for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    return pulled;
+  }
+  // The parameters after the first `steps` of rank 2's gradients, from zero.
+  static std::vector<float> AfterSteps(int steps, size_t n) {
+    std::vector<float> want(n, 0.0f);
+    for (int step = 0; step < steps; ++step)
+      for (size_t i = 0; i < n; ++i) want[i] -= IntGrad(2, step, i);
+    return want;
+  }
   std::unique_ptr<core::Host> host_;
   std::string dir_;
 };
@@ -337,7 +396,7 @@ TEST_F(ServerCheckpoints, ASetIsCompleteOnlyWithEveryShardOfOneVersion) {
   ShardCheckpoints c(*host_, dir_, 0);
   for (auto [v, s] : {std::pair{10, 0}, {10, 1}, {20, 1}, {30, 0}, {30, 1}, {40, 0}})
     ASSERT_TRUE(c.Write(Shard(v, s, 2)).ok());
-  ASSERT_TRUE(c.Write(Shard(5, 0, 1)).ok());  // another run's layout: one shard
+  ASSERT_TRUE(c.Write(Shard(5, 0, 1)).ok());   // another run's layout: one shard
   ASSERT_TRUE(c.Write(Shard(30, 2, 3)).ok());  // and a third, incomplete
   std::ofstream(dir_ + "/async-shard-v000000000060-0-of-0.rasg") << "no such layout";
   auto sets = c.CompleteSets();
@@ -392,57 +451,16 @@ TEST_F(ServerCheckpoints, AnotherLayoutsOlderFilesGoOnceThisLayoutHasACompleteSe
 // writing it), and a resume from a lead checkpoint of version 2 takes the newest complete set
 // (version 6): the worker pulls exactly the parameters after 6 steps.
 TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompleteSet) {
-  constexpr int kWorld = 3, kSteps = 9;
-  const std::map<std::string, std::string> options = {
-      {"rule", "sgd"}, {"servers", "2"}, {"server_checkpoint_every", "3"}};
-  std::string lead_state;  // collected after 2 steps
-  auto train = [&](Communicator& c, ParamArena& arena) -> Status {
-    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
-    opt->OfferCheckpoints(Offer(false));
-    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
-    if (opt->IsServerOnly()) return opt->Serve();
-    for (int step = 0; step < kSteps; ++step) {
-      if (step == 2) {
-        REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
-      }
-      for (size_t i = 0; i < arena.grads().size(); ++i)
-        arena.grads()[i] = IntGrad(c.rank(), step, i);
-      REEL_RETURN_IF_ERROR(opt->Step(1.0f));
-    }
-    return opt->Finish();
-  };
-  {
-    Communicators comms = Group(kWorld);
-    std::vector<ParamArena> arenas(kWorld);
-    for (auto& a : arenas) Declare(a);
-    auto st = RunOnRanks(comms, [&](Communicator& c) { return train(c, arenas[c.rank()]); });
-    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-  }
+  const std::string lead_state = TrainOnTwoServers();
+  ASSERT_FALSE(lead_state.empty());
   ShardCheckpoints files(*host_, dir_, 0);
   auto sets = files.CompleteSets();
   ASSERT_TRUE(sets.ok());
   EXPECT_EQ(*sets, (std::vector<ShardSet>{{3, 2}, {6, 2}, {9, 2}}));
   std::filesystem::remove(dir_ + "/" + ShardFileName(9, 1, 2));
 
-  Communicators comms = Group(kWorld);
-  std::vector<ParamArena> arenas(kWorld);
-  for (auto& a : arenas) Declare(a);
-  std::vector<float> pulled;
-  auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
-    ParamArena& arena = arenas[c.rank()];
-    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
-    opt->OfferCheckpoints(Offer(true));
-    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
-    REEL_RETURN_IF_ERROR(opt->RestoreState(lead_state));
-    if (opt->IsServerOnly()) return opt->Serve();
-    pulled.assign(arena.values().begin(), arena.values().end());
-    return opt->Finish();
-  });
-  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-  std::vector<float> want(pulled.size(), 0.0f);
-  for (int step = 0; step < 6; ++step)
-    for (size_t i = 0; i < want.size(); ++i) want[i] -= IntGrad(2, step, i);
-  EXPECT_EQ(pulled, want);
+  const std::vector<float> pulled = ResumeAndPull(TwoServers(), lead_state)[2];
+  EXPECT_EQ(pulled, AfterSteps(6, pulled.size()));
   // Serving again from version 6 removed the servers' files of the abandoned version 9.
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, 0, 2)));
 }
@@ -456,56 +474,17 @@ TEST_F(ServerCheckpoints, ServersWriteOnTheirCadenceAndResumeTakesTheNewestCompl
 // own layout's sets: it fell back to version 2 here, and a later resume on the first layout
 // would have taken that layout's stale sets over the newer history.
 TEST_F(ServerCheckpoints, ASetOfAnotherNumberOfServersIsCutAnew) {
-  constexpr int kWorld = 3, kSteps = 9;
-  std::map<std::string, std::string> options = {
-      {"rule", "sgd"}, {"servers", "2"}, {"server_checkpoint_every", "3"}};
-  std::string lead_state;  // collected after 2 steps
-  {
-    Communicators comms = Group(kWorld);
-    std::vector<ParamArena> arenas(kWorld);
-    for (auto& a : arenas) Declare(a);
-    auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
-      ParamArena& arena = arenas[c.rank()];
-      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
-      opt->OfferCheckpoints(Offer(false));
-      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
-      if (opt->IsServerOnly()) return opt->Serve();
-      for (int step = 0; step < kSteps; ++step) {
-        if (step == 2) {
-          REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
-        }
-        for (size_t i = 0; i < arena.grads().size(); ++i)
-          arena.grads()[i] = IntGrad(c.rank(), step, i);
-        REEL_RETURN_IF_ERROR(opt->Step(1.0f));
-      }
-      return opt->Finish();
-    });
-    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-  }
+  const std::string lead_state = TrainOnTwoServers();
+  ASSERT_FALSE(lead_state.empty());
   ShardCheckpoints files(*host_, dir_, 0);
   for (int s : {0, 1}) ASSERT_TRUE(files.Write(Shard(12, s, 3)).ok());  // abandoned, incomplete
 
-  options["servers"] = "1";
-  Communicators comms = Group(kWorld);
-  std::vector<ParamArena> arenas(kWorld);
-  for (auto& a : arenas) Declare(a);
-  std::vector<std::vector<float>> pulled(kWorld);
-  auto st = RunOnRanks(comms, [&](Communicator& c) -> Status {
-    ParamArena& arena = arenas[c.rank()];
-    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
-    opt->OfferCheckpoints(Offer(true));
-    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
-    REEL_RETURN_IF_ERROR(opt->RestoreState(lead_state));
-    if (opt->IsServerOnly()) return opt->Serve();
-    pulled[c.rank()].assign(arena.values().begin(), arena.values().end());
-    return opt->Finish();
-  });
-  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-  std::vector<float> want(arenas[0].total_size(), 0.0f);
-  for (int step = 0; step < kSteps; ++step)
-    for (size_t i = 0; i < want.size(); ++i) want[i] -= IntGrad(2, step, i);
-  EXPECT_EQ(pulled[1], want);
-  EXPECT_EQ(pulled[2], want);
+  std::map<std::string, std::string> one_server = TwoServers();
+  one_server["servers"] = "1";
+  const std::vector<std::vector<float>> pulled = ResumeAndPull(one_server, lead_state);
+  for (int worker : {1, 2})
+    EXPECT_EQ(pulled[worker], AfterSteps(kSteps, pulled[worker].size())) << "rank " << worker;
+  EXPECT_FALSE(pulled[1].empty());
   for (int s : {0, 1}) {
     EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ShardFileName(12, s, 3)));
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + ShardFileName(9, s, 2)));
