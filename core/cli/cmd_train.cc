@@ -16,6 +16,12 @@ std::string FourDecimals(double v) {
   return buf;
 }
 
+void PrintEval(CliEnv& env, const core::EvalMetrics& m) {
+  env.out << "eval: GAP@" << m.top_k << " " << FourDecimals(m.gap) << "  Hit@1 "
+          << FourDecimals(m.hit_at_1) << "  PERR " << FourDecimals(m.perr) << "  mAP "
+          << FourDecimals(m.map) << "  (" << m.videos << " videos)\n";
+}
+
 }  // namespace
 
 Result<core::ConfigFile> LoadConfigWithOverrides(CliEnv& env, const std::string& path,
@@ -45,21 +51,24 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
   if (verbosity >= 1 && r.served_only) {
     env.out << "served parameters until every worker finished\n";
   } else if (verbosity >= 1) {
-    // Ranks that step on their own each report their steps, epoch and loss; only the lead knows
-    // every worker's examples.
-    env.out << "trained " << r.steps << " steps (";
-    if (r.examples_complete)
-      env.out << r.examples << " examples" << (r.independent ? " by all workers" : "") << ", ";
-    env.out << "epoch " << r.epoch << "), final loss " << FourDecimals(r.last_loss);
-    if (r.independent)
-      env.out << (r.examples_complete ? " (steps, epoch and loss: this worker's)"
-                                      : " (this worker's; the lead worker reports the examples)");
-    env.out << "\n";
-    if (r.final_eval)
-      env.out << "eval: GAP@" << r.final_eval->top_k << " " << FourDecimals(r.final_eval->gap)
-              << "  Hit@1 " << FourDecimals(r.final_eval->hit_at_1) << "  PERR "
-              << FourDecimals(r.final_eval->perr) << "  mAP " << FourDecimals(r.final_eval->map)
-              << "  (" << r.final_eval->videos << " videos)\n";
+    if (r.resumed && r.steps_this_run == 0 && !r.interrupted) {
+      // No loss to report: nothing was trained.
+      env.out << "nothing left to train: the checkpoint had reached the budget (" << r.steps
+              << " steps, epoch " << r.epoch
+              << "); raise trainer.steps or trainer.epochs (--set) to train on\n";
+    } else {
+      // Ranks that step on their own each report their steps, epoch and loss; only the lead
+      // knows every worker's examples.
+      env.out << "trained " << r.steps << " steps (";
+      if (r.examples_complete)
+        env.out << r.examples << " examples" << (r.independent ? " by all workers" : "") << ", ";
+      env.out << "epoch " << r.epoch << "), final loss " << FourDecimals(r.last_loss);
+      if (r.independent)
+        env.out << (r.examples_complete ? " (steps, epoch and loss: this worker's)"
+                                        : " (this worker's; the lead worker reports the examples)");
+      env.out << "\n";
+    }
+    if (r.final_eval) PrintEval(env, *r.final_eval);
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
     if (r.checkpoint_failures > 0)
       env.out << "checkpoints not written: " << r.checkpoint_failures

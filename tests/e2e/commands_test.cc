@@ -378,6 +378,14 @@ void InterruptWritesACheckpointAndResumeFinishes(
   EXPECT_NE(r.err.find("resumed from " + files[0]), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("trained " + std::to_string(step + 2) + " steps"), std::string::npos)
       << r.out;
+  // Resumed again with the same budget: nothing is trained, and no loss of 0 is made up.
+  RunResult again = Reel(resume);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("nothing left to train: the checkpoint had reached the budget (" +
+                           std::to_string(step + 2) + " steps"),
+            std::string::npos)
+      << again.out;
+  EXPECT_EQ(again.out.find("final loss"), std::string::npos) << again.out;
   fs::remove_all(run);
 }
 

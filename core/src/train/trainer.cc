@@ -461,6 +461,7 @@ Result<TrainResult> Loop::Serve() {
       r_.optimizer->Serve().WithContext("rank " + std::to_string(r_.comm->rank()) + " serving"));
   REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
   result_.steps = step_;
+  result_.steps_this_run = step_ - session_start_step_;
   result_.epoch = epoch_;
   result_.served_only = true;
   return result_;
@@ -706,6 +707,7 @@ Result<TrainResult> Loop::Run() {
   if (!independent_ || lead()) REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
   progress_.Finish();
   result_.steps = step_;
+  result_.steps_this_run = step_ - session_start_step_;
   result_.examples = examples_ + (reports_ ? reports_->Examples() : 0);
   result_.independent = independent_;
   result_.examples_complete = !independent_ || lead();

@@ -125,8 +125,9 @@ struct LostRank {
 
 // What a finished (or stopped) run reports.
 struct TrainResult {
-  int64_t steps = 0;     // steps completed, counting those before a resume
-  int64_t examples = 0;  // over all ranks
+  int64_t steps = 0;           // steps completed, counting those before a resume
+  int64_t steps_this_run = 0;  // of them, taken by this call (0: a resume found nothing to do)
+  int64_t examples = 0;        // over all ranks
   int64_t epoch = 0;
   double last_loss = 0.0;  // mean over the last logging window, all ranks
   std::optional<EvalMetrics> final_eval;
