@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "reel/core/checkpoint.h"
 #include "reel/core/evaluator.h"
@@ -78,6 +80,8 @@ class Loop {
   int64_t PositionEpoch() const { return epoch_ - (ended_on_epoch_budget_ ? 1 : 0); }
   // Sums `values` over ranks in place (no-op for one rank).
   Status SumOverRanks(std::span<float> values);
+  // Ranks that step together (not TrainsIndependently) check that they have the same schedule.
+  Status AgreeOnSchedule();
   ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
   int64_t ProjectedSteps() const;
 
@@ -143,6 +147,48 @@ class Loop {
 Status Loop::SumOverRanks(std::span<float> values) {
   if (world() == 1 || independent_) return Status::Ok();
   return group_->AllReduce(values, ReduceOp::kSum, DeadlineIn(o_.timeout));
+}
+
+// What decides when ranks that step together enter their collectives: a rank with another
+// budget or cadence would wait in a collective the others never enter, and the run would end
+// only at the deadline, naming no cause (as PyTorch's DDP checks the parameter shapes of its
+// processes first, this checks the schedule; the parameter counts are the optimizer's check).
+Status Loop::AgreeOnSchedule() {
+  const int n = r_.comm->size();
+  if (n == 1) return Status::Ok();
+  const std::pair<const char*, int64_t> fields[] = {
+      {"trainer.steps", o_.steps},
+      {"trainer.epochs", o_.steps == 0 ? o_.epochs : 0},  // unused under a step budget
+      {"trainer.log_every_steps", o_.log_every_steps},
+      {"trainer.eval_every_steps", o_.eval_every_steps},
+      {"trainer.checkpoint_every_steps", o_.checkpoint_every_steps},
+      {"--resume (1) or not (0)", o_.resume ? 1 : 0},
+      {"trainer.checkpoint_dir set (1) or not (0)", o_.checkpoint_dir.empty() ? 0 : 1},
+      {"eval_data given (1) or not (0)", r_.eval != nullptr ? 1 : 0}};
+  constexpr size_t k = std::size(fields);
+  int64_t mine[k];
+  for (size_t i = 0; i < k; ++i) mine[i] = fields[i].second;
+  std::vector<int64_t> all(k * static_cast<size_t>(n));
+  REEL_RETURN_IF_ERROR(r_.comm
+                           ->AllGather(std::as_bytes(std::span<const int64_t>(mine)),
+                                       std::as_writable_bytes(std::span<int64_t>(all)),
+                                       DeadlineIn(o_.timeout))
+                           .WithContext("trainer: comparing the ranks' schedules"));
+  for (size_t i = 0; i < k; ++i) {
+    bool same = true;
+    std::string values;
+    for (int r = 0; r < n; ++r) {
+      const int64_t v = all[static_cast<size_t>(r) * k + i];
+      same = same && v == mine[i];
+      values += (r == 0 ? "rank 0: " : ", rank " + std::to_string(r) + ": ") + std::to_string(v);
+    }
+    if (!same)
+      return InvalidArgumentError(
+          std::string("trainer: every rank must have the same ") + fields[i].first + " (" + values +
+          "): ranks that step together would wait in each other's collectives until the "
+          "deadline. Give every rank the same config");
+  }
+  return Status::Ok();
 }
 
 Status Loop::OpenLogs(bool append) {
@@ -239,6 +285,7 @@ Status Loop::Init() {
     return InvalidArgumentError(
         "trainer: on_checkpoint_failure must be \"stop\" or \"continue\", got \"" +
         o_.on_checkpoint_failure + "\"");
+  if (!r_.optimizer->TrainsIndependently()) REEL_RETURN_IF_ERROR(AgreeOnSchedule());
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0) lr.total_steps = o_.steps;
   if (lr.total_steps == 0) lr.total_epochs = o_.epochs;

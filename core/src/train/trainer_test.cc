@@ -554,6 +554,44 @@ TEST(TrainerTest, TwoRanksInterruptThenResumeEqualsUninterrupted) {
   EXPECT_EQ(TwoRanks(storage, second), want);
 }
 
+// Ranks that step together with different budgets would wait in each other's collectives until
+// the deadline: both refuse at the start instead, naming the field and every rank's value, before
+// training or writing anything.
+TEST(TrainerTest, RanksWithDifferentSchedulesAreRefusedBeforeTraining) {
+  testing::MemStorage storage;
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  const std::vector<float> before = ranks[0]->params();
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 3;
+  o.checkpoint_dir = "mem://schedules";
+  o.timeout = std::chrono::seconds(30);
+  TrainerOptions fewer = o;
+  fewer.epochs = 2;
+  std::vector<Status> st(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      st[i] =
+          RunTrainer(i == 1 ? fewer : o, ranks[i]->components(comms[i].get()), storage).status();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(st[i].code(), StatusCode::kInvalidArgument) << "rank " << i << ": " << st[i];
+    EXPECT_NE(st[i].message().find("every rank must have the same trainer.epochs (rank 0: 3, rank "
+                                   "1: 2)"),
+              std::string::npos)
+        << st[i];
+  }
+  EXPECT_EQ(ranks[0]->params(), before);
+  EXPECT_FALSE(LoadCheckpoint(storage, "mem://schedules").ok());
+}
+
 // A signal may reach only one rank's process (or thread): the ranks still stop together, after
 // the same step, so the checkpoint rank 0 writes holds every rank's position, and resuming from
 // it ends where the uninterrupted run does. Either rank may be the one interrupted.
