@@ -1,16 +1,13 @@
 // `reel tune --config SEARCH [--workdir DIR] [--resume] [--parallel N] [--set field=value ...]`:
 // a hyperparameter search (reel/core/tune.h), trials in parallel, a resumable journal, a results
 // table, results.csv and best.pbtxt in the workdir.
-#include <chrono>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "args.h"
 #include "cli.h"
 #include "interrupt.h"
-#include "reel/core/rank_environment.h"
-#include "reel/core/rank_plan.h"
+#include "launched_ranks.h"
 #include "reel/core/tune.h"
 
 namespace reel::cli {
@@ -28,87 +25,61 @@ Result<core::TuneConfigFile> LoadTuneConfig(const std::string& path,
   return f;
 }
 
-// The ranks of a distributed search, when a launcher started this process as one of several:
-// `reel launch` (REEL_RANK / REEL_WORLD_SIZE / REEL_COORDINATOR; transport REEL_TRANSPORT, else
-// tcp) or an MPI launcher (transport mpi, which finds rank and size itself). The base config's
-// transport section, when present, names the transport and its options instead.
-struct SearchRanks {
-  core::Owned<Transport> transport;
-  std::unique_ptr<Communicator> comm;  // null: this process searches alone
-};
-
-Result<SearchRanks> JoinSearchRanks(CliEnv& env, const config::RunConfig& base) {
-  SearchRanks ranks;
-  REEL_ASSIGN_OR_RETURN(TransportContext ctx, core::TransportContextFromEnvironment());
-  const std::string mpi = core::MpiLauncherVariable();
-  if ((ctx.world_size == kDiscover && mpi.empty()) || ctx.world_size == 1) return ranks;
-  const core::Registry& registry = env.host.registry();
-  const std::string name =
-      core::ChooseTransport(base, ctx, registry.DefaultName(ComponentKind::kTransport)).name;
-  // The section's options belong to the transport it names, not to one chosen otherwise.
-  REEL_ASSIGN_OR_RETURN(ranks.transport,
-                        registry.CreateTransport(name, name == base.transport().name()
-                                                           ? core::OptionMap(base.transport())
-                                                           : std::map<std::string, std::string>{}));
-  ctx.isolate_failures = true;  // a worker that dies fails its trial, not the search
-  REEL_ASSIGN_OR_RETURN(ranks.comm,
-                        ranks.transport->Connect(ctx, DeadlineIn(std::chrono::minutes(5))));
-  return ranks;
-}
-
 }  // namespace
 
 CliCommand TuneCliCommand() {
-  return {"tune", "hyperparameter search: grid, random or ASHA trials in parallel, resumable",
-          "reel tune --config SEARCH.pbtxt [--workdir DIR] [--resume] [--parallel N] "
-          "[--set section.field=value ...] [--quiet|--verbose]",
-          [](CliEnv& env, const std::vector<std::string>& words) -> Status {
-            Args args;
-            args.Value("config").Value("workdir").Value("parallel").Value("set", true);
-            args.Switch("resume").Switch("quiet").Switch("verbose");
-            REEL_RETURN_IF_ERROR(args.Parse(words));
-            if (!args.positional().empty())
-              return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
-                                          "' (flags: --config ...)");
-            if (!args.Has("config")) return InvalidArgumentError("flag '--config' is required");
-            REEL_ASSIGN_OR_RETURN(core::TuneConfigFile cfg,
-                                  LoadTuneConfig(args.Get("config"), args.GetAll("set")));
-            core::TuneOptions options;
-            if (args.Has("workdir")) options.workdir = args.Get("workdir");
-            options.resume = args.Has("resume");
-            if (args.Has("parallel")) {
-              REEL_ASSIGN_OR_RETURN(int64_t n, args.GetInt("parallel", 0));
-              if (n < 1 || n > 1024)
-                return InvalidArgumentError("--parallel " + std::to_string(n) +
-                                            ": must lie in [1, 1024]");
-              options.parallel = static_cast<int>(n);
-            }
-            options.verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
-            options.progress = &env.err;
-            options.tty = env.err_is_tty;
-            InterruptScope interrupt;
-            options.should_stop = [] { return InterruptScope::Requested(); };
-            env.arguments_accepted = true;
-            REEL_ASSIGN_OR_RETURN(SearchRanks ranks, JoinSearchRanks(env, cfg.base.config));
-            options.comm = ranks.comm.get();
-            if (ranks.comm && ranks.comm->rank() != 0) {  // a worker: runs trials, prints nothing
-              options.verbosity = 0;
-              REEL_ASSIGN_OR_RETURN(
-                  core::TuneResult ignored,
-                  core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
-              (void)ignored;
-              return Status::Ok();
-            }
-            REEL_ASSIGN_OR_RETURN(core::TuneResult r,
-                                  core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
-            if (options.verbosity >= 1) env.out << core::FormatTuneTable(r);
-            env.out << "results: " << r.results_csv << "\n";
-            if (!r.best_config.empty()) env.out << "best config: " << r.best_config << "\n";
-            if (r.interrupted)
-              return CancelledError("search interrupted; continue with --resume --workdir " +
-                                    options.workdir);
-            return Status::Ok();
-          }};
+  return {
+      "tune", "hyperparameter search: grid, random or ASHA trials in parallel, resumable",
+      "reel tune --config SEARCH.pbtxt [--workdir DIR] [--resume] [--parallel N] "
+      "[--set section.field=value ...] [--quiet|--verbose]",
+      [](CliEnv& env, const std::vector<std::string>& words) -> Status {
+        Args args;
+        args.Value("config").Value("workdir").Value("parallel").Value("set", true);
+        args.Switch("resume").Switch("quiet").Switch("verbose");
+        REEL_RETURN_IF_ERROR(args.Parse(words));
+        if (!args.positional().empty())
+          return InvalidArgumentError("unexpected argument '" + args.positional()[0] +
+                                      "' (flags: --config ...)");
+        if (!args.Has("config")) return InvalidArgumentError("flag '--config' is required");
+        REEL_ASSIGN_OR_RETURN(core::TuneConfigFile cfg,
+                              LoadTuneConfig(args.Get("config"), args.GetAll("set")));
+        core::TuneOptions options;
+        if (args.Has("workdir")) options.workdir = args.Get("workdir");
+        options.resume = args.Has("resume");
+        if (args.Has("parallel")) {
+          REEL_ASSIGN_OR_RETURN(int64_t n, args.GetInt("parallel", 0));
+          if (n < 1 || n > 1024)
+            return InvalidArgumentError("--parallel " + std::to_string(n) +
+                                        ": must lie in [1, 1024]");
+          options.parallel = static_cast<int>(n);
+        }
+        options.verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
+        options.progress = &env.err;
+        options.tty = env.err_is_tty;
+        InterruptScope interrupt;
+        options.should_stop = [] { return InterruptScope::Requested(); };
+        env.arguments_accepted = true;
+        // A worker that dies fails its trial, not the search.
+        REEL_ASSIGN_OR_RETURN(LaunchedRanks ranks,
+                              JoinLaunchedRanks(env, cfg.base.config, /*isolate_failures=*/true));
+        options.comm = ranks.comm.get();
+        if (ranks.comm && ranks.comm->rank() != 0) {  // a worker: runs trials, prints nothing
+          options.verbosity = 0;
+          REEL_ASSIGN_OR_RETURN(core::TuneResult ignored,
+                                core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
+          (void)ignored;
+          return Status::Ok();
+        }
+        REEL_ASSIGN_OR_RETURN(core::TuneResult r,
+                              core::RunTune(cfg, options, core::TrainingTrialRunner(env.host)));
+        if (options.verbosity >= 1) env.out << core::FormatTuneTable(r);
+        env.out << "results: " << r.results_csv << "\n";
+        if (!r.best_config.empty()) env.out << "best config: " << r.best_config << "\n";
+        if (r.interrupted)
+          return CancelledError("search interrupted; continue with --resume --workdir " +
+                                options.workdir);
+        return Status::Ok();
+      }};
 }
 
 }  // namespace reel::cli
