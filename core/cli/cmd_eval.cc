@@ -1,4 +1,7 @@
 // `reel eval` and `reel predict`: score checkpoints on data, or write Kaggle-style predictions.
+// Started several times by a launcher (`reel launch -n N`, mpirun), the ranks split the data:
+// each reads its shard, the metrics are merged (eval) or the rows gathered (predict), and rank 0
+// alone prints or writes the result.
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -6,7 +9,9 @@
 
 #include "args.h"
 #include "cli.h"
+#include "launched_ranks.h"
 #include "reel/core/evaluator.h"
+#include "train/thread_budget.h"
 #include "train_cli.h"
 
 namespace reel::cli {
@@ -22,13 +27,13 @@ struct Loaded {
 };
 
 Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoints,
-                           const std::string& pattern, int64_t batch_size) {
+                           const std::string& pattern, int64_t batch_size, ShardSpec shard,
+                           int threads) {
   Loaded out;
-  if (checkpoints.empty()) return InvalidArgumentError("flag '--checkpoint' is required");
-  if (pattern.empty()) return InvalidArgumentError("flag '--data' is required");
   REEL_RETURN_IF_ERROR(CheckPatternsMatch(env, pattern));
   for (const std::string& path : checkpoints) {
-    REEL_ASSIGN_OR_RETURN(core::CheckpointModel m, core::LoadModelFromCheckpoint(env.host, path));
+    REEL_ASSIGN_OR_RETURN(core::CheckpointModel m,
+                          core::LoadModelFromCheckpoint(env.host, path, threads));
     if (!out.checkpoints.empty() && m.num_classes != out.num_classes)
       return InvalidArgumentError(m.uri + ": " + std::to_string(m.num_classes) + " classes, but " +
                                   out.checkpoints[0].uri + " has " +
@@ -59,7 +64,7 @@ Result<Loaded> LoadForData(CliEnv& env, const std::vector<std::string>& checkpoi
   // An ensemble may combine models reading different features (the seed's audio and video
   // models): read the source's default feature set rather than the first model's choice.
   if (checkpoints.size() > 1) data.mutable_options()->erase("features");
-  DataSourceContext ctx{{0, 1}, rc.trainer().seed(), &env.host};
+  DataSourceContext ctx{shard, rc.trainer().seed(), &env.host};
   REEL_ASSIGN_OR_RETURN(
       out.source,
       env.host.registry().CreateDataSource(
@@ -76,11 +81,116 @@ Result<int> PositiveFlag(const Args& args, const std::string& name, int fallback
   return static_cast<int>(n);
 }
 
+// This process's rank among those a launcher started, the shard of the data it reads, and its
+// compute threads: ranks on one host divide its cores, as in training (train/thread_budget.h).
+struct Ranks {
+  LaunchedRanks launched;
+  int threads = 0;  // 0: the default
+  ShardSpec Shard() const {
+    return launched.comm ? ShardSpec{launched.comm->rank(), launched.comm->size()} : ShardSpec{};
+  }
+  bool lead() const { return !launched.comm || launched.comm->rank() == 0; }
+  // Under a launcher, on env.err: how many videos this rank `did` (e.g. "scored") and who reports
+  // the whole.
+  void SayShare(CliEnv& env, const std::string& command, const std::string& did, int64_t videos,
+                const std::string& lead_does) const {
+    if (!launched.comm) return;
+    env.err << "reel " << command << ": rank " << launched.comm->rank() << " of "
+            << launched.comm->size() << " " << did << " " << videos << " videos"
+            << (lead() ? "" : "; rank 0 " + lead_does) << "\n";
+  }
+};
+
+Result<Ranks> JoinRanks(CliEnv& env) {
+  Ranks ranks;
+  // The transport is the launcher's (a checkpoint's transport section is the training's).
+  REEL_ASSIGN_OR_RETURN(ranks.launched,
+                        JoinLaunchedRanks(env, config::RunConfig(), /*isolate_failures=*/false));
+  REEL_ASSIGN_OR_RETURN(
+      core::ThreadBudget budget,
+      core::ThreadsPerRank(core::ProcessEnvironment(), 1, CoresAvailable(), OnlineCores()));
+  if (!budget.why.empty()) env.err << "reel: " << budget.why << "\n";
+  ranks.threads = budget.threads;
+  return ranks;
+}
+
+// What every rank of one eval or predict must share, as (what, value) pairs.
+using Shared = std::vector<std::pair<std::string, std::string>>;
+
+// InvalidArgument on every rank when a rank's `mine` differs from rank 0's, naming the first
+// difference: ranks that read different checkpoints or data would merge unrelated results.
+Status CheckRanksAgree(const Ranks& ranks, const Shared& mine) {
+  if (!ranks.launched.comm) return Status::Ok();
+  std::string encoded;
+  for (const auto& [what, value] : mine) encoded += value + '\0';
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                        core::GatherBytes(*ranks.launched.comm, encoded));
+  auto fields = [](const std::string& e) {
+    std::vector<std::string> out;
+    for (size_t at = 0, end; (end = e.find('\0', at)) != std::string::npos; at = end + 1)
+      out.push_back(e.substr(at, end - at));
+    return out;
+  };
+  const std::vector<std::string> lead = fields(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::vector<std::string> theirs = fields(all[r]);
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (i >= theirs.size() || i >= lead.size() || theirs[i] != lead[i])
+        return InvalidArgumentError(
+            "every rank must use the same " + mine[i].first +
+            " (rank 0: " + (i < lead.size() ? lead[i] : "?") + ", rank " + std::to_string(r) +
+            ": " + (i < theirs.size() ? theirs[i] : "?") +
+            "): the ranks split the data and merge their results. Give every rank the same "
+            "command");
+  }
+  return Status::Ok();
+}
+
+// The checkpoints as loaded: each file and its step (a directory resolves to its newest).
+std::string LoadedCheckpoints(const Loaded& l) {
+  std::string out;
+  for (const auto& c : l.checkpoints)
+    out += (out.empty() ? "" : ", ") + c.uri + " (step " + std::to_string(c.step) + ")";
+  return out;
+}
+
 std::vector<std::string> CheckpointList(const Args& args) {
   std::vector<std::string> out = args.GetAll("checkpoint");
   if (args.Has("ensemble"))
     for (const std::string& p : args.positional()) out.push_back(p);
   return out;
+}
+
+// The flags both commands require; after them, what fails is not a usage error.
+Status RequireFlags(CliEnv& env, const Args& args) {
+  if (CheckpointList(args).empty()) return InvalidArgumentError("flag '--checkpoint' is required");
+  if (args.Get("data").empty()) return InvalidArgumentError("flag '--data' is required");
+  env.arguments_accepted = true;
+  return Status::Ok();
+}
+
+// What both commands do once their flags are read: join the ranks a launcher started, take this
+// rank's threads and shard, load the checkpoints, and check that every rank loaded the same and
+// was given the same --data, --top-k and `also`.
+struct Session {
+  Ranks ranks;
+  std::unique_ptr<core::ScopedThreads> team;  // this thread's OpenMP team, for the session
+  Loaded loaded;
+};
+
+Result<Session> Begin(CliEnv& env, const Args& args, int batch, int top_k, Shared also = {}) {
+  REEL_RETURN_IF_ERROR(RequireFlags(env, args));
+  Session s;
+  REEL_ASSIGN_OR_RETURN(s.ranks, JoinRanks(env));
+  s.team = std::make_unique<core::ScopedThreads>(s.ranks.threads);
+  REEL_ASSIGN_OR_RETURN(s.loaded, LoadForData(env, CheckpointList(args), args.Get("data"), batch,
+                                              s.ranks.Shard(), s.ranks.threads));
+  Shared shared = {{"checkpoints", LoadedCheckpoints(s.loaded)},
+                   {"--data", args.Get("data")},
+                   {"--top-k", std::to_string(top_k)}};
+  shared.insert(shared.end(), also.begin(), also.end());
+  REEL_RETURN_IF_ERROR(CheckRanksAgree(s.ranks, shared));
+  return s;
 }
 
 Status RunEval(CliEnv& env, const std::vector<std::string>& words) {
@@ -97,9 +207,16 @@ Status RunEval(CliEnv& env, const std::vector<std::string>& words) {
                                 "' (several checkpoints: --ensemble A B ...)");
   REEL_ASSIGN_OR_RETURN(int batch, PositiveFlag(args, "batch-size", 64));
   REEL_ASSIGN_OR_RETURN(int top_k, PositiveFlag(args, "top-k", 20));
-  REEL_ASSIGN_OR_RETURN(Loaded l, LoadForData(env, CheckpointList(args), args.Get("data"), batch));
-  REEL_ASSIGN_OR_RETURN(core::EvalMetrics m,
-                        core::Evaluate(l.models, *l.source, l.num_classes, top_k, nullptr));
+  REEL_ASSIGN_OR_RETURN(Session session, Begin(env, args, batch, top_k));
+  const Ranks& ranks = session.ranks;
+  const Loaded& l = session.loaded;
+  REEL_ASSIGN_OR_RETURN(core::EvalMetrics m, core::Evaluate(l.models, *l.source, l.num_classes,
+                                                            top_k, ranks.launched.comm.get()));
+  // The source's own count (DataSource::stats); a source that keeps none is not reported.
+  if (l.source->stats().records > 0)
+    ranks.SayShare(env, "eval", "scored", l.source->stats().records,
+                   "prints the metrics of all ranks");
+  if (!ranks.lead()) return Status::Ok();
   if (!args.Has("json"))
     for (const auto& c : l.checkpoints)
       env.out << "checkpoint  " << c.uri << " (model " << c.config.config.model().name()
@@ -121,12 +238,16 @@ Status RunPredict(CliEnv& env, const std::vector<std::string>& words) {
     return InvalidArgumentError("unexpected argument '" + args.positional()[0] + "'");
   REEL_ASSIGN_OR_RETURN(int top_k, PositiveFlag(args, "top-k", 20));
   REEL_ASSIGN_OR_RETURN(int batch, PositiveFlag(args, "batch-size", 64));
-  REEL_ASSIGN_OR_RETURN(Loaded l, LoadForData(env, CheckpointList(args), args.Get("data"), batch));
+  REEL_ASSIGN_OR_RETURN(Session session,
+                        Begin(env, args, batch, top_k, {{"--out", args.Get("out")}}));
+  const Ranks& ranks = session.ranks;
+  const Loaded& l = session.loaded;
   std::ostringstream csv;
-  csv << "VideoId,LabelConfidencePairs\n";
+  int64_t videos = 0;
   REEL_RETURN_IF_ERROR(
       core::Predict(l.models, *l.source, l.num_classes, top_k,
                     [&](const std::string& id, const std::vector<std::pair<int32_t, float>>& top) {
+                      ++videos;
                       csv << id << ",";
                       char buf[32];
                       for (size_t i = 0; i < top.size(); ++i) {
@@ -136,12 +257,23 @@ Status RunPredict(CliEnv& env, const std::vector<std::string>& words) {
                       csv << "\n";
                       return Status::Ok();
                     }));
+  // Rank 0 writes every rank's rows, in rank order.
+  std::string rows = csv.str();
+  ranks.SayShare(env, "predict", "predicted", videos, "writes every rank's rows");
+  if (ranks.launched.comm) {
+    REEL_ASSIGN_OR_RETURN(std::vector<std::string> parts,
+                          core::GatherBytes(*ranks.launched.comm, rows));
+    if (!ranks.lead()) return Status::Ok();
+    rows.clear();
+    for (const std::string& part : parts) rows += part;
+  }
+  rows.insert(0, "VideoId,LabelConfidencePairs\n");
   if (!args.Has("out")) {
-    env.out << csv.str();
+    env.out << rows;
     return Status::Ok();
   }
   REEL_ASSIGN_OR_RETURN(Storage * storage, env.host.ForUri(args.Get("out")));
-  return WriteAll(*storage, args.Get("out"), csv.str()).WithContext("writing " + args.Get("out"));
+  return WriteAll(*storage, args.Get("out"), rows).WithContext("writing " + args.Get("out"));
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
   return RootCause(std::move(results), ranks);
 }
 
-Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path) {
+Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path, int threads) {
   CheckpointModel out;
   REEL_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(host, path, &out.uri));
   REEL_ASSIGN_OR_RETURN(out.config, ParseConfig(state.config_text, out.uri + " (recorded config)"));
@@ -167,7 +167,7 @@ Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& p
       out.model,
       host.registry().CreateModel(
           c.model().name(), ComponentOptions(host.registry(), ComponentKind::kModel, c.model(), c),
-          ModelContext{out.num_classes}));
+          ModelContext{out.num_classes, threads}));
   out.arena = std::make_unique<ParamArena>();
   REEL_RETURN_IF_ERROR(out.model->DeclareParams(*out.arena));
   out.arena->Finalize();

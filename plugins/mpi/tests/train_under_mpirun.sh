@@ -94,4 +94,29 @@ awk -F, 'FNR == 1 { next }
   END { if (total == 0 || seen != total || bad) { print bad + 0 " of " total " differ"; exit 1 } }' \
   "$work/single.csv" "$work/mpi.csv" > "$work/compare.out" ||
   fail "2 mpi ranks with batch 16 do not predict as 1 rank with batch 32: $(cat "$work/compare.out")"
+# `reel eval` and `reel predict` under mpirun: the ranks split the data, and rank 0 prints the
+# metrics of all videos and writes every video's row, as one process does.
+untag() { sed 's/^\[[0-9,]*\]<std[a-z]*>://' "$@"; }
+"${mpirun[@]}" -n 2 "$reel" predict --checkpoint "$work/mpi/checkpoints" \
+  --data "$work/data/*.tfrecord" --top-k 8 --out "$work/mpi2.csv" > /dev/null 2> "$work/predict2.err" ||
+  fail "mpirun -n 2 reel predict failed: $(cat "$work/predict2.err")"
+cmp -s <(sort "$work/mpi.csv") <(sort "$work/mpi2.csv") ||
+  fail "reel predict under mpirun -n 2 differs from one process's"
+for r in 0 1; do
+  untag "$work/predict2.err" | grep -q "^reel predict: rank $r of 2 predicted [0-9]* videos" ||
+    fail "rank $r did not say its share: $(cat "$work/predict2.err")"
+done
+alone=$("$reel" eval --checkpoint "$work/mpi/checkpoints" --data "$work/data/*.tfrecord" --json)
+"${mpirun[@]}" -n 2 "$reel" eval --checkpoint "$work/mpi/checkpoints" \
+  --data "$work/data/*.tfrecord" --json > "$work/eval2.out" 2> "$work/eval2.err" ||
+  fail "mpirun -n 2 reel eval failed: $(cat "$work/eval2.err")"
+two=$(untag "$work/eval2.out")
+[ "$(printf '%s\n' "$two" | grep -c '"videos": 192')" = 1 ] ||
+  fail "reel eval under mpirun -n 2 did not print one line of all 192 videos: $two"
+# Each metric within 1e-6 of one process's (the ranks' predictions are merged, not averaged).
+printf '%s\n%s\n' "$alone" "$two" | awk '{ gsub(/[{}",]/, ""); for (i = 1; i < NF; i += 2) v[NR, $i] = $(i + 1) }
+  END { split("gap: hit_at_1: perr: map:", f, " "); for (j in f) { d = v[1, f[j]] - v[2, f[j]]
+        if (v[1, f[j]] == "" || d > 1e-6 || d < -1e-6) { print f[j] " " v[1, f[j]] " " v[2, f[j]]; bad = 1 } }
+        exit bad }' > "$work/eval_compare.out" ||
+  fail "reel eval under mpirun -n 2 differs from one process's: $(cat "$work/eval_compare.out")"
 echo "PASS: $want (mpi = inproc); mpi 2 x 16 = 1 x 32 on $(($(wc -l < "$work/single.csv") - 1)) videos x 8 labels, clip $clip binding"

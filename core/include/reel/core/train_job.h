@@ -51,7 +51,7 @@ struct TrainJobOptions {
 Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJobOptions& options);
 
 // A model rebuilt from a checkpoint (its config names the model and options) with the
-// checkpoint's parameters.
+// checkpoint's parameters; `threads` as ModelContext::threads (0: the default).
 struct CheckpointModel {
   std::unique_ptr<ParamArena> arena;  // before `model`: it must outlive the model
   Owned<Model> model;
@@ -60,7 +60,8 @@ struct CheckpointModel {
   int64_t step = 0;
   int64_t num_classes = 0;
 };
-Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path);
+Result<CheckpointModel> LoadModelFromCheckpoint(Host& host, const std::string& path,
+                                                int threads = 0);
 
 }  // namespace reel::core
 
