@@ -33,9 +33,4 @@ for ((i = 1; i <= reps; i++)); do
   run threads "$reel" train "${common[@]}" --set trainer.local_ranks=2
   run threads_whole env OMP_NUM_THREADS="$cores" "$reel" train "${common[@]}" --set trainer.local_ranks=2
 done
-echo "case: examples/s min / median / max over $reps runs"
-awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k v[k]}' results | sort | while read -r name values; do
-  printf '%s: %s\n' "$name" "$(echo "$values" | tr ' ' '\n' | sort -g |
-    awk '{a[NR] = $1} END {m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2;
-                           printf "%s / %s / %s", a[1], m, a[NR]}')"
-done
+summarize_results examples/s "$reps"
