@@ -96,8 +96,9 @@ struct Ranks {
                 const std::string& lead_does) const {
     if (!launched.comm) return;
     env.err << "reel " << command << ": rank " << launched.comm->rank() << " of "
-            << launched.comm->size() << " " << did << " " << videos << " videos"
-            << (lead() ? "" : "; rank 0 " + lead_does) << "\n";
+            << launched.comm->size() << " " << did << " " << videos
+            << (videos == 1 ? " video" : " videos") << (lead() ? "" : "; rank 0 " + lead_does)
+            << "\n";
   }
 };
 
@@ -212,10 +213,7 @@ Status RunEval(CliEnv& env, const std::vector<std::string>& words) {
   const Loaded& l = session.loaded;
   REEL_ASSIGN_OR_RETURN(core::EvalMetrics m, core::Evaluate(l.models, *l.source, l.num_classes,
                                                             top_k, ranks.launched.comm.get()));
-  // The source's own count (DataSource::stats); a source that keeps none is not reported.
-  if (l.source->stats().records > 0)
-    ranks.SayShare(env, "eval", "scored", l.source->stats().records,
-                   "prints the metrics of all ranks");
+  ranks.SayShare(env, "eval", "scored", m.videos_this_rank, "prints the metrics of all ranks");
   if (!ranks.lead()) return Status::Ok();
   if (!args.Has("json"))
     for (const auto& c : l.checkpoints)

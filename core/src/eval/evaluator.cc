@@ -81,7 +81,9 @@ Result<EvalMetrics> Evaluate(std::span<Model* const> models, DataSource& source,
       REEL_ASSIGN_OR_RETURN(MetricsAccumulator part, MetricsAccumulator::Deserialize(parts[r]));
       REEL_RETURN_IF_ERROR(all.Merge(part));
     }
-    return all.Compute();
+    EvalMetrics merged = all.Compute();
+    merged.videos_this_rank = acc.videos();
+    return merged;
   }
   return acc.Compute();
 }

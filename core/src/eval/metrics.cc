@@ -153,6 +153,7 @@ Result<MetricsAccumulator> MetricsAccumulator::Deserialize(std::string_view in) 
 EvalMetrics MetricsAccumulator::Compute() const {
   EvalMetrics m;
   m.videos = videos_;
+  m.videos_this_rank = videos_;
   m.top_k = top_k_;
   if (videos_ == 0) return m;
   m.hit_at_1 = static_cast<double>(hits_) / static_cast<double>(videos_);

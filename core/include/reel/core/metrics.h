@@ -30,6 +30,8 @@ struct EvalMetrics {
   double map = 0.0;       // mean over classes with positives of the per-class top-k AP
   int64_t videos = 0;
   int top_k = 0;  // the k of GAP@k and of mAP's per-class lists
+  // Of `videos`, those this rank scored when Evaluate merged several ranks' (else all of them).
+  int64_t videos_this_rank = 0;
 };
 
 // Collects predictions and labels batch by batch, then computes EvalMetrics over all of them.
