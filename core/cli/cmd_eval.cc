@@ -124,8 +124,10 @@ Status CheckRanksAgree(const Ranks& ranks, const Shared& mine) {
   if (!ranks.launched.comm) return Status::Ok();
   std::string encoded;
   for (const auto& [what, value] : mine) encoded += value + '\0';
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                        core::GatherBytes(*ranks.launched.comm, encoded));
+  Result<std::vector<std::string>> gathered = core::GatherBytes(*ranks.launched.comm, encoded);
+  if (!gathered.ok())
+    return gathered.status().WithContext("comparing the ranks' checkpoints and flags");
+  const std::vector<std::string>& all = *gathered;
   auto fields = [](const std::string& e) {
     std::vector<std::string> out;
     for (size_t at = 0, end; (end = e.find('\0', at)) != std::string::npos; at = end + 1)
