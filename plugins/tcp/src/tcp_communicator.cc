@@ -2,9 +2,12 @@
 // tcp_communicator.h; forming the group is in formation.cc).
 #include "tcp_communicator.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <iostream>
 
 #include "read_readiness.h"
@@ -114,7 +117,61 @@ Status TcpCommunicator::RecvInto(int source, int tag, std::span<std::byte> out, 
   if (tag < 0 || tag > kMaxTag)
     return InvalidArgumentError(Where() + ": RecvInto with tag " + std::to_string(tag) +
                                 " outside [0, " + std::to_string(kMaxTag) + "]");
-  return mailbox_.RecvInto(source, tag, out, deadline);
+  if (source == kAnySource || source == rank_ || out.size() < kReadItselfBytes)
+    return mailbox_.RecvInto(source, tag, out, deadline);
+  Peer& peer = *peers_[static_cast<size_t>(source)];
+  // Only when nobody else reads the connection now; if someone does, what it reads reaches the
+  // Mailbox, where the receive below finds it.
+  std::unique_lock<std::mutex> reading(peer.read_mu, std::try_to_lock);
+  if (!reading.owns_lock() || !peer.frames ||
+      peer.frames->state() != FrameReader::State::kReading || !peer.reading.load()) {
+    if (reading.owns_lock()) reading.unlock();
+    return mailbox_.RecvInto(source, tag, out, deadline);
+  }
+  Status s = ReadItself(peer, tag, out, deadline);
+  GiveBack(peer, std::move(reading));
+  return s;
+}
+
+// REQUIRES: peer.read_mu held, its reading going on.
+Status TcpCommunicator::ReadItself(Peer& peer, int tag, std::span<std::byte> out,
+                                   Deadline deadline) {
+  Mailbox::Posted p;
+  p.source = peer.rank;
+  p.tag = tag;
+  p.out = out;
+  mailbox_.Post(p);  // done at once if the message is queued already
+  while (!mailbox_.Done(p)) {
+    const ReadResult r = ReadOnce(peer);
+    const Deadline now = Clock::now();
+    if (r == ReadResult::kGot && now < deadline) continue;
+    if (mailbox_.Done(p)) break;
+    // Fails at the deadline (also while bytes keep coming: the receive must end in time), or,
+    // when nothing was read, on what this or another thread recorded (the peer left or failed,
+    // the group broke); else sleeps until bytes arrive or the next check.
+    Status why;
+    if (r != ReadResult::kGot) why = mailbox_.CanReceive(peer.rank, tag);
+    if (why.ok() && r == ReadResult::kEnded) {
+      why = mailbox_.PeerStatus(peer.rank);
+      if (why.ok())
+        why = UnavailableError(Where() + ": reading from rank " + std::to_string(peer.rank) +
+                               " ended");
+    }
+    if (why.ok() && now >= deadline)
+      why = DeadlineExceededError(Where() + ": Recv from rank " + std::to_string(peer.rank) +
+                                  " tag " + std::to_string(tag) + " passed its deadline");
+    if (!why.ok()) {
+      // A message half read into `out` goes back to the Mailbox whole (as when a waiting
+      // receive times out), so the failed receive consumes nothing.
+      peer.frames->ReleaseClaim(p, why);
+      if (!mailbox_.Done(p)) mailbox_.Withdraw(p, why);
+      return p.status;
+    }
+    pollfd fd{peer.in->native_handle(), POLLIN, 0};
+    const auto wait = std::min<Clock::duration>(deadline - now, kReadItselfCheckEvery);
+    ::poll(&fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+  }
+  return p.status;
 }
 
 // REQUIRES: peer.write_mu held. Writes header and payload with one gather write per call, from

@@ -4,7 +4,8 @@
 // a writes (its messages to b), so each socket is used in one direction by one side: senders
 // write from their own thread (no hand-off, scatter/gather of header and payload, the payload
 // straight from the caller's memory), and the io thread reads every incoming connection into the
-// Mailbox (straight into a waiting RecvInto's buffer when there is one).
+// Mailbox (straight into a waiting RecvInto's buffer when there is one). A large RecvInto from
+// one rank reads that rank's connection in the calling thread instead (ReadItself).
 //
 // Threads: the io thread (runs the io_context: accepting, authenticating, reading), the heartbeat
 // thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
@@ -19,6 +20,7 @@
 #define REEL_PLUGINS_TCP_SRC_TCP_COMMUNICATOR_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -53,6 +55,10 @@ class TcpCommunicator final : public Communicator {
   CommunicatorCapabilities capabilities() const override { return {.native_allreduce = true}; }
   Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override;
 
+  // A RecvInto of at least this many bytes from one rank may read that rank's connection in the
+  // calling thread (ReadItself, below).
+  static constexpr size_t kReadItselfBytes = size_t{64} << 10;
+
   // The TCP congestion control of this rank's connection to `peer`, as read back from the socket
   // when the group formed (congestion_control.h); empty for this rank itself.
   const std::string& SendingCongestionControl(int peer) const {
@@ -86,6 +92,15 @@ class TcpCommunicator final : public Communicator {
   };
   class RingAllReduce;
 
+  // A RecvInto of at least kReadItselfBytes from one rank: when no other thread reads that
+  // rank's connection at the moment, the calling thread reads it itself, as AllReduce does (its
+  // io thread stands aside, as for Borrow), until its message is in: the payload goes from the
+  // socket into `out` with no hand-off between threads, and nothing is read ahead into staging
+  // (the kernel keeps what arrives early). Frames for other receives that arrive meanwhile reach
+  // the Mailbox as usual. It sleeps in poll() on the socket, waking at least every
+  // kReadItselfCheckEvery to see failures other threads recorded.
+  static constexpr std::chrono::milliseconds kReadItselfCheckEvery{100};
+  Status ReadItself(Peer& peer, int tag, std::span<std::byte> out, Deadline deadline);
   // One read of `peer`'s incoming connection into its FrameReader. REQUIRES: peer.read_mu held.
   enum class ReadResult { kGot, kEmpty, kEnded };
   ReadResult ReadOnce(Peer& peer);

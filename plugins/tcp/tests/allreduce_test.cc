@@ -21,14 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-conformance::Communicators Group(int n, const TcpOptions& options = TestOptions()) {
-  auto transport = MakeTcpTransport(options);
-  Result<conformance::Communicators> comms =
-      conformance::ConnectOnThreads(*transport, n, FreeCoordinator(), DeadlineIn(60s));
-  EXPECT_TRUE(comms.ok()) << comms.status();
-  return comms.ok() ? std::move(*comms) : conformance::Communicators{};
-}
-
 // rank r holds r + 1 + i at index i; the sum over n ranks is n(n+1)/2 + n i.
 std::vector<float> RankData(const Communicator& c, size_t count) {
   std::vector<float> data(count);
@@ -41,12 +33,6 @@ Status CheckSum(const Communicator& c, const std::vector<float>& data) {
     if (data[i] != n * (n + 1) / 2 + n * float(i % 1000))
       return InternalError("index " + std::to_string(i) + " holds " + std::to_string(data[i]));
   return Status::Ok();
-}
-
-std::vector<std::byte> Pattern(size_t bytes, int seed) {
-  std::vector<std::byte> p(bytes);
-  for (size_t i = 0; i < bytes; ++i) p[i] = std::byte(static_cast<uint8_t>(i * 31 + seed));
-  return p;
 }
 
 TEST(TcpAllReduce, IsNativeAndMatchesTheSum) {
@@ -252,10 +238,7 @@ INSTANTIATE_TEST_SUITE_P(SpinUs, TcpAllReduceWaiting, ::testing::Values(0, 2000)
 // caller that borrowed the connection reads its heartbeats, and the heartbeat thread keeps
 // writing ours between the allreduce's frames.
 TEST(TcpAllReduce, HeartbeatsFlowWhileACallerHoldsTheConnection) {
-  TcpOptions options = TestOptions();
-  options.heartbeat = 100ms;
-  options.heartbeat_timeout = 600ms;  // far above a loaded machine's scheduling delays
-  conformance::Communicators comms = Group(2, options);
+  conformance::Communicators comms = Group(2, QuickHeartbeatOptions());
   ASSERT_EQ(comms.size(), 2u);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
     if (c.rank() == 1) std::this_thread::sleep_for(1300ms);  // 2 heartbeat timeouts

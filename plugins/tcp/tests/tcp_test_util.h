@@ -1,11 +1,19 @@
-// Helpers for the tcp tests: free loopback ports and transports with test-friendly options.
+// Helpers for the tcp tests: free loopback ports, transports with test-friendly options, groups
+// of ranks as threads, and recognisable payloads.
 #ifndef REEL_PLUGINS_TCP_TESTS_TCP_TEST_UTIL_H_
 #define REEL_PLUGINS_TCP_TESTS_TCP_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "reel/testing/transport_conformance.h"
 #include "tcp_transport.h"
 
 namespace reel::tcp::testing {
@@ -25,6 +33,31 @@ inline TcpOptions TestOptions() {
   TcpOptions o;
   o.secret = "test secret";
   return o;
+}
+
+// Heartbeats every 100 ms, a peer silent for 600 ms failed (far above a loaded machine's
+// scheduling delays): for tests that keep a connection busy or idle past 2 such timeouts.
+inline TcpOptions QuickHeartbeatOptions() {
+  TcpOptions o = TestOptions();
+  o.heartbeat = std::chrono::milliseconds(100);
+  o.heartbeat_timeout = std::chrono::milliseconds(600);
+  return o;
+}
+
+// `n` tcp ranks as threads of this process (empty, with a test failure, if they do not form).
+inline conformance::Communicators Group(int n, const TcpOptions& options = TestOptions()) {
+  auto transport = MakeTcpTransport(options);
+  Result<conformance::Communicators> comms = conformance::ConnectOnThreads(
+      *transport, n, FreeCoordinator(), DeadlineIn(std::chrono::seconds(60)));
+  EXPECT_TRUE(comms.ok()) << comms.status();
+  return comms.ok() ? std::move(*comms) : conformance::Communicators{};
+}
+
+// `bytes` bytes that differ with `seed` and along the payload.
+inline std::vector<std::byte> Pattern(size_t bytes, int seed) {
+  std::vector<std::byte> p(bytes);
+  for (size_t i = 0; i < bytes; ++i) p[i] = std::byte(static_cast<uint8_t>(i * 31 + seed));
+  return p;
 }
 
 }  // namespace reel::tcp::testing
