@@ -4,7 +4,7 @@
 # paused safely (running tests); the held ones are continued on exit, also on failure. Newcomers
 # are held too, every half second, while the command runs. Root (or the same user) only.
 #
-#   nice -n -20 bench/quiet.sh bench/bilstm/run_bench.py --build build --out /tmp/out
+#   nice -n -20 bench/quiet.sh bench/bilstm/run_bench.py --build build --out $TMPDIR/out
 names='^(ninja|cc1plus|cc1|ccache|ld|ld.bfd|ld.gold|collect2|c[+][+]|g[+][+]|gcc|cmake|make|as|lto1|.*_fuzzer|fuzz_.*)$'
 stopped=$(mktemp)
 # shellcheck disable=SC2317  # called by the trap

@@ -7,7 +7,7 @@
 # phase's rates and CPU per round trip or call).
 #
 #   bench/async_sgd/profile_push_pull.sh BUILD DELAY SECONDS OUT [ITERS (default 400)]
-#   e.g. BUILD 2 6 /tmp/pp (push+pull), BUILD 17.5 3 /tmp/ar (allreduce, at about 26 round trips /s)
+#   e.g. BUILD 2 6 $TMPDIR/pp (push+pull), BUILD 17.5 3 $TMPDIR/ar (allreduce, at about 26 round trips /s)
 # Add PERF_FLAGS="--call-graph dwarf,16384 -F 500" for user-space call stacks (the release build
 # keeps no frame pointers).
 set -euo pipefail
