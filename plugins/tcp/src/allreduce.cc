@@ -35,8 +35,6 @@ class TcpCommunicator::RingAllReduce {
   static constexpr size_t kChunkBytes = size_t{256} << 10;
   static constexpr int64_t kSlots = 4;  // receives posted ahead
   static constexpr size_t kCountFloats = sizeof(uint64_t) / sizeof(float);
-  // poll() wakes at least this often to see failures the io and heartbeat threads recorded.
-  static constexpr std::chrono::milliseconds kCheckEvery{100};
 
   RingAllReduce(TcpCommunicator& comm, std::span<float> data, ReduceOp op, uint32_t seq,
                 Deadline deadline)
@@ -252,14 +250,13 @@ class TcpCommunicator::RingAllReduce {
     }
     pollfd fds[2];
     nfds_t count = 0;
-    if (receiving && left_.frames->state() == FrameReader::State::kReading &&
-        left_.reading.load()) {
+    if (receiving && StillReading(left_)) {
       TcpCommunicator::Unmute(left_);  // for the rest of the call: it sleeps from now on
       fds[count++] = {left_.in->native_handle(), POLLIN, 0};
     }
     if (write_.owns_lock()) fds[count++] = {right_.out.native_handle(), POLLOUT, 0};
     // Nothing to wait on: a sender holds the connection to the right; try again soon.
-    const auto slice = count == 0 ? std::chrono::milliseconds(1) : kCheckEvery;
+    const auto slice = count == 0 ? std::chrono::milliseconds(1) : kCheckFailuresEvery;
     const auto wait = std::min<Clock::duration>(deadline_ - now, slice);
     ::poll(fds, count,
            static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));

@@ -123,8 +123,7 @@ Status TcpCommunicator::RecvInto(int source, int tag, std::span<std::byte> out, 
   // Only when nobody else reads the connection now; if someone does, what it reads reaches the
   // Mailbox, where the receive below finds it.
   std::unique_lock<std::mutex> reading(peer.read_mu, std::try_to_lock);
-  if (!reading.owns_lock() || !peer.frames ||
-      peer.frames->state() != FrameReader::State::kReading || !peer.reading.load()) {
+  if (!reading.owns_lock() || !StillReading(peer)) {
     if (reading.owns_lock()) reading.unlock();
     return mailbox_.RecvInto(source, tag, out, deadline);
   }
@@ -168,7 +167,7 @@ Status TcpCommunicator::ReadItself(Peer& peer, int tag, std::span<std::byte> out
       return p.status;
     }
     pollfd fd{peer.in->native_handle(), POLLIN, 0};
-    const auto wait = std::min<Clock::duration>(deadline - now, kReadItselfCheckEvery);
+    const auto wait = std::min<Clock::duration>(deadline - now, kCheckFailuresEvery);
     ::poll(&fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
   }
   return p.status;
@@ -314,7 +313,7 @@ asio::awaitable<std::unique_lock<std::mutex>> TcpCommunicator::LockReading(Peer*
 
 Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer, bool polling) {
   std::unique_lock<std::mutex> reading(peer.read_mu);
-  if (peer.frames && peer.frames->state() == FrameReader::State::kReading && peer.reading.load()) {
+  if (StillReading(peer)) {
     if (polling) peer.read_muted = MuteReadReadiness(peer.in->native_handle());
     return reading;
   }

@@ -98,9 +98,17 @@ class TcpCommunicator final : public Communicator {
   // socket into `out` with no hand-off between threads, and nothing is read ahead into staging
   // (the kernel keeps what arrives early). Frames for other receives that arrive meanwhile reach
   // the Mailbox as usual. It sleeps in poll() on the socket, waking at least every
-  // kReadItselfCheckEvery to see failures other threads recorded.
-  static constexpr std::chrono::milliseconds kReadItselfCheckEvery{100};
+  // kCheckFailuresEvery.
   Status ReadItself(Peer& peer, int tag, std::span<std::byte> out, Deadline deadline);
+  // A caller that reads a connection itself (ReadItself, the ring of AllReduce) and sleeps in
+  // poll() wakes at least this often to see failures the io and heartbeat threads recorded.
+  static constexpr std::chrono::milliseconds kCheckFailuresEvery{100};
+  // True while `peer`'s incoming connection is read: its frames go on and the io thread has not
+  // closed it. REQUIRES: peer.read_mu held.
+  static bool StillReading(const Peer& peer) {
+    return peer.frames && peer.frames->state() == FrameReader::State::kReading &&
+           peer.reading.load();
+  }
   // One read of `peer`'s incoming connection into its FrameReader. REQUIRES: peer.read_mu held.
   enum class ReadResult { kGot, kEmpty, kEnded };
   ReadResult ReadOnce(Peer& peer);
