@@ -257,17 +257,17 @@ Status RunPredict(CliEnv& env, const std::vector<std::string>& words) {
                       csv << "\n";
                       return Status::Ok();
                     }));
-  // Rank 0 writes every rank's rows, in rank order.
-  std::string rows = csv.str();
+  // Rank 0 writes every rank's rows, in rank order, after the header.
   ranks.SayShare(env, "predict", "predicted", videos, "writes every rank's rows");
+  std::string rows = "VideoId,LabelConfidencePairs\n";
   if (ranks.launched.comm) {
     REEL_ASSIGN_OR_RETURN(std::vector<std::string> parts,
-                          core::GatherBytes(*ranks.launched.comm, rows));
+                          core::GatherBytes(*ranks.launched.comm, csv.str()));
     if (!ranks.lead()) return Status::Ok();
-    rows.clear();
     for (const std::string& part : parts) rows += part;
+  } else {
+    rows += csv.view();
   }
-  rows.insert(0, "VideoId,LabelConfidencePairs\n");
   if (!args.Has("out")) {
     env.out << rows;
     return Status::Ok();
