@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "launched_ranks.h"
 #include "reel/core/evaluator.h"
+#include "reel/core/rank_agreement.h"
 #include "train/thread_budget.h"
 #include "train_cli.h"
 
@@ -115,38 +116,13 @@ Result<Ranks> JoinRanks(CliEnv& env) {
   return ranks;
 }
 
-// What every rank of one eval or predict must share, as (what, value) pairs.
-using Shared = std::vector<std::pair<std::string, std::string>>;
-
 // InvalidArgument on every rank when a rank's `mine` differs from rank 0's, naming the first
 // difference: ranks that read different checkpoints or data would merge unrelated results.
-Status CheckRanksAgree(const Ranks& ranks, const Shared& mine) {
+Status CheckRanksAgree(const Ranks& ranks, const core::RankSettings& mine) {
   if (!ranks.launched.comm) return Status::Ok();
-  std::string encoded;
-  for (const auto& [what, value] : mine) encoded += value + '\0';
-  Result<std::vector<std::string>> gathered = core::GatherBytes(*ranks.launched.comm, encoded);
-  if (!gathered.ok())
-    return gathered.status().WithContext("comparing the ranks' checkpoints and flags");
-  const std::vector<std::string>& all = *gathered;
-  auto fields = [](const std::string& e) {
-    std::vector<std::string> out;
-    for (size_t at = 0, end; (end = e.find('\0', at)) != std::string::npos; at = end + 1)
-      out.push_back(e.substr(at, end - at));
-    return out;
-  };
-  const std::vector<std::string> lead = fields(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const std::vector<std::string> theirs = fields(all[r]);
-    for (size_t i = 0; i < mine.size(); ++i)
-      if (i >= theirs.size() || i >= lead.size() || theirs[i] != lead[i])
-        return InvalidArgumentError(
-            "every rank must use the same " + mine[i].first +
-            " (rank 0: " + (i < lead.size() ? lead[i] : "?") + ", rank " + std::to_string(r) +
-            ": " + (i < theirs.size() ? theirs[i] : "?") +
-            "): the ranks split the data and merge their results. Give every rank the same "
-            "command");
-  }
-  return Status::Ok();
+  return core::CheckRanksAgree(*ranks.launched.comm, mine,
+                               "the ranks split the data and merge their results. Give every "
+                               "rank the same command");
 }
 
 // The checkpoints as loaded: each file and its step (a directory resolves to its newest).
@@ -181,17 +157,18 @@ struct Session {
   Loaded loaded;
 };
 
-Result<Session> Begin(CliEnv& env, const Args& args, int batch, int top_k, Shared also = {}) {
+Result<Session> Begin(CliEnv& env, const Args& args, int batch, int top_k,
+                      core::RankSettings also = {}) {
   REEL_RETURN_IF_ERROR(RequireFlags(env, args));
   Session s;
   REEL_ASSIGN_OR_RETURN(s.ranks, JoinRanks(env));
   s.team = std::make_unique<core::ScopedThreads>(s.ranks.threads);
   REEL_ASSIGN_OR_RETURN(s.loaded, LoadForData(env, CheckpointList(args), args.Get("data"), batch,
                                               s.ranks.Shard(), s.ranks.threads));
-  Shared shared = {{"checkpoints", LoadedCheckpoints(s.loaded)},
-                   {"--data", args.Get("data")},
-                   {"--top-k", std::to_string(top_k)}};
-  shared.insert(shared.end(), also.begin(), also.end());
+  core::RankSettings shared = {{"checkpoints", LoadedCheckpoints(s.loaded)},
+                               {"--data", args.Get("data")},
+                               {"--top-k", std::to_string(top_k)}};
+  shared.insert(also.begin(), also.end());
   REEL_RETURN_IF_ERROR(CheckRanksAgree(s.ranks, shared));
   return s;
 }

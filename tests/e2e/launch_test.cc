@@ -382,6 +382,31 @@ TEST_F(LaunchTrainTest, SigintCheckpointsAndTheRunResumesOnThreeRanks) {
       << r.out;
 }
 
+// Ranks whose configs differ where they compute together (here the seed, which splits the data
+// between them) are refused on every rank before training; the run's checkpoint is untouched.
+TEST_F(LaunchTrainTest, RanksWithDifferentConfigsAreRefusedAndNothingIsLost) {
+  RunResult first = Reel({"launch", "-n", "2", "--", "reel", "train", "--config",
+                          dir_ + "/run.pbtxt", "--set", "trainer.steps=2"});
+  ASSERT_EQ(first.code, 0) << first.err;
+  const std::vector<std::string> before = ListDir(dir_ + "/ckpt");
+  ASSERT_EQ(before.size(), 1u);
+  const std::string bytes = ReadFile(before[0]);
+  const std::string train = std::string("'") + REEL_EXE + "' train --config '" + dir_ +
+                            "/run.pbtxt' --resume --set trainer.steps=4 --set "
+                            "trainer.seed=$((7 + REEL_RANK))";
+  RunResult r = Reel({"launch", "-n", "2", "--", "sh", "-c", "exec " + train});
+  EXPECT_NE(r.code, 0);
+  for (const char* rank : {"[rank 0] ", "[rank 1] "})
+    EXPECT_NE(r.err.find(std::string(rank) +
+                         "reel train: INVALID_ARGUMENT: every rank must use the same trainer.seed "
+                         "(rank 0: 7, rank 1: 8): the ranks train one model together"),
+              std::string::npos)
+        << r.err;
+  EXPECT_EQ(r.out.find("trained"), std::string::npos) << r.out;
+  EXPECT_EQ(ListDir(dir_ + "/ckpt"), before);
+  EXPECT_EQ(ReadFile(before[0]), bytes);
+}
+
 TEST(LaunchTest, BadArgumentsAreRefusedClearly) {
   struct Case {
     std::vector<std::string> args;

@@ -7,6 +7,7 @@
 #include "reel/core/connect.h"
 #include "reel/core/rank_plan.h"
 #include "reel/core/train_job.h"
+#include "reel/core/trainer_options.h"
 #include "train/local_ranks.h"
 #include "train/thread_budget.h"
 
@@ -21,6 +22,12 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
   const config::RunConfig& c = cfg.config;
   const Registry& reg = host.registry();
   const int rank = comm->rank(), world = comm->size();
+  // Before anything that depends on it: the optimizer's roles, the data's split, the model.
+  REEL_RETURN_IF_ERROR(CheckRanksAgree(*comm, SettingsRanksShare(reg, c, options),
+                                       "the ranks train one model together (another seed splits "
+                                       "the data wrongly, another model or learning rate drifts "
+                                       "apart). Give every rank the same config",
+                                       options.timeout));
   // The optimizer first: it decides which ranks train, and so how the data is sharded.
   config::Component opt = c.optimizer();
   if (opt.name().empty()) opt.set_name(reg.DefaultName(ComponentKind::kOptimizer));

@@ -12,6 +12,7 @@
 #include "reel/core/checkpoint.h"
 #include "reel/core/evaluator.h"
 #include "reel/core/loss.h"
+#include "reel/core/rank_agreement.h"
 #include "train/progress.h"
 #include "train/run_log.h"
 #include "train/shared_checkpoint.h"
@@ -154,41 +155,21 @@ Status Loop::SumOverRanks(std::span<float> values) {
 // only at the deadline, naming no cause (as PyTorch's DDP checks the parameter shapes of its
 // processes first, this checks the schedule; the parameter counts are the optimizer's check).
 Status Loop::AgreeOnSchedule() {
-  const int n = r_.comm->size();
-  if (n == 1) return Status::Ok();
-  const std::pair<const char*, int64_t> fields[] = {
-      {"trainer.steps", o_.steps},
-      {"trainer.epochs", o_.steps == 0 ? o_.epochs : 0},  // unused under a step budget
-      {"trainer.log_every_steps", o_.log_every_steps},
-      {"trainer.eval_every_steps", o_.eval_every_steps},
-      {"trainer.checkpoint_every_steps", o_.checkpoint_every_steps},
-      {"--resume (1) or not (0)", o_.resume ? 1 : 0},
-      {"trainer.checkpoint_dir set (1) or not (0)", o_.checkpoint_dir.empty() ? 0 : 1},
-      {"eval_data given (1) or not (0)", r_.eval != nullptr ? 1 : 0}};
-  constexpr size_t k = std::size(fields);
-  int64_t mine[k];
-  for (size_t i = 0; i < k; ++i) mine[i] = fields[i].second;
-  std::vector<int64_t> all(k * static_cast<size_t>(n));
-  REEL_RETURN_IF_ERROR(r_.comm
-                           ->AllGather(std::as_bytes(std::span<const int64_t>(mine)),
-                                       std::as_writable_bytes(std::span<int64_t>(all)),
-                                       DeadlineIn(o_.timeout))
-                           .WithContext("trainer: comparing the ranks' schedules"));
-  for (size_t i = 0; i < k; ++i) {
-    bool same = true;
-    std::string values;
-    for (int r = 0; r < n; ++r) {
-      const int64_t v = all[static_cast<size_t>(r) * k + i];
-      same = same && v == mine[i];
-      values += (r == 0 ? "rank 0: " : ", rank " + std::to_string(r) + ": ") + std::to_string(v);
-    }
-    if (!same)
-      return InvalidArgumentError(
-          std::string("trainer: every rank must have the same ") + fields[i].first + " (" + values +
-          "): ranks that step together would wait in each other's collectives until the "
-          "deadline. Give every rank the same config");
-  }
-  return Status::Ok();
+  const auto flag = [](bool set) { return std::string(set ? "1" : "0"); };
+  const RankSettings schedule = {
+      {"trainer.steps", std::to_string(o_.steps)},
+      {"trainer.epochs", std::to_string(o_.steps == 0 ? o_.epochs : 0)},  // unused under steps
+      {"trainer.log_every_steps", std::to_string(o_.log_every_steps)},
+      {"trainer.eval_every_steps", std::to_string(o_.eval_every_steps)},
+      {"trainer.checkpoint_every_steps", std::to_string(o_.checkpoint_every_steps)},
+      {"--resume (1) or not (0)", flag(o_.resume)},
+      {"trainer.checkpoint_dir set (1) or not (0)", flag(!o_.checkpoint_dir.empty())},
+      {"eval_data given (1) or not (0)", flag(r_.eval != nullptr)}};
+  return CheckRanksAgree(*r_.comm, schedule,
+                         "ranks that step together would wait in each other's collectives until "
+                         "the deadline. Give every rank the same config",
+                         o_.timeout)
+      .WithContext("trainer");
 }
 
 Status Loop::OpenLogs(bool append) {

@@ -1,6 +1,8 @@
 // The run configuration's trainer section as TrainerOptions (see reel/core/trainer_options.h).
 #include "reel/core/trainer_options.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "reel/core/rank_plan.h"
@@ -76,6 +78,35 @@ std::map<std::string, std::string> ComponentOptions(const Registry& registry, Co
   // transport section says.
   if (Result<Timeouts> t = TimeoutsFrom(config); t.ok())
     fill("timeout_ms", std::to_string(t->each.count()));
+  return out;
+}
+
+RankSettings SettingsRanksShare(const Registry& registry, const config::RunConfig& config,
+                                const TrainerOptions& options) {
+  RankSettings out;
+  auto section = [&](const std::string& prefix, ComponentKind kind, config::Component c) {
+    if (c.name().empty()) c.set_name(registry.DefaultName(kind));
+    out[prefix] = c.name();
+    for (const auto& [key, value] : ComponentOptions(registry, kind, c, config))
+      // How long to wait comes from the transport section, which may differ by host.
+      if (key != "timeout_ms") out[prefix + ".options." + key] = value;
+  };
+  section("data", ComponentKind::kDataSource, config.data());
+  if (config.has_eval_data()) section("eval_data", ComponentKind::kDataSource, config.eval_data());
+  section("model", ComponentKind::kModel, config.model());
+  section("optimizer", ComponentKind::kOptimizer, config.optimizer());
+  auto exact = [](double v) { return fmt::format("{}", v); };  // shortest exact form
+  const LrScheduleConfig& lr = options.learning_rate;
+  out["trainer.seed"] = std::to_string(options.seed);
+  out["trainer.learning_rate.base"] = exact(lr.base);
+  out["trainer.learning_rate.schedule"] = lr.schedule;
+  out["trainer.learning_rate.decay_steps"] = std::to_string(lr.decay_steps);
+  out["trainer.learning_rate.decay_rate"] = exact(lr.decay_rate);
+  out["trainer.learning_rate.min_lr"] = exact(lr.min_lr);
+  out["trainer.learning_rate.warmup_steps"] = std::to_string(lr.warmup_steps);
+  out["trainer.clip_norm"] = exact(options.clip_norm);
+  out["trainer.num_classes"] = std::to_string(options.num_classes);
+  out["trainer.eval_top_k"] = std::to_string(options.eval_top_k);
   return out;
 }
 

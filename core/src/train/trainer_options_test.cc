@@ -109,21 +109,23 @@ TEST(TrainerOptionsTest, NumClassesFromTrainerThenDataThenDefault) {
             5);
 }
 
+// A data source named "probe" whose schema has batch_size, num_classes and other.
+Status RegisterProbeDataSource(Registrar& r) noexcept {
+  return r.Add<DataSource>(
+      {"probe",
+       "a schema to fill",
+       {IntOption("batch_size", 8, ""), IntOption("num_classes", 1, ""),
+        IntOption("other", 0, "")}},
+      [](const Options&, const DataSourceContext&) -> Result<std::unique_ptr<DataSource>> {
+        return UnimplementedError("not built in this test");
+      });
+}
+
 // batch_size and num_classes reach a component whose schema has them, unless its own section
 // sets them; an unset trainer.batch_size leaves the component's default alone.
 TEST(TrainerOptionsTest, ComponentOptionsFillTrainerLevelSettings) {
   Registry registry;
-  RegisterFn probe = [](Registrar& r) noexcept {
-    return r.Add<DataSource>(
-        {"probe",
-         "a schema to fill",
-         {IntOption("batch_size", 8, ""), IntOption("num_classes", 1, ""),
-          IntOption("other", 0, "")}},
-        [](const Options&, const DataSourceContext&) -> Result<std::unique_ptr<DataSource>> {
-          return UnimplementedError("not built in this test");
-        });
-  };
-  ASSERT_TRUE(registry.RegisterFrom("test", "", nullptr, probe).ok());
+  ASSERT_TRUE(registry.RegisterFrom("test", "", nullptr, RegisterProbeDataSource).ok());
   auto options = [&](const std::string& text) {
     Result<ConfigFile> cfg = ParseConfig(text, "run.pbtxt");
     EXPECT_TRUE(cfg.ok()) << cfg.status();
@@ -139,6 +141,47 @@ TEST(TrainerOptionsTest, ComponentOptionsFillTrainerLevelSettings) {
   EXPECT_EQ(options(R"(data { name: "probe" options { key: "batch_size" value: "2" } }
                        trainer { batch_size: 32 })"),
             (Map{{"batch_size", "2"}, {"num_classes", "3862"}}));
+}
+
+// What ranks compute together is compared; how each host reaches things and what rank 0 alone
+// writes are not.
+TEST(TrainerOptionsTest, SettingsRanksShareAreWhatTheRanksComputeNotWhereTheyWrite) {
+  Registry registry;
+  ASSERT_TRUE(registry.RegisterFrom("test", "", nullptr, RegisterProbeDataSource).ok());
+  const std::string base = R"(data { name: "probe" options { key: "files" value: "d/*" } }
+      model { name: "m" options { key: "hidden" value: "8" } } optimizer { name: "o" } )";
+  auto settings = [&](const std::string& more) {
+    Result<ConfigFile> cfg = ParseConfig(base + more, "run.pbtxt");
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    return SettingsRanksShare(registry, cfg->config, TrainerOptionsFrom(*cfg, TrainJobOptions{}));
+  };
+  const RankSettings plain = settings("");
+  EXPECT_EQ(plain.at("data"), "probe");
+  EXPECT_EQ(plain.at("data.options.files"), "d/*");
+  EXPECT_EQ(plain.at("model.options.hidden"), "8");
+  EXPECT_EQ(plain.at("optimizer"), "o");
+  EXPECT_EQ(plain.at("trainer.learning_rate.base"), "0.001");
+  EXPECT_EQ(plain.count("eval_data"), 0u);
+  // Per host, or written by rank 0 alone: the same settings.
+  EXPECT_EQ(settings(R"(trainer { checkpoint_dir: "/a" metrics_log: "/b" tensorboard_dir: "/c"
+                                  keep_checkpoints: 9 on_checkpoint_failure: "continue" }
+                        transport { name: "tcp" options { key: "interface" value: "eth1" }
+                                    timeout_seconds: 7 }
+                        storage { name: "s3" options { key: "endpoint" value: "http://h:1" } })"),
+            plain);
+  // What the ranks compute: each difference shows under its name.
+  auto differs = [&](const std::string& more, const std::string& name, const std::string& value) {
+    const RankSettings got = settings(more);
+    EXPECT_EQ(got.count(name) ? got.at(name) : "(none)", value) << more;
+    EXPECT_NE(got, plain) << more;
+  };
+  differs("trainer { seed: 3 }", "trainer.seed", "3");
+  differs("trainer { batch_size: 16 }", "data.options.batch_size", "16");
+  differs("trainer { learning_rate { base: 0.1 } }", "trainer.learning_rate.base", "0.1");
+  differs("trainer { clip_norm: 0 }", "trainer.clip_norm", "0");
+  differs("trainer { eval_top_k: 3 }", "trainer.eval_top_k", "3");
+  differs(R"(eval_data { name: "probe" options { key: "files" value: "e/*" } })",
+          "eval_data.options.files", "e/*");
 }
 
 }  // namespace

@@ -583,7 +583,7 @@ TEST(TrainerTest, RanksWithDifferentSchedulesAreRefusedBeforeTraining) {
   for (auto& t : threads) t.join();
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(st[i].code(), StatusCode::kInvalidArgument) << "rank " << i << ": " << st[i];
-    EXPECT_NE(st[i].message().find("every rank must have the same trainer.epochs (rank 0: 3, rank "
+    EXPECT_NE(st[i].message().find("every rank must use the same trainer.epochs (rank 0: 3, rank "
                                    "1: 2)"),
               std::string::npos)
         << st[i];

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "reel/core/config.h"
+#include "reel/core/rank_agreement.h"
 #include "reel/core/registry.h"
 #include "reel/core/trainer.h"
 
@@ -33,6 +34,17 @@ int64_t NumClasses(const config::RunConfig& config);
 std::map<std::string, std::string> ComponentOptions(const Registry& registry, ComponentKind kind,
                                                     const config::Component& component,
                                                     const config::RunConfig& config);
+
+// What every rank of one training job must share (reel/core/rank_agreement.h): the data,
+// eval_data, model and optimizer sections (name, as resolved, and options, as the components get
+// them) and the trainer settings that decide what the ranks compute: seed (it partitions the data
+// between the ranks), learning rate, clip norm, classes and GAP's k (the trainer compares the
+// step budget and cadence itself). Not compared: how each host reaches things (transport,
+// storage, plugin_dirs, and the timeouts components take from the transport section) and what
+// only rank 0 writes (checkpoint_dir, metrics_log, tensorboard_dir, keep_checkpoints,
+// on_checkpoint_failure).
+RankSettings SettingsRanksShare(const Registry& registry, const config::RunConfig& config,
+                                const TrainerOptions& options);
 
 }  // namespace reel::core
 
