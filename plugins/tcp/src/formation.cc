@@ -83,7 +83,7 @@ void TcpCommunicator::ChooseWaiting() {
       ChooseAllReduceWaiting(options_.allreduce_spin, static_cast<int>(on_host), CoresAvailable());
   allreduce_spin_ = waiting.spin;
   allreduce_yield_ = waiting.yield;
-  Log(waiting.why);
+  LogOncePerProcess(waiting.why);
 }
 
 Status TcpCommunicator::Listen(const tcp::endpoint& at) {
@@ -252,7 +252,7 @@ Status TcpCommunicator::UseCongestionControl(Peer& peer, const std::string& what
   peer.congestion_control = current;
   if (!congestion_logged_ && (!choice.algorithm.empty() || !options_.congestion_control.empty())) {
     congestion_logged_ = true;
-    Log(choice.why);
+    LogOncePerProcess(choice.why);
   }
   return Status::Ok();
 }

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <iostream>
+#include <mutex>
+#include <set>
 
 #include "read_readiness.h"
 
@@ -420,6 +422,19 @@ void TcpCommunicator::SendNotice(int failed, const std::string& why) {
 
 void TcpCommunicator::Log(const std::string& message) const {
   std::cerr << ("reel " + Where() + ": " + message + "\n") << std::flush;
+}
+
+void TcpCommunicator::LogOncePerProcess(const std::string& message) const {
+  static std::mutex mu;
+  static auto* said = new std::set<std::string>;  // never destroyed: ranks may log during exit
+  std::string key;  // the group, by every rank's address (a later group has other ports)
+  for (const auto& peer : peers_)
+    key += peer->endpoint.host + ":" + std::to_string(peer->endpoint.port) + " ";
+  {
+    std::lock_guard lock(mu);
+    if (!said->insert(key + "\n" + message).second) return;
+  }
+  std::cerr << ("reel tcp: " + message + "\n") << std::flush;
 }
 
 }  // namespace reel::tcp

@@ -157,6 +157,10 @@ class TcpCommunicator final : public Communicator {
   void PeerFailed(int rank, const std::string& why, bool tell_others);
   void SendNotice(int failed, const std::string& why);
   void Log(const std::string& message) const;
+  // A choice made from the host, alike for every rank of this group that this process runs
+  // (trainer.local_ranks): logged once per group and process, as "reel tcp: message", not once
+  // per rank.
+  void LogOncePerProcess(const std::string& message) const;
   std::string Where() const { return "tcp rank " + std::to_string(rank_); }
 
   const TcpOptions options_;

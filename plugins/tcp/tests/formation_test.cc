@@ -238,5 +238,28 @@ TEST(TcpFormation, ATwiceUsedRankIsRefused) {
   EXPECT_EQ(ok, 2);
 }
 
+// Choices made from the host (how AllReduce waits, the congestion control on loopback) are alike
+// for every rank a process runs (trainer.local_ranks): said once per process and group, not once
+// per rank; a later group says them again.
+TEST(TcpFormation, HostChoicesAreLoggedOncePerProcessAndGroup) {
+  auto count = [](const std::string& log, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find(what, at)) != std::string::npos; at += what.size()) ++n;
+    return n;
+  };
+  for (int group = 0; group < 2; ++group) {
+    CapturedStderr captured;
+    TcpOptions options = TestOptions();
+    options.allreduce_spin.reset();       // the automatic choice, logged
+    options.congestion_control = "reno";  // a given choice, logged
+    conformance::Communicators comms = Group(3, options);
+    const std::string log = captured.Restore();
+    ASSERT_EQ(comms.size(), 3u);
+    EXPECT_EQ(count(log, "reel tcp: AllReduce waits by "), 1u) << "group " << group << ":\n" << log;
+    EXPECT_EQ(count(log, "reel tcp: sending connections"), 1u) << "group " << group << ":\n" << log;
+    EXPECT_EQ(count(log, "AllReduce waits by"), 1u) << log;
+  }
+}
+
 }  // namespace
 }  // namespace reel::tcp::testing

@@ -4,12 +4,16 @@
 #define REEL_PLUGINS_TCP_TESTS_TCP_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,6 +56,37 @@ inline conformance::Communicators Group(int n, const TcpOptions& options = TestO
   EXPECT_TRUE(comms.ok()) << comms.status();
   return comms.ok() ? std::move(*comms) : conformance::Communicators{};
 }
+
+// What this process writes to stderr (fd 2) while it lives, e.g. the transport's log.
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(std::tmpfile()), saved_(dup(2)) {
+    std::cerr.flush();
+    dup2(fileno(file_), 2);
+  }
+  ~CapturedStderr() { Restore(); }
+  // Stops capturing; what was written, which also goes on to the real stderr.
+  std::string Restore() {
+    if (saved_ < 0) return text_;
+    std::cerr.flush();
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+    std::rewind(file_);
+    std::ostringstream all;
+    for (int c; (c = std::fgetc(file_)) != EOF;) all.put(static_cast<char>(c));
+    std::fclose(file_);
+    text_ = all.str();
+    std::cerr << text_;  // still shown (under reel launch, prefixed with the rank)
+    return text_;
+  }
+
+ private:
+  std::FILE* file_;
+  int saved_;
+  std::string text_;
+};
 
 // `bytes` bytes that differ with `seed` and along the payload.
 inline std::vector<std::byte> Pattern(size_t bytes, int seed) {
