@@ -119,4 +119,16 @@ printf '%s\n%s\n' "$alone" "$two" | awk '{ gsub(/[{}",]/, ""); for (i = 1; i < N
         if (v[1, f[j]] == "" || d > 1e-6 || d < -1e-6) { print f[j] " " v[1, f[j]] " " v[2, f[j]]; bad = 1 } }
         exit bad }' > "$work/eval_compare.out" ||
   fail "reel eval under mpirun -n 2 differs from one process's: $(cat "$work/eval_compare.out")"
-echo "PASS: $want (mpi = inproc); mpi 2 x 16 = 1 x 32 on $(($(wc -l < "$work/single.csv") - 1)) videos x 8 labels, clip $clip binding"
+# Ranks started with different configs (an MPMD job, one rank's learning rate changed) are refused
+# on every rank before training, and the run's checkpoints stay as they were.
+before=$(cd "$work/mpi/checkpoints" && ls -l --time-style=+%s.%N)
+if "${mpirun[@]}" -n 1 "$reel" train --config "$work/mpi.pbtxt" --resume --set trainer.steps=14 : \
+     -n 1 "$reel" train --config "$work/mpi.pbtxt" --resume --set trainer.steps=14 \
+     --set trainer.learning_rate.base=0.5 > "$work/differ.out" 2> "$work/differ.err"; then
+  fail "ranks with different learning rates trained: $(cat "$work/differ.err")"
+fi
+[ "$(untag "$work/differ.err" | grep -c "every rank must use the same trainer.learning_rate.base")" = 2 ] ||
+  fail "not every rank named the differing learning rate: $(cat "$work/differ.err")"
+[ "$(cd "$work/mpi/checkpoints" && ls -l --time-style=+%s.%N)" = "$before" ] ||
+  fail "the refused run changed the checkpoints"
+echo "PASS: $want (mpi = inproc); mpi 2 x 16 = 1 x 32 on $(($(wc -l < "$work/single.csv") - 1)) videos x 8 labels, clip $clip binding; differing configs refused"
