@@ -7,6 +7,7 @@
 
 #include "reel/recordio.h"
 #include "synth.h"
+#include "tfrecord_source.h"
 #include "yt8m.h"
 
 namespace reel::tfrecord {
@@ -197,7 +198,7 @@ class InspectCommand : public Command {
           *ctx.err << s << "\n";
         }
       };
-      if (found.empty()) note(NotFoundError("no file matches '" + pattern + "'"));
+      if (found.empty()) note(NoFileMatches(pattern));
       for (const ObjectInfo& info : found)
         note(InspectFile(*storage, info, comp, id_key, labels_key, json, limit, ctx));
     }

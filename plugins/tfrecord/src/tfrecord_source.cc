@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -425,7 +426,7 @@ Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
   for (const std::string& pattern : options.GetStringList("files")) {
     REEL_ASSIGN_OR_RETURN(Storage * storage, context.storage->ForUri(pattern));
     REEL_ASSIGN_OR_RETURN(auto found, storage->Glob(pattern));
-    if (found.empty()) return NotFoundError("option 'files': no file matches '" + pattern + "'");
+    if (found.empty()) return NoFileMatches(pattern).WithContext("option 'files'");
     for (const ObjectInfo& info : found) {
       REEL_ASSIGN_OR_RETURN(auto c, recordio::ParseCompression(compression, info.uri));
       config.files.push_back({storage, info.uri, c});
@@ -439,6 +440,16 @@ Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
                   [](const SourceFile& a, const SourceFile& b) { return a.uri == b.uri; }),
       config.files.end());
   return std::unique_ptr<DataSource>(new TfRecordSource(std::move(config), so));
+}
+
+Status NoFileMatches(const std::string& pattern) {
+  std::string message = "no file matches '" + pattern + "'";
+  const bool relative_local =
+      !pattern.empty() && pattern[0] != '/' && pattern.find("://") == std::string::npos;
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+  if (relative_local && !ec) message += " (relative to the working directory " + cwd.string() + ")";
+  return NotFoundError(message);
 }
 
 }  // namespace reel::tfrecord

@@ -28,6 +28,10 @@ namespace reel::tfrecord {
 // The option schema (see `reel plugins show tfrecord`).
 OptionSchema TfRecordSourceSchema();
 
+// NotFound "no file matches 'PATTERN'"; for a relative local pattern it says what the pattern was
+// relative to (the working directory), the usual cause when a config is run from elsewhere.
+Status NoFileMatches(const std::string& pattern);
+
 // Resolves and globs the files now, so a missing input fails here: NotFound naming the pattern.
 Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
                                                          const DataSourceContext& context);

@@ -20,6 +20,7 @@ namespace reel::tfrecord {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Every value of every batch against the synthetic record, decoded independently by protobuf:
 // dequantized frames, zero padding, lengths and labels.
@@ -275,6 +276,14 @@ TEST_F(SourceTest, MissingFilesAndBadOptions) {
   auto src = Make({{"files", dir_ / "nothing*.tfrecord"}});
   EXPECT_EQ(src.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(src.status().message(), HasSubstr("nothing*.tfrecord"));
+  EXPECT_THAT(src.status().message(), Not(HasSubstr("relative to")));  // an absolute pattern
+  // A relative pattern says what it was relative to, the usual cause of a config run elsewhere.
+  auto relative = Make({{"files", "./nothing_here*.tfrecord"}});
+  EXPECT_EQ(relative.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(relative.status().message(),
+              HasSubstr("option 'files': no file matches './nothing_here*.tfrecord' "
+                        "(relative to the working directory " +
+                        std::filesystem::current_path().string() + ")"));
   Write(SmallSynth(dir_.path(), 3, 1));
   EXPECT_EQ(Make({{"files", dir_ / "*"}, {"level", "clip"}}).status().code(),
             StatusCode::kInvalidArgument);
