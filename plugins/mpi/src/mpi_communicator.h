@@ -205,12 +205,21 @@ class MpiCommunicator final : public Communicator {
   Status CollectivePeerGone(const std::string& what);
 
   // Collectives: waits (polled) until every rank has arrived at `collective`, then checks that
-  // all passed the same `args` (InvalidArgument naming the argument otherwise).
+  // all are in the same collective and passed the same `args` (InvalidArgument naming the
+  // collectives or the argument otherwise; the communicator stays usable).
   struct NamedArg {
     const char* name;
     int64_t value;
   };
   Status Agree(const char* collective, const std::vector<NamedArg>& args, Deadline deadline);
+  // Agree's arrival between exactly two ranks: one point-to-point message each way instead of a
+  // nonblocking MPI_Iallreduce, whose schedule cost 2-4% of a 256 KiB-1 MiB AllReduce
+  // (bench/results/allreduce.md, run 25). `mine`: Agree's 2 * kAgreedWords values, combined in
+  // place with the peer's by maximum.
+  static constexpr size_t kMaxAgreedArgs = 2;
+  static constexpr size_t kAgreedWords = 1 + kMaxAgreedArgs;  // the collective, its arguments
+  static constexpr int kArrivalTag = 97;  // beside the exchange pass's tags (98 and up)
+  Status ArriveWithPeer(std::vector<std::byte>& mine, Deadline deadline, const std::string& what);
   Status CollectivesUsable(const char* collective);
 
   const MpiOptions options_;

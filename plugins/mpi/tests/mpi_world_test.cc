@@ -127,6 +127,39 @@ TEST(MpiTransport, RanksDisagreeingAboutArgumentsAllGetAnErrorAndStayInStep) {
   ExpectAllReduceWorks(*c);
 }
 
+// Above kExchangeBelowBytes an AllReduce first agrees on arrival and arguments (on 2 ranks one
+// message each way, beyond that a small MPI_Iallreduce); ranks that disagree, or that are in
+// different collectives, all fail with the reason, keep their data and stay in step.
+TEST(MpiTransport, RanksInDifferentCollectivesOrSizesAllFailAndLoseNothing) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  const size_t large = kExchangeBelowBytes / sizeof(float) + 1000;
+  std::vector<float> data(large + static_cast<size_t>(c->rank()), static_cast<float>(c->rank()));
+  const std::vector<float> before = data;
+  Status size = c->AllReduce(data, ReduceOp::kSum, Far());
+  EXPECT_EQ(size.code(), StatusCode::kInvalidArgument) << size;
+  EXPECT_THAT(size.message(), HasSubstr("same size"));
+  EXPECT_THAT(size.message(), HasSubstr("between " + std::to_string(large) + " and " +
+                                        std::to_string(large + c->size() - 1)));
+  EXPECT_EQ(data, before);
+  // The last rank broadcasts while the others allreduce, with the same two numbers.
+  std::vector<float> floats(large, 1.0f);
+  std::vector<std::byte> bytes(large, std::byte{7});
+  const bool last = c->rank() == c->size() - 1;
+  Status mixed = last ? c->Broadcast(bytes, 0, Far()) : c->AllReduce(floats, ReduceOp::kSum, Far());
+  EXPECT_EQ(mixed.code(), StatusCode::kInvalidArgument) << mixed;
+  EXPECT_THAT(mixed.message(), HasSubstr("every rank must call the same collectives in the same "
+                                         "order (this rank " +
+                                         std::string(last ? "Broadcast" : "AllReduce") +
+                                         ", the others AllReduce to Broadcast)"));
+  EXPECT_EQ(floats, std::vector<float>(large, 1.0f));
+  EXPECT_EQ(bytes, std::vector<std::byte>(large, std::byte{7}));
+  ExpectAllReduceWorks(*c);
+  std::vector<float> whole(large, 1.0f);
+  ASSERT_TRUE(c->AllReduce(whole, ReduceOp::kSum, Far()).ok());
+  EXPECT_EQ(whole[large - 1], static_cast<float>(c->size()));
+}
+
 // A Barrier that times out on one rank: the others complete it when they arrive, and then the
 // timed-out rank's collectives work again (a Barrier has no data phase to be stuck in).
 TEST(MpiTransport, BarrierPastItsDeadlineRecoversWhenTheOthersArrive) {
@@ -277,6 +310,24 @@ TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
     return;
   }
   std::vector<float> data(7, 1.0f);
+  Status s = c->AllReduce(data, ReduceOp::kSum, Far());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("left the group"));
+}
+
+// Above kExchangeBelowBytes the arrival finds a rank that left. On 2 ranks (one message each way)
+// nothing stays posted, so this process still finalises MPI; beyond, the abandoned
+// MPI_Iallreduce keeps it from finalising, which would end this test job
+// (tests/mpi_late_arrival_test.cc covers that ending).
+TEST(MpiTransport, LargeAllReduceWithAPeerThatLeftIsUnavailable) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  if (c->size() != 2) GTEST_SKIP() << "beyond 2 ranks this would keep MPI from finalising";
+  if (c->rank() == c->size() - 1) {
+    c.reset();
+    return;
+  }
+  std::vector<float> data(kExchangeBelowBytes / sizeof(float) + 1, 1.0f);
   Status s = c->AllReduce(data, ReduceOp::kSum, Far());
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("left the group"));
