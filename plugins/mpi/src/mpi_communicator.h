@@ -19,12 +19,13 @@
 //   - The same holds for a receive whose message was matched but did not arrive in time (MPI may
 //     still write the caller's memory). Such an operation is abandoned, not undone: keep its
 //     buffer alive until the communicator is destroyed; hosts treat a transport deadline as fatal.
-//   - Collectives first agree (a small MPI_Iallreduce, polled) that every rank has arrived with
-//     the same arguments (size, root, operation), then run the blocking native MPI call (the
-//     round costs an AllReduce about 5% from 256 KiB up on 2 ranks: bench/results/allreduce.md
-//     run 22). Only the arrival can time out: once every rank is in,
-//     the data phase depends on no one being late. Disagreeing arguments are InvalidArgument on
-//     every rank, and the communicator stays usable.
+//   - Collectives first agree (polled: between 2 ranks one small message each way, beyond a
+//     small MPI_Iallreduce) that every rank has arrived in the same collective with the same
+//     arguments (size, root, operation), then run the blocking native MPI call (the round costs
+//     a 256 KiB-16 MiB AllReduce on 2 ranks 0-3%: bench/results/allreduce.md run 26). Only the
+//     arrival can time out: once every rank is in, the data phase depends on no one being late.
+//     Disagreeing arguments, or ranks in different collectives, are InvalidArgument on every
+//     rank, and the communicator stays usable.
 //   - An AllReduce below 128 KiB has no arrival round either: its round trip would be most of the
 //     call. It runs as one pass of point-to-point messages on the collective communicator
 //     (recursive doubling, the algorithm Open MPI itself picks there; mpi_exchange_allreduce.cc),

@@ -26,7 +26,8 @@ TEST(MpiArrival, ARankThatGaveUpEndsTheJobInsteadOfLeavingTheOthersStuck) {
   std::vector<float> data(kExchangeBelowBytes / sizeof(float) + 1, 1.0f);
   if ((*c)->rank() == 0) {
     Status s = (*c)->AllReduce(data, ReduceOp::kSum, DeadlineIn(200ms));
-    std::cerr << "rank 0 gave up: " << s << std::endl;
+    // One write, so that mpirun's --tag-output keeps the line whole.
+    std::cerr << ("rank 0 gave up: " + s.ToString() + "\n") << std::flush;
     EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
     return;  // and exits, without finalising MPI
   }
