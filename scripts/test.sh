@@ -184,7 +184,8 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|mpi|tfrecord|async_sgd}
 phase "build under ThreadSanitizer (core, sdk, tcp, mpi, tfrecord, async_sgd tests, $tsan_flags)"
 tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
-  reel_mpi_conformance_tests reel_mpi_tests reel_mpi_watchdog_test reel_plugin_mpi reel
+  reel_mpi_conformance_tests reel_mpi_tests reel_mpi_watchdog_test reel_mpi_late_arrival_test
+  reel_plugin_mpi reel
   reel_async_sgd_tests reel_async_sgd_train_tests"
 REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
   -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;mpi;tfrecord;moe;async_sgd" \
