@@ -106,14 +106,11 @@ TEST_F(LaunchEvalTest, RanksGivenDifferentCommandsAreRefused) {
   const std::string predict = std::string("'") + REEL_EXE + "' predict --checkpoint '" + ckpt_ +
                               "' --data '" + data_ + "' --out '" + out +
                               "' --top-k $((3 + REEL_RANK))";
-  RunResult r = Reel({"launch", "-n", "2", "--", "sh", "-c", "exec " + predict});
+  RunResult r = LaunchSh({"-n", "2"}, "exec " + predict);
   EXPECT_NE(r.code, 0);
-  for (const char* rank : {"[rank 0] ", "[rank 1] "})
-    EXPECT_NE(r.err.find(std::string(rank) +
-                         "reel predict: INVALID_ARGUMENT: every rank must use the same --top-k "
-                         "(rank 0: 3, rank 1: 4)"),
-              std::string::npos)
-        << r.err;
+  ExpectEveryRankSaid(r.err, 2,
+                      "reel predict: INVALID_ARGUMENT: every rank must use the same --top-k "
+                      "(rank 0: 3, rank 1: 4)");
   EXPECT_EQ(r.err.find("usage:"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
 }

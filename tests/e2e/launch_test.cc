@@ -22,14 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `reel launch FLAGS -- sh -c SCRIPT`.
-RunResult LaunchSh(std::vector<std::string> flags, const std::string& script) {
-  std::vector<std::string> args = {"launch"};
-  args.insert(args.end(), flags.begin(), flags.end());
-  args.insert(args.end(), {"--", "sh", "-c", script});
-  return Reel(args);
-}
-
 TEST(LaunchTest, EveryRankGetsItsEnvironment) {
   RunResult r =
       LaunchSh({"-n", "3"},
@@ -315,8 +307,7 @@ TEST_F(LaunchTrainTest, TwoRanksTrainOverTcpAndWriteOneCheckpoint) {
                       "--set", "trainer.steps=4"});
   ASSERT_EQ(r.code, 0) << r.err;
   // Both ranks report the same run: 4 steps of 2 x 4 examples.
-  EXPECT_NE(r.out.find("[rank 0] trained 4 steps (32 examples"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("[rank 1] trained 4 steps (32 examples"), std::string::npos) << r.out;
+  ExpectEveryRankSaid(r.out, 2, "trained 4 steps (32 examples");
   EXPECT_EQ(ListDir(dir_ + "/ckpt"),
             std::vector<std::string>{dir_ + "/ckpt/ckpt-0000000004.reelckpt"});
   // The two processes divide the cores (their first lines, on stderr)
@@ -394,14 +385,11 @@ TEST_F(LaunchTrainTest, RanksWithDifferentConfigsAreRefusedAndNothingIsLost) {
   const std::string train = std::string("'") + REEL_EXE + "' train --config '" + dir_ +
                             "/run.pbtxt' --resume --set trainer.steps=4 --set "
                             "trainer.seed=$((7 + REEL_RANK))";
-  RunResult r = Reel({"launch", "-n", "2", "--", "sh", "-c", "exec " + train});
+  RunResult r = LaunchSh({"-n", "2"}, "exec " + train);
   EXPECT_NE(r.code, 0);
-  for (const char* rank : {"[rank 0] ", "[rank 1] "})
-    EXPECT_NE(r.err.find(std::string(rank) +
-                         "reel train: INVALID_ARGUMENT: every rank must use the same trainer.seed "
-                         "(rank 0: 7, rank 1: 8): the ranks train one model together"),
-              std::string::npos)
-        << r.err;
+  ExpectEveryRankSaid(r.err, 2,
+                      "reel train: INVALID_ARGUMENT: every rank must use the same trainer.seed "
+                      "(rank 0: 7, rank 1: 8): the ranks train one model together");
   EXPECT_EQ(r.out.find("trained"), std::string::npos) << r.out;
   EXPECT_EQ(ListDir(dir_ + "/ckpt"), before);
   EXPECT_EQ(ReadFile(before[0]), bytes);

@@ -200,4 +200,18 @@ void ExpectSurvivorsNameIt(const std::string& err, int culprit, const std::vecto
   }
 }
 
+RunResult LaunchSh(std::vector<std::string> flags, const std::string& script) {
+  std::vector<std::string> args = {"launch"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--", "sh", "-c", script});
+  return Reel(args);
+}
+
+void ExpectEveryRankSaid(const std::string& err, int ranks, const std::string& text) {
+  for (int rank = 0; rank < ranks; ++rank)
+    EXPECT_NE(err.find("[rank " + std::to_string(rank) + "] " + text), std::string::npos)
+        << "rank " << rank << " did not say: " << text << "\n"
+        << err;
+}
+
 }  // namespace reel::e2e

@@ -1,6 +1,7 @@
-// Helpers for tests of `reel launch`: a launch running in the background (output to files, a
-// bounded wait that kills it when it hangs), and a small `reel train` run over the tcp transport
-// on synthetic video-level data with the logistic model, whose ranks write their pids to files.
+// Helpers for tests of `reel launch`: a launch of one shell command per rank and what every rank
+// said, a launch running in the background (output to files, a bounded wait that kills it when
+// it hangs), and a small `reel train` run over the tcp transport on synthetic video-level data
+// with the logistic model, whose ranks write their pids to files.
 #ifndef REEL_TESTS_E2E_LAUNCH_UTIL_H_
 #define REEL_TESTS_E2E_LAUNCH_UTIL_H_
 
@@ -11,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "e2e_util.h"
 
 namespace reel::e2e {
 
@@ -88,6 +91,12 @@ int WaitForTheEndAfterFault(Background& launch, std::chrono::steady_clock::time_
 // too: launch stops the survivors as soon as it sees the failed rank, which can be before a
 // survivor's trainer prints its status.
 void ExpectSurvivorsNameIt(const std::string& err, int culprit, const std::vector<int>& survivors);
+
+// `reel launch FLAGS -- sh -c SCRIPT` (each rank's shell sees its REEL_RANK).
+RunResult LaunchSh(std::vector<std::string> flags, const std::string& script);
+
+// Each of ranks 0 .. ranks-1 wrote `text` in launch's output `err` (after its "[rank R] " prefix).
+void ExpectEveryRankSaid(const std::string& err, int ranks, const std::string& text);
 
 }  // namespace reel::e2e
 

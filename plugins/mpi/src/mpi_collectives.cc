@@ -22,7 +22,7 @@ constexpr size_t kMaxPiece = size_t{1} << 30;
 // allreduce takes on a loaded machine.
 constexpr std::chrono::microseconds kSpinForData{1000000};
 
-// The collectives that agree on arrival, by number, for ArriveWithPeer's first word.
+// The collectives that agree on arrival, by number: the first of the values Agree combines.
 constexpr const char* kAgreeingCollectives[] = {"AllReduce", "Broadcast", "AllGather"};
 
 int64_t CollectiveCode(const char* name) {

@@ -444,11 +444,11 @@ Result<std::unique_ptr<DataSource>> CreateTfRecordSource(const Options& options,
 
 Status NoFileMatches(const std::string& pattern) {
   std::string message = "no file matches '" + pattern + "'";
-  const bool relative_local =
-      !pattern.empty() && pattern[0] != '/' && pattern.find("://") == std::string::npos;
-  std::error_code ec;
-  const std::filesystem::path cwd = std::filesystem::current_path(ec);
-  if (relative_local && !ec) message += " (relative to the working directory " + cwd.string() + ")";
+  if (!pattern.empty() && pattern[0] != '/' && pattern.find("://") == std::string::npos) {
+    std::error_code ec;  // a relative local pattern: relative to what?
+    const std::filesystem::path cwd = std::filesystem::current_path(ec);
+    if (!ec) message += " (relative to the working directory " + cwd.string() + ")";
+  }
   return NotFoundError(message);
 }
 
