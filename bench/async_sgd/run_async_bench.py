@@ -154,6 +154,10 @@ def main():
     ap.add_argument("--data", default="easy", choices=sorted(DATA))
     ap.add_argument("--sequential-too", action="store_true",
                     help="ps_push_pull also with pipeline=false, alternated with the default")
+    ap.add_argument("--workers", default="1,2,3", help="worker counts of ps_push_pull")
+    ap.add_argument("--chunks", default="",
+                    help="ps_push_pull also with these pipeline_chunk values (floats, comma-"
+                         "separated; key <workers>_chunk<N>), alternated with the default")
     args = ap.parse_args()
     if args.link == "netns":
         global NETNS_NAME
@@ -200,11 +204,16 @@ def run_all(args):
         cases = [c for c in cases if c[0] in args.only.split(",")]
     for rep in range(args.reps):
         if "push_pull" not in skip:
-            for w in (1, 2, 3):
+            for w in (int(x) for x in args.workers.split(",")):
                 # With --sequential-too, the pipelined push+pull (the default) and the push and
-                # pull one after the other (key "<w>_sequential") alternate.
-                for key, options in [(str(w), ())] + (
-                        [(f"{w}_sequential", ("pipeline=false",))] if args.sequential_too else []):
+                # pull one after the other (key "<w>_sequential") alternate; with --chunks, the
+                # default and the other chunk sizes.
+                variants = [(str(w), ())]
+                if args.sequential_too:
+                    variants.append((f"{w}_sequential", ("pipeline=false",)))
+                for n in filter(None, args.chunks.split(",")):
+                    variants.append((f"{w}_chunk{n}", (f"pipeline_chunk={n}",)))
+                for key, options in variants:
                     row = push_pull(reel, bench, w, args.floats, args.iters, options)
                     results["push_pull"].setdefault(key, []).append(row)
                     print(f"rep {rep} push_pull {key}: {row}", flush=True)
