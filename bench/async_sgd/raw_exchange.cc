@@ -116,15 +116,55 @@ void SgdInto(float* __restrict out, const float* __restrict p, const float* __re
   for (size_t i = 0; i < n; ++i) out[i] = p[i] - lr * g[i];
 }
 
+// --spin and --two (see the top of the file).
+bool g_spin = false;
+bool g_two = false;
+
+// Calls `call` once (a warm-up), then `iters` times; returns calls per second of the latter.
+template <typename Call>
+double Rate(int iters, Call call) {
+  call();
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 0; it < iters; ++it) call();
+  return iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Nonblocking sockets, polled: one thread per process drives both directions.
+size_t TrySend(int fd, const void* p, size_t n) {
+  const ssize_t k = ::send(fd, p, n, MSG_DONTWAIT);
+  if (k < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    Die("send");
+  }
+  return static_cast<size_t>(k);
+}
+size_t TryRecv(int fd, void* p, size_t n) {
+  const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+  if (k < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    Die("recv");
+  }
+  if (k == 0) Die("recv: closed");
+  return static_cast<size_t>(k);
+}
+void SpinRead(int fd, void* p, size_t n) {
+  for (size_t d = 0; d < n;) d += TryRecv(fd, static_cast<char*>(p) + d, n - d);
+}
+void SpinWrite(int fd, const void* p, size_t n) {
+  for (size_t d = 0; d < n;) d += TrySend(fd, static_cast<const char*>(p) + d, n - d);
+}
+
 // The server: for every round trip, read each chunk, apply, write the fresh chunk back.
 void Serve(Fds fd, const Shape& s) {
+  const auto read = g_spin ? SpinRead : ReadAll;
+  const auto write = g_spin ? SpinWrite : WriteAll;
   std::vector<float> values(s.floats, 1.0f), fresh(s.floats), grads(s.floats);
   for (int it = 0; it < s.iters + 1; ++it) {
     for (size_t at = 0; at < s.floats; at += s.chunk) {
       const size_t len = std::min(s.chunk, s.floats - at);
-      ReadAll(fd.in, grads.data() + at, len * sizeof(float));
+      read(fd.in, grads.data() + at, len * sizeof(float));
       SgdInto(fresh.data() + at, values.data() + at, grads.data() + at, len, 1e-3f);
-      WriteAll(fd.out, fresh.data() + at, len * sizeof(float));
+      write(fd.out, fresh.data() + at, len * sizeof(float));
     }
     values.swap(fresh);
   }
@@ -139,10 +179,22 @@ double PushPull(Fds fd, const Shape& s) {
     ReadAll(fd.in, weights.data(), bytes);
     sender.join();
   };
-  round_trip();
-  const auto start = std::chrono::steady_clock::now();
-  for (int it = 0; it < s.iters; ++it) round_trip();
-  return s.iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Rate(s.iters, round_trip);
+}
+
+double PushPullSpin(Fds fd, const Shape& s) {
+  std::vector<float> grads(s.floats, 0.5f), weights(s.floats);
+  const size_t bytes = s.floats * sizeof(float);
+  auto round_trip = [&] {
+    size_t sent = 0, got = 0;
+    const char* out = reinterpret_cast<const char*>(grads.data());
+    char* in = reinterpret_cast<char*>(weights.data());
+    while (sent < bytes || got < bytes) {
+      if (sent < bytes) sent += TrySend(fd.out, out + sent, bytes - sent);
+      if (got < bytes) got += TryRecv(fd.in, in + got, bytes - got);
+    }
+  };
+  return Rate(s.iters, round_trip);
 }
 
 // One rank of a 2-rank ring allreduce of s.floats in place; `mine` is 0 or 1 (the half it owns).
@@ -176,66 +228,9 @@ double AllReduce(Fds fd, int mine, const Shape& s) {
     ReadAll(fd.in, x.data() + other_at, other_len * sizeof(float));
     sender.join();
   };
-  call();
-  const auto start = std::chrono::steady_clock::now();
-  for (int it = 0; it < s.iters; ++it) call();
-  return s.iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Rate(s.iters, call);
 }
 
-// Nonblocking, polled variants: one thread per process drives both directions.
-bool g_spin = false;
-size_t TrySend(int fd, const void* p, size_t n) {
-  const ssize_t k = ::send(fd, p, n, MSG_DONTWAIT);
-  if (k < 0) {
-    if (errno == EAGAIN || errno == EINTR) return 0;
-    Die("send");
-  }
-  return static_cast<size_t>(k);
-}
-size_t TryRecv(int fd, void* p, size_t n) {
-  const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
-  if (k < 0) {
-    if (errno == EAGAIN || errno == EINTR) return 0;
-    Die("recv");
-  }
-  if (k == 0) Die("recv: closed");
-  return static_cast<size_t>(k);
-}
-void SpinRead(int fd, void* p, size_t n) {
-  for (size_t d = 0; d < n;) d += TryRecv(fd, static_cast<char*>(p) + d, n - d);
-}
-void SpinWrite(int fd, const void* p, size_t n) {
-  for (size_t d = 0; d < n;) d += TrySend(fd, static_cast<const char*>(p) + d, n - d);
-}
-void ServeSpin(Fds fd, const Shape& s) {
-  std::vector<float> values(s.floats, 1.0f), fresh(s.floats), grads(s.floats);
-  for (int it = 0; it < s.iters + 1; ++it) {
-    for (size_t at = 0; at < s.floats; at += s.chunk) {
-      const size_t len = std::min(s.chunk, s.floats - at);
-      SpinRead(fd.in, grads.data() + at, len * sizeof(float));
-      SgdInto(fresh.data() + at, values.data() + at, grads.data() + at, len, 1e-3f);
-      SpinWrite(fd.out, fresh.data() + at, len * sizeof(float));
-    }
-    values.swap(fresh);
-  }
-}
-double PushPullSpin(Fds fd, const Shape& s) {
-  std::vector<float> grads(s.floats, 0.5f), weights(s.floats);
-  const size_t bytes = s.floats * sizeof(float);
-  auto round_trip = [&] {
-    size_t sent = 0, got = 0;
-    const char* out = reinterpret_cast<const char*>(grads.data());
-    char* in = reinterpret_cast<char*>(weights.data());
-    while (sent < bytes || got < bytes) {
-      if (sent < bytes) sent += TrySend(fd.out, out + sent, bytes - sent);
-      if (got < bytes) got += TryRecv(fd.in, in + got, bytes - got);
-    }
-  };
-  round_trip();
-  const auto start = std::chrono::steady_clock::now();
-  for (int it = 0; it < s.iters; ++it) round_trip();
-  return s.iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 double AllReduceSpin(Fds fd, int mine, const Shape& s) {
   std::vector<float> x(s.floats, 0.25f), in(s.floats);
   const size_t half = s.floats / 2;
@@ -275,15 +270,11 @@ double AllReduceSpin(Fds fd, int mine, const Shape& s) {
       }
     }
   };
-  call();
-  const auto start = std::chrono::steady_clock::now();
-  for (int it = 0; it < s.iters; ++it) call();
-  return s.iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Rate(s.iters, call);
 }
 
 // Runs `parent` here and `child` in a forked process over loopback: one connection used both
 // ways, or (--two 1) one connection per direction, as reel's tcp transport does.
-bool g_two = false;
 template <typename Parent, typename Child>
 double Pair(Parent parent, Child child) {
   uint16_t port;
@@ -342,14 +333,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (int rep = 1; rep <= reps; ++rep) {
-    const double pp =
-        g_spin
-            ? Pair([&](Fds fd) { return PushPullSpin(fd, s); }, [&](Fds fd) { ServeSpin(fd, s); })
-            : Pair([&](Fds fd) { return PushPull(fd, s); }, [&](Fds fd) { Serve(fd, s); });
-    const double ar = g_spin ? Pair([&](Fds fd) { return AllReduceSpin(fd, 0, s); },
-                                    [&](Fds fd) { AllReduceSpin(fd, 1, s); })
-                             : Pair([&](Fds fd) { return AllReduce(fd, 0, s); },
-                                    [&](Fds fd) { AllReduce(fd, 1, s); });
+    const double pp = Pair([&](Fds fd) { return g_spin ? PushPullSpin(fd, s) : PushPull(fd, s); },
+                           [&](Fds fd) { Serve(fd, s); });
+    auto rank = [&](Fds fd, int mine) {
+      return g_spin ? AllReduceSpin(fd, mine, s) : AllReduce(fd, mine, s);
+    };
+    const double ar = Pair([&](Fds fd) { return rank(fd, 0); }, [&](Fds fd) { rank(fd, 1); });
     std::printf(
         "rep=%d spin=%d two=%d floats=%zu chunk=%zu push_pull_per_second=%.2f "
         "allreduce_per_second=%.2f ratio=%.3f\n",
