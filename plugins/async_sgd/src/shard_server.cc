@@ -285,24 +285,21 @@ Result<int64_t> ShardServer::CountUpdate(std::unique_lock<std::mutex>& lock) {
 
 namespace {
 
-// Rule sgd's step out of place: out = params - lr * (grads + wd * params), the expression of
-// UpdateRule's Sgd (reel/update_rule.h), so the result is the same bit for bit (the OneWorker and
-// CutOff tests compare). In blocks of a constant length with __restrict pointers, as that rule
+// Rule sgd's step over the gradient: grads = params - lr * (grads + wd * params), the expression
+// of UpdateRule's Sgd (reel/update_rule.h), so the result is the same bit for bit (the OneWorker
+// and CutOff tests compare). In blocks of a constant length with __restrict pointers, as that rule
 // does, so GCC vectorises it at -O2.
 template <size_t N>
-void SgdBlock(float* __restrict out, const float* __restrict p, const float* __restrict g, float lr,
-              float wd) {
-  for (size_t i = 0; i < N; ++i) out[i] = p[i] - lr * (g[i] + wd * p[i]);
+void SgdBlock(float* __restrict g, const float* __restrict p, float lr, float wd) {
+  for (size_t i = 0; i < N; ++i) g[i] = p[i] - lr * (g[i] + wd * p[i]);
 }
-void SgdInto(std::span<float> out, std::span<const float> params, std::span<const float> grads,
-             float lr, float wd) {
+void SgdOverGrads(std::span<float> grads, std::span<const float> params, float lr, float wd) {
   constexpr size_t kBlock = 64;
-  const size_t n = out.size(), blocks = n / kBlock;
+  const size_t n = grads.size(), blocks = n / kBlock;
   for (size_t b = 0; b < blocks; ++b)
-    SgdBlock<kBlock>(out.data() + b * kBlock, params.data() + b * kBlock, grads.data() + b * kBlock,
-                     lr, wd);
+    SgdBlock<kBlock>(grads.data() + b * kBlock, params.data() + b * kBlock, lr, wd);
   for (size_t i = blocks * kBlock; i < n; ++i)
-    SgdBlock<1>(out.data() + i, params.data() + i, grads.data() + i, lr, wd);
+    SgdBlock<1>(grads.data() + i, params.data() + i, lr, wd);
 }
 
 }  // namespace
@@ -311,24 +308,28 @@ void SgdInto(std::span<float> out, std::span<const float> params, std::span<cons
 // the push and the pull cross the link in both directions at once. One update (one rule step,
 // one version) under the lock for its whole length, as a push and a pull in a row would be with
 // nothing between them. The chunks are received on a thread of their own, each receive posted
-// before its chunk arrives (chunk_receiver.h). A push cut off half way (the worker died) is taken
-// back, so that nothing of it remains:
-//   * rule sgd (no state) writes the new values into a second buffer, next_values_, which
-//     replaces the shard's values (a swap) once the last chunk arrived: a cut-off push never
-//     touched them, and no copy is made;
+// before its chunk arrives (chunk_receiver.h), from before the lock is taken, so that a push
+// arrives while another worker's exchange holds the lock. A push cut off half way (the worker died)
+// is taken back, so that nothing of it remains:
+//   * rule sgd (no state) writes each chunk's new values over its gradient in `payload`, still
+//     in cache from its arrival, sends them from there, and swaps `payload` with the shard's
+//     values once the last chunk arrived: a cut-off push never touched them, no copy is made and
+//     no second shard is kept (the worker's receive buffer, which exists anyway, serves);
 //   * the other rules update their state in place: what each chunk held before (values and
 //     state) is kept (undo_*) until the last chunk arrived, and put back if it does not.
 // If only the way back fails, the push arrived whole and counts.
-Status ShardServer::PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally) {
+Status ShardServer::PushPull(int worker, const Header& h, std::vector<float>& payload,
+                             Tally& tally) {
   const size_t n = size_, chunk = h.aux;
+  // Receiving before the lock is taken: the push arrives while another worker's exchange holds it.
+  ChunkReceiver receiver(comm_, worker, kPayloadTag, std::span(payload), chunk,
+                         [this] { return NextDeadline(); });
   std::unique_lock<std::mutex> lock(mu_);
   const float lr = h.lr * Scale(h);
   rule_->BeginUpdate(n);
   const bool out_of_place = config_.rule.rule == "sgd";
   const int vectors = rule_->state_vectors();
-  if (out_of_place) {
-    next_values_.resize(n);
-  } else {
+  if (!out_of_place) {
     undo_values_.resize(n);
     undo_state_.resize(static_cast<size_t>(vectors) * n);
   }
@@ -341,31 +342,27 @@ Status ShardServer::PushPull(int worker, const Header& h, std::span<float> paylo
     rule_->CancelUpdate();
   };
   Status back = Status::Ok();
-  {
-    ChunkReceiver receiver(comm_, worker, kPayloadTag, payload, chunk,
-                           [this] { return NextDeadline(); });
-    for (size_t at = 0; at < n; at += chunk) {
-      const size_t len = std::min(chunk, n - at);
-      if (Status got = receiver.Await(at + len); !got.ok()) {
-        take_back(at);
-        return got;
-      }
-      std::span<const float> in = payload.subspan(at, len);
-      std::span<float> shard = std::span(values_).subspan(at, len), fresh = shard;
-      if (out_of_place) {
-        fresh = std::span(next_values_).subspan(at, len);
-        SgdInto(fresh, shard, in, lr, static_cast<float>(config_.rule.weight_decay));
-      } else {
-        std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
-        for (int k = 0; k < vectors; ++k)
-          rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
-        rule_->ApplyPart(shard, in, lr, at);
-      }
-      if (back.ok())
-        back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(fresh), NextDeadline());
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t len = std::min(chunk, n - at);
+    if (Status got = receiver.Await(at + len); !got.ok()) {
+      take_back(at);
+      return got;
     }
+    std::span<float> in = std::span(payload).subspan(at, len);
+    std::span<float> shard = std::span(values_).subspan(at, len), fresh = shard;
+    if (out_of_place) {
+      fresh = in;
+      SgdOverGrads(fresh, shard, lr, static_cast<float>(config_.rule.weight_decay));
+    } else {
+      std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
+      for (int k = 0; k < vectors; ++k)
+        rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
+      rule_->ApplyPart(shard, in, lr, at);
+    }
+    if (back.ok())
+      back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(fresh), NextDeadline());
   }
-  if (out_of_place) values_.swap(next_values_);
+  if (out_of_place) values_.swap(payload);
   CountApplied(tally, h);
   REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
   REEL_RETURN_IF_ERROR(back);

@@ -86,9 +86,10 @@ class ShardServer {
   // The push's learning-rate factor for its staleness (staleness_aware).
   float Scale(const Header& h) const;
   Status Apply(const Header& h, std::span<const float> payload);
-  // kPushPull (wire.h): applies the push chunk by chunk as it arrives, sending each chunk's fresh
+  // kPushPull (wire.h): applies the push chunk by chunk as it arrives in `payload` (the worker's
+  // receive buffer, which rule sgd swaps with the shard's values), sending each chunk's fresh
   // values back, and counts it in `tally`. Locking only.
-  Status PushPull(int worker, const Header& h, std::span<float> payload, Tally& tally);
+  Status PushPull(int worker, const Header& h, std::vector<float>& payload, Tally& tally);
   // After an update: counts the version and writes the shard's checkpoint when it is due (then
   // releasing `lock` first). The new version.
   Result<int64_t> CountUpdate(std::unique_lock<std::mutex>& lock);
@@ -121,9 +122,8 @@ class ShardServer {
   mutable std::mutex mu_;  // with locking: the values, the rule and the buffers below
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
-  // A pipelined push's new values until it arrived whole (rule sgd), or the parameters and rule
-  // state before it (the other rules), for PushPull.
-  std::vector<float> next_values_, undo_values_, undo_state_;
+  // The parameters and rule state before a pipelined push (rules other than sgd), for PushPull.
+  std::vector<float> undo_values_, undo_state_;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;
