@@ -3,8 +3,9 @@
 // heartbeats or checks): what the two shapes cost on this machine by themselves, beside
 // ps_push_pull's figures for reel (bench/results/async_sgd.md, section 16).
 //   push+pull  the worker streams its gradient while it receives the fresh values; the server
-//              reads each chunk, applies sgd to it out of place (as async_sgd's server does) and
-//              writes the fresh chunk back at once, on one thread;
+//              reads each chunk, applies sgd to it into a second buffer (as async_sgd's server did
+//              until 2939df2; it now writes over the gradient) and writes the fresh chunk back at
+//              once, on one thread;
 //   allreduce  a 2-rank ring: each rank sends the half it does not own and receives the other's
 //              contribution to its own half (summed chunk by chunk as it arrives), then sends its
 //              summed half while receiving the other's.
@@ -116,6 +117,21 @@ void SgdInto(float* __restrict out, const float* __restrict p, const float* __re
   for (size_t i = 0; i < n; ++i) out[i] = p[i] - lr * g[i];
 }
 
+// dst += src over n floats.
+void AddInto(float* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// The halves of a 2-rank ring allreduce of n floats: the one rank `mine` (0 or 1) owns, sums and
+// sends back, and the other's.
+struct Halves {
+  size_t own_at, own_len, other_at, other_len;
+};
+Halves HalvesOf(int mine, size_t n) {
+  const size_t half = n / 2;
+  return mine == 0 ? Halves{0, half, half, n - half} : Halves{half, n - half, 0, half};
+}
+
 // --spin and --two (see the top of the file).
 bool g_spin = false;
 bool g_two = false;
@@ -201,9 +217,7 @@ double PushPullSpin(Fds fd, const Shape& s) {
 // Returns calls per second over `iters` timed calls (one warm-up).
 double AllReduce(Fds fd, int mine, const Shape& s) {
   std::vector<float> x(s.floats, 0.25f), in(s.floats / 2 + 1);
-  const size_t half = s.floats / 2;
-  const size_t own_at = mine == 0 ? 0 : half, own_len = mine == 0 ? half : s.floats - half;
-  const size_t other_at = mine == 0 ? half : 0, other_len = s.floats - own_len;
+  const auto [own_at, own_len, other_at, other_len] = HalvesOf(mine, s.floats);
   auto call = [&] {
     std::atomic<size_t> summed{0};
     std::thread sender([&] {
@@ -219,9 +233,7 @@ double AllReduce(Fds fd, int mine, const Shape& s) {
     for (size_t at = 0; at < own_len; at += s.chunk) {
       const size_t len = std::min(s.chunk, own_len - at);
       ReadAll(fd.in, in.data(), len * sizeof(float));
-      float* __restrict dst = x.data() + own_at + at;
-      const float* __restrict src = in.data();
-      for (size_t i = 0; i < len; ++i) dst[i] += src[i];
+      AddInto(x.data() + own_at + at, in.data(), len);
       summed.store(at + len, std::memory_order_release);
       summed.notify_one();
     }
@@ -233,9 +245,7 @@ double AllReduce(Fds fd, int mine, const Shape& s) {
 
 double AllReduceSpin(Fds fd, int mine, const Shape& s) {
   std::vector<float> x(s.floats, 0.25f), in(s.floats);
-  const size_t half = s.floats / 2;
-  const size_t own_at = mine == 0 ? 0 : half, own_len = mine == 0 ? half : s.floats - half;
-  const size_t other_at = mine == 0 ? half : 0, other_len = s.floats - own_len;
+  const auto [own_at, own_len, other_at, other_len] = HalvesOf(mine, s.floats);
   auto call = [&] {
     // sends: other half, then own half as far as summed; receives: the other's contribution to
     // own half (summed per chunk), then the other half in place.
@@ -259,9 +269,7 @@ double AllReduceSpin(Fds fd, int mine, const Shape& s) {
         // sum whole chunks (or the tail) as they complete
         while (summed < ready && (ready - summed >= s.chunk || ready == own_len)) {
           const size_t len = std::min(s.chunk, ready - summed);
-          float* __restrict dst = x.data() + own_at + summed;
-          const float* __restrict src = in.data() + summed;
-          for (size_t i = 0; i < len; ++i) dst[i] += src[i];
+          AddInto(x.data() + own_at + summed, in.data() + summed, len);
           summed += len;
         }
       } else if (got < recv_total) {
