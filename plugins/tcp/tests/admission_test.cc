@@ -51,6 +51,22 @@ TEST(PendingHandshakes, ShedsTheOldestSilentOneOfTheBusiestAddress) {
   EXPECT_EQ(p.size(), 1);
 }
 
+TEST(PendingHandshakes, TheOptionIsBoundedAndNamedWhenOutOfRange) {
+  for (const char* bad : {"0", "-1", "100001"}) {
+    Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"max_pending_handshakes", bad}});
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    Result<TcpOptions> o = TcpOptionsFrom(*parsed);
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("'max_pending_handshakes': " + std::string(bad)));
+  }
+  Result<Options> unset = ParseOptions(TcpOptionSchema(), {});
+  ASSERT_TRUE(unset.ok());
+  EXPECT_EQ(TcpOptionsFrom(*unset)->max_pending_handshakes, 128);
+  Result<Options> five = ParseOptions(TcpOptionSchema(), {{"max_pending_handshakes", "5"}});
+  ASSERT_TRUE(five.ok());
+  EXPECT_EQ(TcpOptionsFrom(*five)->max_pending_handshakes, 5);
+}
+
 TEST(DropReport, OneLineCountsEveryReasonAndSource) {
   DropReport d;
   EXPECT_TRUE(d.Add(DropReason::kShed, "127.0.0.1:4000", ""));  // the first arms the timer
