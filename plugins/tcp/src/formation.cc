@@ -375,6 +375,38 @@ void TcpCommunicator::ReportDrops() {
   if (!line.empty()) Log(line);
 }
 
+// Why an authenticated connection is refused (empty: admitted; a sending connection's rank is
+// then reserved, as incoming_).
+std::string TcpCommunicator::Screen(const Hello& hello) {
+  const int r = static_cast<int>(hello.rank);
+  std::string refusal;
+  std::lock_guard<std::mutex> lock(form_mu_);
+  if (hello.world_size != static_cast<uint32_t>(world_))
+    refusal = "rank " + std::to_string(r) + " has world size " + std::to_string(hello.world_size) +
+              ", this group " + std::to_string(world_);
+  else if (IsZero(job_))
+    refusal = "rank " + std::to_string(rank_) + " has not joined a job yet";
+  else if (!IsZero(hello.job) && hello.job != job_)
+    refusal = "rank " + std::to_string(r) + " belongs to another job (job " + ShortHex(hello.job) +
+              ", this group's is " + ShortHex(job_) +
+              "): a process of an earlier run with the same secret and port?";
+  else if (hello.purpose == Purpose::kData && IsZero(hello.job))
+    refusal = "rank " + std::to_string(r) + " has not joined this group's job";
+  else if (r == rank_)
+    refusal = "rank " + std::to_string(r) + " is this rank (two processes with one rank?)";
+  else if (hello.purpose == Purpose::kJoin && rank_ != 0)
+    refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
+  else if (hello.purpose == Purpose::kJoin && !rendezvous_open_)
+    refusal = "the rendezvous is closed (the group formed or gave up)";
+  else if (hello.purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
+    refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
+  else if (hello.purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
+    refusal = "rank " + std::to_string(r) + " is already connected";
+  else if (hello.purpose == Purpose::kData)
+    incoming_[static_cast<size_t>(r)] = true;  // reserved; Admit undoes it if the verdict fails
+  return refusal;
+}
+
 // Runs the server half of the handshake on the io thread, then admits the connection: as a
 // rank's sending connection (starting its reader) or, on rank 0, as a rendezvous join.
 asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket,
@@ -458,33 +490,7 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
     if (!closing_.load()) Log("dropped connection from " + from + " (authenticated): " + why);
   };
   const int r = static_cast<int>(hello->rank);
-  std::string refusal;
-  {
-    std::lock_guard<std::mutex> lock(form_mu_);
-    if (hello->world_size != static_cast<uint32_t>(world_))
-      refusal = "rank " + std::to_string(r) + " has world size " +
-                std::to_string(hello->world_size) + ", this group " + std::to_string(world_);
-    else if (IsZero(job_))
-      refusal = "rank " + std::to_string(rank_) + " has not joined a job yet";
-    else if (!IsZero(hello->job) && hello->job != job_)
-      refusal = "rank " + std::to_string(r) + " belongs to another job (job " +
-                ShortHex(hello->job) + ", this group's is " + ShortHex(job_) +
-                "): a process of an earlier run with the same secret and port?";
-    else if (hello->purpose == Purpose::kData && IsZero(hello->job))
-      refusal = "rank " + std::to_string(r) + " has not joined this group's job";
-    else if (r == rank_)
-      refusal = "rank " + std::to_string(r) + " is this rank (two processes with one rank?)";
-    else if (hello->purpose == Purpose::kJoin && rank_ != 0)
-      refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
-    else if (hello->purpose == Purpose::kJoin && !rendezvous_open_)
-      refusal = "the rendezvous is closed (the group formed or gave up)";
-    else if (hello->purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
-      refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
-    else if (hello->purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
-      refusal = "rank " + std::to_string(r) + " is already connected";
-    else if (hello->purpose == Purpose::kData)
-      incoming_[static_cast<size_t>(r)] = true;  // reserved; undone below if the verdict fails
-  }
+  std::string refusal = Screen(*hello);
   // An accepted sending connection is the peer's from now on: the watchdog must not close it
   // after the verdict went out (the peer would take it for a cut handshake and come again).
   if (refusal.empty() && hello->purpose == Purpose::kData) {

@@ -146,6 +146,9 @@ class TcpCommunicator final : public Communicator {
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket,
                               PendingHandshakes::Handle pending);
+  // Why an authenticated connection is refused: world size, job, rank, rendezvous state; empty
+  // if it is admitted (a sending connection's rank is then reserved in incoming_).
+  std::string Screen(const Hello& hello);
   // Counts a connection dropped before it authenticated; the first of an interval arms the
   // timer that logs them all as one line (admission.h). Io thread only.
   void CountDrop(DropReason reason, const std::string& from, const std::string& detail);
