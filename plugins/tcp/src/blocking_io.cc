@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "waiting.h"
@@ -81,18 +84,70 @@ Result<Endpoint> ParseHostPort(const std::string& text, const std::string& what)
   return Endpoint{host, static_cast<uint16_t>(port)};
 }
 
-Result<asio::ip::address> ResolveHost(asio::io_context& io, const std::string& host) {
-  error_code ec;
-  asio::ip::address a = asio::ip::make_address(host, ec);
-  if (!ec) return a;
+Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host) {
+  asio::io_context io;
   tcp::resolver resolver(io);
+  error_code ec;
   auto results = resolver.resolve(host, "", ec);
   if (ec || results.empty())
     return UnavailableError("cannot resolve host '" + host +
                             "': " + (ec ? ec.message() : std::string("no address")));
-  for (const auto& r : results)
-    if (r.endpoint().address().is_v4()) return r.endpoint().address();
-  return results.begin()->endpoint().address();
+  std::vector<asio::ip::address> out;
+  for (const auto& r : results) out.push_back(r.endpoint().address());
+  return out;
+}
+
+Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
+                                      const HostLookup& lookup) {
+  error_code ec;
+  asio::ip::address a = asio::ip::make_address(host, ec);
+  if (!ec) return a;
+  // Shared with the lookup's thread, which may outlive this call.
+  struct Lookup {
+    std::mutex mu;
+    std::condition_variable done;
+    std::optional<Result<std::vector<asio::ip::address>>> result;  // guarded by mu
+  };
+  auto state = std::make_shared<Lookup>();
+  std::thread([state, host, lookup] {
+    Result<std::vector<asio::ip::address>> r = lookup(host);
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->result.emplace(std::move(r));
+    state->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(state->mu);
+  while (!state->result)
+    if (!WaitUntil(state->done, lock, deadline) && !state->result)
+      return DeadlineExceededError("looking up host '" + host +
+                                   "' did not finish before the deadline");
+  if (!state->result->ok()) return state->result->status();
+  const std::vector<asio::ip::address>& addresses = **state->result;
+  if (addresses.empty()) return UnavailableError("cannot resolve host '" + host + "': no address");
+  for (const auto& address : addresses)
+    if (address.is_v4()) return address;
+  return addresses.front();
+}
+
+WaitingReport::WaitingReport(std::string whom, Deadline deadline, std::chrono::milliseconds every,
+                             std::function<void(const std::string&)> log)
+    : whom_(std::move(whom)),
+      start_(Clock::now()),
+      deadline_(deadline),
+      every_(every),
+      log_(std::move(log)),
+      next_(start_ + every) {}
+
+void WaitingReport::Tick() {
+  const auto now = Clock::now();
+  if (now < next_) return;
+  while (next_ <= now) next_ += every_;
+  auto seconds = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+  };
+  log_("still waiting for " + whom_ + " (" + seconds(now - start_) + " s of " +
+       (deadline_ == Deadline::max() ? std::string("no deadline")
+                                     : seconds(deadline_ - start_) + " s") +
+       ")");
 }
 
 bool IsLoopback(const asio::ip::address& a) {
@@ -108,22 +163,27 @@ std::string ToString(const tcp::endpoint& e) {
 }
 
 Status ConnectWithRetry(asio::io_context& io, tcp::socket& socket, const Endpoint& to,
-                        const std::string& what, Deadline deadline) {
+                        const std::string& what, Deadline deadline, WaitingReport* report) {
   const std::string where = what + " at " + to.host + ":" + std::to_string(to.port);
-  REEL_ASSIGN_OR_RETURN(asio::ip::address address, ResolveHost(io, to.host));
-  const tcp::endpoint endpoint(address, to.port);
+  Result<asio::ip::address> address = ResolveHost(to.host, deadline);
+  if (!address.ok()) return address.status().WithContext(where);
+  const tcp::endpoint endpoint(*address, to.port);
   error_code last;
   while (true) {
     error_code ignored;
     if (socket.is_open()) socket.close(ignored);
     Outcome connected;
     socket.async_connect(endpoint, connected.Handler());
-    last = Finish(io, socket, connected, deadline);
+    last = Finish(io, socket, connected, report ? std::min(deadline, report->next()) : deadline);
     if (!last) {
       socket.set_option(tcp::no_delay(true), ignored);
       return Status::Ok();
     }
-    if (last == asio::error::timed_out) break;
+    if (report) report->Tick();
+    if (last == asio::error::timed_out) {
+      if (Clock::now() < deadline) continue;  // only this attempt's report was due
+      break;
+    }
     // Refused or unreachable: the peer may still be starting. Try again shortly.
     const Deadline retry = Clock::now() + std::chrono::milliseconds(50);
     if (retry >= deadline) break;
@@ -205,16 +265,18 @@ Status WriteControl(asio::io_context& io, tcp::socket& socket, ControlType type,
   return WriteAll(io, socket, EncodeControl(type, body), what, deadline);
 }
 
-Status ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
-                       const Hello& hello, int expect_rank, const std::string& what,
-                       Deadline deadline) {
+Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
+                              const Hello& hello, int expect_rank, const std::string& what,
+                              Deadline deadline) {
   const auto hello_bytes = EncodeHello(hello);
   REEL_RETURN_IF_ERROR(WriteAll(io, socket, hello_bytes, what, deadline));
   std::array<std::byte, kChallengeBytes> challenge_bytes;
   REEL_RETURN_IF_ERROR(ReadExact(io, socket, challenge_bytes, what, deadline));
   Result<Challenge> challenge = DecodeChallenge(challenge_bytes);
   if (!challenge.ok()) return UnavailableError(what + ": " + challenge.status().message());
-  if (!MacsEqual(challenge->mac, ServerMac(secret, hello_bytes, challenge_bytes)))
+  Result<Mac> server_mac = ServerMac(secret, hello_bytes, challenge_bytes);
+  if (!server_mac.ok()) return server_mac.status().WithContext(what);
+  if (!MacsEqual(challenge->mac, *server_mac))
     return PermissionDeniedError(what +
                                  " could not prove the shared secret (do all ranks have "
                                  "the same REEL_SECRET or option 'secret'?)");
@@ -224,13 +286,48 @@ Status ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::str
                                    std::to_string(challenge->world_size) + ", expected rank " +
                                    std::to_string(expect_rank) + " of " +
                                    std::to_string(hello.world_size));
-  REEL_RETURN_IF_ERROR(WriteAll(
-      io, socket, EncodeResponse(ClientMac(secret, hello_bytes, challenge_bytes)), what, deadline));
+  Result<Mac> client_mac = ClientMac(secret, hello_bytes, challenge_bytes);
+  if (!client_mac.ok()) return client_mac.status().WithContext(what);
+  REEL_RETURN_IF_ERROR(WriteAll(io, socket, EncodeResponse(*client_mac), what, deadline));
   REEL_ASSIGN_OR_RETURN(Control verdict, ReadControl(io, socket, what, deadline));
   if (verdict.type != ControlType::kAccept)
     return UnavailableError(what + ": expected the handshake's verdict, got control message " +
                             std::to_string(static_cast<int>(verdict.type)));
-  return Status::Ok();
+  return challenge->job;
+}
+
+bool HandshakeWasCut(const Status& s, Deadline deadline) {
+  return s.code() == StatusCode::kUnavailable ||
+         (s.code() == StatusCode::kDeadlineExceeded && Clock::now() < deadline);
+}
+
+Result<Nonce> ConnectAndAuthenticate(asio::io_context& io, tcp::socket& socket, const Endpoint& to,
+                                     const std::string& secret, Hello hello, int expect_rank,
+                                     const std::string& what, Deadline deadline,
+                                     std::chrono::milliseconds handshake_timeout,
+                                     const std::function<Status(tcp::socket&)>& after_connect,
+                                     const std::function<void(const std::string&)>& log,
+                                     WaitingReport* report) {
+  auto pause = std::chrono::milliseconds(50);
+  int cuts = 0;
+  while (true) {
+    REEL_RETURN_IF_ERROR(ConnectWithRetry(io, socket, to, what, deadline, report));
+    if (after_connect) REEL_RETURN_IF_ERROR(after_connect(socket));
+    REEL_ASSIGN_OR_RETURN(hello.nonce, FreshNonce());
+    const Deadline attempt = std::min(deadline, Clock::now() + 2 * handshake_timeout);
+    Result<Nonce> job = ClientHandshake(io, socket, secret, hello, expect_rank, what, attempt);
+    if (job.ok() || !HandshakeWasCut(job.status(), deadline)) return job;
+    if (++cuts == 1)
+      log("the handshake was cut (" + job.status().message() +
+          "); retrying until the connect deadline");
+    if (report) report->Tick();
+    if (Clock::now() + pause >= deadline)
+      return DeadlineExceededError(
+          what + ": " + std::to_string(cuts) +
+          " handshake(s) cut before the deadline (last: " + job.status().message() + ")");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, std::chrono::milliseconds(1000));
+  }
 }
 
 }  // namespace reel::tcp

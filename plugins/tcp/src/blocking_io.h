@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,15 +26,42 @@ namespace reel::tcp {
 
 // "host:port" or "[v6 address]:port". InvalidArgument naming `what` and the text otherwise.
 Result<Endpoint> ParseHostPort(const std::string& text, const std::string& what);
-// Numeric addresses directly, names through the resolver (IPv4 first).
-Result<asio::ip::address> ResolveHost(asio::io_context& io, const std::string& host);
+// Looks a host name up (the system's resolver by default): its addresses, or Unavailable.
+using HostLookup = std::function<Result<std::vector<asio::ip::address>>(const std::string& host)>;
+Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host);
+// Numeric addresses directly, names through `lookup` (IPv4 first), which gets until `deadline`:
+// the lookup runs in a thread of its own, left to finish alone if the deadline passes first
+// (getaddrinfo cannot be cancelled), and this returns DeadlineExceeded naming the host.
+Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
+                                      const HostLookup& lookup = SystemLookup);
+
+// Says that a rank is still waiting for `whom` every `every`, e.g. "still waiting for the
+// coordinator at 10.0.0.1:29500 (20 s of 300 s)", through `log`.
+class WaitingReport {
+ public:
+  WaitingReport(std::string whom, Deadline deadline, std::chrono::milliseconds every,
+                std::function<void(const std::string&)> log);
+  // Logs if the next report is due.
+  void Tick();
+  Deadline next() const { return next_; }
+
+ private:
+  const std::string whom_;
+  const Clock::time_point start_;
+  const Deadline deadline_;
+  const std::chrono::milliseconds every_;
+  const std::function<void(const std::string&)> log_;
+  Deadline next_;
+};
 bool IsLoopback(const asio::ip::address& a);
 std::string ToString(const tcp::endpoint& e);
 
 // Connects to `to`, retrying every few tens of milliseconds while it refuses (its listener may
 // not be up yet) until the deadline. `what` names the peer in errors ("rank 0 (coordinator)").
+// With a `report`, no attempt outlasts its next report, which is given when due.
 Status ConnectWithRetry(asio::io_context& io, tcp::socket& socket, const Endpoint& to,
-                        const std::string& what, Deadline deadline);
+                        const std::string& what, Deadline deadline,
+                        WaitingReport* report = nullptr);
 
 // Reads exactly out.size() bytes.
 Status ReadExact(asio::io_context& io, tcp::socket& socket, std::span<std::byte> out,
@@ -71,11 +100,30 @@ Status WriteControl(asio::io_context& io, tcp::socket& socket, ControlType type,
 
 // The client half of the handshake (wire.h) on a connected socket: authenticates both ways, checks
 // that the server is rank `expect_rank` of a group of hello.world_size, and waits for its verdict.
-// PermissionDenied if the server cannot prove the secret; FailedPrecondition with the server's
-// reason if it refuses.
-Status ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
-                       const Hello& hello, int expect_rank, const std::string& what,
-                       Deadline deadline);
+// The server's job nonce (wire.h) on success. PermissionDenied if the server cannot prove the
+// secret; FailedPrecondition with the server's reason if it refuses; Internal if computing a MAC
+// fails; Unavailable if the connection ends (e.g. the server shed it).
+Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
+                              const Hello& hello, int expect_rank, const std::string& what,
+                              Deadline deadline);
+
+// True for a handshake that the server (or the network) cut short, which a retry may get
+// through: the connection ended, or this attempt's own deadline passed before `deadline`.
+bool HandshakeWasCut(const Status& s, Deadline deadline);
+
+// Connects to `to` and runs ClientHandshake with a fresh nonce, again and again while the
+// handshake is cut (HandshakeWasCut: e.g. shed by a server flooded with connections), pausing
+// 50 ms to 1 s between tries, until `deadline`. Each try gets 2 x `handshake_timeout` (the
+// server's deadline is one, so it normally decides first). `after_connect` runs on every new
+// connection before its handshake. The first cut is logged through `log`; the rest are counted
+// in the final error.
+Result<Nonce> ConnectAndAuthenticate(asio::io_context& io, tcp::socket& socket, const Endpoint& to,
+                                     const std::string& secret, Hello hello, int expect_rank,
+                                     const std::string& what, Deadline deadline,
+                                     std::chrono::milliseconds handshake_timeout,
+                                     const std::function<Status(tcp::socket&)>& after_connect,
+                                     const std::function<void(const std::string&)>& log,
+                                     WaitingReport* report = nullptr);
 
 }  // namespace reel::tcp
 

@@ -10,9 +10,13 @@
 //      and waits until every other rank has connected to it.
 // Every connection, rendezvous ones included, passes the handshake of wire.h first. A connection
 // that fails it, speaks anything but the protocol, or stays silent past handshake_timeout is
-// closed and logged; it cannot disturb the group.
+// closed and counted (one log line per interval); at most max_pending_handshakes may be in
+// progress, and one more sheds one of them (admission.h), so a flood cannot keep a rank out: a
+// rank whose handshake was cut tries again until its deadline. Rank 0 draws the job nonce that
+// every connection of the group then carries, so a rank of another job is refused, naming why.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "allreduce_waiting.h"
 #include "congestion_control.h"
@@ -23,9 +27,6 @@ namespace reel::tcp {
 namespace {
 
 using boost::system::error_code;
-
-// More unauthenticated connections than this at once are dropped on arrival.
-constexpr int kMaxPendingHandshakes = 64;
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
@@ -109,7 +110,12 @@ Status TcpCommunicator::Listen(const tcp::endpoint& at) {
 Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline) {
   const std::string bind_host =
       options_.listen_address.empty() ? coord.host : options_.listen_address;
-  REEL_ASSIGN_OR_RETURN(asio::ip::address address, ResolveHost(io_, bind_host));
+  REEL_ASSIGN_OR_RETURN(asio::ip::address address, ResolveHost(bind_host, deadline));
+  REEL_ASSIGN_OR_RETURN(Nonce job, FreshNonce());
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    job_ = job;  // before anyone can connect
+  }
   REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(address, coord.port)));
   const std::string where =
       Where() + ": rendezvous at " + coord.host + ":" + std::to_string(coord.port);
@@ -163,28 +169,58 @@ Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline)
 
 Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline) {
   const std::string what = Where() + ": rank 0 (the coordinator)";
-  tcp::socket socket(io_);
-  REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, socket, coord, what, deadline));
+  const std::string at = coord.host + ":" + std::to_string(coord.port);
+  auto log = [this](const std::string& m) { Log(m); };
+  WaitingReport report("the coordinator at " + at, deadline, options_.waiting_report_interval, log);
   // Listen where this host reaches the coordinator unless told otherwise: never on every
-  // interface by default, and loopback when the whole group is local.
-  error_code ec;
-  const asio::ip::address reached_from = socket.local_endpoint(ec).address();
-  if (ec) return UnavailableError(what + ": " + ec.message());
-  asio::ip::address bind = reached_from, advertise = reached_from;
-  if (!options_.listen_address.empty()) {
-    REEL_ASSIGN_OR_RETURN(bind, ResolveHost(io_, options_.listen_address));
-    if (!bind.is_unspecified()) advertise = bind;
+  // interface by default, and loopback when the whole group is local. Once, on the first
+  // connection that reached it.
+  std::optional<Member> mine;
+  auto listen_once = [&](tcp::socket& socket) -> Status {
+    if (mine) return Status::Ok();
+    error_code ec;
+    const asio::ip::address reached_from = socket.local_endpoint(ec).address();
+    if (ec) return UnavailableError(what + ": " + ec.message());
+    asio::ip::address bind = reached_from, advertise = reached_from;
+    if (!options_.listen_address.empty()) {
+      REEL_ASSIGN_OR_RETURN(bind, ResolveHost(options_.listen_address, deadline));
+      if (!bind.is_unspecified()) advertise = bind;
+    }
+    REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(bind, static_cast<uint16_t>(options_.listen_port))));
+    mine = Member{{advertise.to_string(), acceptor_.local_endpoint().port()},
+                  peers_[static_cast<size_t>(rank_)]->machine};
+    return Status::Ok();
+  };
+  Nonce job{};  // none until the coordinator names its job; a retry then carries it
+  while (true) {
+    tcp::socket socket(io_);
+    Result<Nonce> named = ConnectAndAuthenticate(
+        io_, socket, coord, options_.secret,
+        Hello{Purpose::kJoin, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), {}, job},
+        0, what, deadline, options_.handshake_timeout, listen_once, log, &report);
+    if (!named.ok()) return named.status();
+    if (IsZero(*named)) return UnavailableError(what + " named no job (not a coordinator?)");
+    job = *named;
+    {
+      std::lock_guard<std::mutex> lock(form_mu_);
+      job_ = job;
+    }
+    bool answered = false;
+    Status joined =
+        WriteControl(io_, socket, ControlType::kJoin, EncodeMember(*mine), what, deadline);
+    if (joined.ok()) joined = AwaitTable(socket, coord, deadline, &answered);
+    // Cut before the coordinator answered the join (e.g. past its handshake deadline): again.
+    if (!answered && HandshakeWasCut(joined, deadline)) {
+      Log("the join was cut (" + joined.message() + "); joining again");
+      continue;
+    }
+    return joined;
   }
-  REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(bind, static_cast<uint16_t>(options_.listen_port))));
-  const Member mine{{advertise.to_string(), acceptor_.local_endpoint().port()},
-                    peers_[static_cast<size_t>(rank_)]->machine};
-  REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
-  REEL_RETURN_IF_ERROR(ClientHandshake(
-      io_, socket, options_.secret,
-      Hello{Purpose::kJoin, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), nonce}, 0,
-      what, deadline));
-  REEL_RETURN_IF_ERROR(
-      WriteControl(io_, socket, ControlType::kJoin, EncodeMember(mine), what, deadline));
+}
+
+Status TcpCommunicator::AwaitTable(tcp::socket& socket, const Endpoint& coord, Deadline deadline,
+                                   bool* answered) {
+  const std::string what = Where() + ": rank 0 (the coordinator)";
   std::vector<bool> joined(static_cast<size_t>(world_), false);
   while (true) {
     Result<Control> c = ReadControl(io_, socket, what, deadline);
@@ -195,6 +231,7 @@ Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline)
                                    MissingRanks(joined) + " never arrived before the deadline");
     }
     if (!c.ok()) return c.status();
+    *answered = true;
     if (c->type == ControlType::kProgress) {
       Result<std::vector<bool>> set = DecodeRankSet(c->body, static_cast<uint32_t>(world_));
       if (!set.ok()) return UnavailableError(what + ": " + set.status().message());
@@ -217,18 +254,26 @@ Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline)
 }
 
 Status TcpCommunicator::ConnectMesh(Deadline deadline) {
+  Nonce job;
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    job = job_;
+  }
+  auto log = [this](const std::string& m) { Log(m); };
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
     Peer& p = *peers_[static_cast<size_t>(r)];
     const std::string what = Where() + ": rank " + std::to_string(r);
+    WaitingReport report("rank " + std::to_string(r) + " at " + p.endpoint.host + ":" +
+                             std::to_string(p.endpoint.port),
+                         deadline, options_.waiting_report_interval, log);
     std::lock_guard<DeadlineMutex> lock(p.write_mu);
-    REEL_RETURN_IF_ERROR(ConnectWithRetry(io_, p.out, p.endpoint, what, deadline));
-    REEL_RETURN_IF_ERROR(UseCongestionControl(p, what));
-    REEL_ASSIGN_OR_RETURN(Nonce nonce, FreshNonce());
-    REEL_RETURN_IF_ERROR(ClientHandshake(
-        io_, p.out, options_.secret,
-        Hello{Purpose::kData, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), nonce},
-        r, what, deadline));
+    Result<Nonce> theirs = ConnectAndAuthenticate(
+        io_, p.out, p.endpoint, options_.secret,
+        Hello{Purpose::kData, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), {}, job},
+        r, what, deadline, options_.handshake_timeout,
+        [&](tcp::socket&) { return UseCongestionControl(p, what); }, log, &report);
+    if (!theirs.ok()) return theirs.status();
     error_code ec;
     p.out.non_blocking(true, ec);
     if (ec) return UnavailableError(what + ": " + ec.message());
@@ -290,34 +335,97 @@ asio::awaitable<void> TcpCommunicator::AcceptLoop() {
     co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (closing_.load()) co_return;
     if (ec) {
-      Log("accepting a connection failed: " + ec.message());
+      CountDrop(DropReason::kLocalFailure, "", "accepting a connection: " + ec.message());
       asio::steady_timer pause(io_, std::chrono::milliseconds(100));  // e.g. out of descriptors
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    if (pending_handshakes_ >= kMaxPendingHandshakes) {
-      Log("dropped a connection from " + ToString(socket.remote_endpoint(ec)) + ": " +
-          std::to_string(kMaxPendingHandshakes) + " handshakes already pending");
-      continue;
+    // Never refuse the newcomer (it may be a rank): shed a pending handshake instead, whose
+    // Admit then ends on its closed socket.
+    if (pending_.Full()) {
+      if (auto* victim = static_cast<tcp::socket*>(pending_.Shed())) {
+        error_code ignored;
+        victim->close(ignored);
+      }
     }
-    asio::co_spawn(io_, Admit(std::make_shared<tcp::socket>(std::move(socket))), asio::detached);
+    const tcp::endpoint from = socket.remote_endpoint(ec);
+    auto shared = std::make_shared<tcp::socket>(std::move(socket));
+    // Tracked here, not in Admit (which starts later), so that a burst of accepts sees the bound.
+    PendingHandshakes::Handle pending =
+        pending_.Add(ec ? std::string() : from.address().to_string(), shared.get());
+    handshaking_.insert(shared.get());
+    asio::co_spawn(io_, Admit(std::move(shared), pending), asio::detached);
   }
+}
+
+void TcpCommunicator::CountDrop(DropReason reason, const std::string& from,
+                                const std::string& detail) {
+  if (closing_.load()) return;
+  if (!drops_.Add(reason, from, detail)) return;
+  drop_timer_.expires_after(options_.drop_report_interval);
+  drop_timer_.async_wait([this](const error_code& e) {
+    if (!e) ReportDrops();
+  });
+}
+
+void TcpCommunicator::ReportDrops() {
+  const std::string line = drops_.Take(options_.drop_report_interval,
+                                       options_.handshake_timeout.count(), pending_.max_pending());
+  if (!line.empty()) Log(line);
+}
+
+// Why an authenticated connection is refused (empty: admitted; a sending connection's rank is
+// then reserved, as incoming_).
+std::string TcpCommunicator::Screen(const Hello& hello) {
+  const int r = static_cast<int>(hello.rank);
+  std::string refusal;
+  std::lock_guard<std::mutex> lock(form_mu_);
+  if (hello.world_size != static_cast<uint32_t>(world_))
+    refusal = "rank " + std::to_string(r) + " has world size " + std::to_string(hello.world_size) +
+              ", this group " + std::to_string(world_);
+  else if (IsZero(job_))
+    refusal = "rank " + std::to_string(rank_) + " has not joined a job yet";
+  else if (!IsZero(hello.job) && hello.job != job_)
+    refusal = "rank " + std::to_string(r) + " belongs to another job (job " + ShortHex(hello.job) +
+              ", this group's is " + ShortHex(job_) +
+              "): a process of an earlier run with the same secret and port?";
+  else if (hello.purpose == Purpose::kData && IsZero(hello.job))
+    refusal = "rank " + std::to_string(r) + " has not joined this group's job";
+  else if (r == rank_)
+    refusal = "rank " + std::to_string(r) + " is this rank (two processes with one rank?)";
+  else if (hello.purpose == Purpose::kJoin && rank_ != 0)
+    refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
+  else if (hello.purpose == Purpose::kJoin && !rendezvous_open_)
+    refusal = "the rendezvous is closed (the group formed or gave up)";
+  else if (hello.purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
+    refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
+  else if (hello.purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
+    refusal = "rank " + std::to_string(r) + " is already connected";
+  else if (hello.purpose == Purpose::kData)
+    incoming_[static_cast<size_t>(r)] = true;  // reserved; Admit undoes it if the verdict fails
+  return refusal;
 }
 
 // Runs the server half of the handshake on the io thread, then admits the connection: as a
 // rank's sending connection (starting its reader) or, on rank 0, as a rendezvous join.
-asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket) {
-  ++pending_handshakes_;
-  handshaking_.insert(socket.get());
-  struct Done {
+asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket,
+                                             PendingHandshakes::Handle pending) {
+  // Ends the tracking when the handshake ends, however it ends.
+  struct Tracking {
     TcpCommunicator* self;
     tcp::socket* socket;
-    ~Done() {
-      --self->pending_handshakes_;
+    std::optional<PendingHandshakes::Handle> pending;
+    bool shed() const { return pending && (*pending)->shed; }
+    void Authenticated() {
+      if (pending) self->pending_.Remove(*pending);
+      pending.reset();
+    }
+    ~Tracking() {
+      Authenticated();
       self->handshaking_.erase(socket);
     }
-  } done{this, socket.get()};
+  } tracking{this, socket.get(), pending};
   error_code ec;
   const std::string from = ToString(socket->remote_endpoint(ec));
   // An unauthenticated peer gets handshake_timeout to finish; then its socket is closed, which
@@ -331,77 +439,81 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
     error_code ignored;
     socket->close(ignored);
   });
-  auto drop = [&](const std::string& why) {
-    if (!closing_.load()) Log("dropped connection from " + from + ": " + why);
+  auto drop = [&](DropReason reason, const std::string& why) {
+    if (tracking.shed()) reason = DropReason::kShed;
+    CountDrop(reason, from, why);
   };
   auto io_failure = [&] {
-    return *timed_out ? "did not complete the handshake within " +
-                            std::to_string(options_.handshake_timeout.count()) + " ms"
-                      : ec.message();
+    if (*timed_out) return drop(DropReason::kTimedOut, "");
+    drop(DropReason::kHungUp, ec.message());
   };
 
   std::array<std::byte, kHelloBytes> hello_bytes;
   co_await asio::async_read(*socket, asio::buffer(hello_bytes),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return drop(io_failure());
+  if (ec) co_return io_failure();
   Result<Hello> hello = DecodeHello(hello_bytes);
-  if (!hello.ok()) co_return drop(hello.status().message());
+  if (!hello.ok()) co_return drop(DropReason::kNotTheProtocol, hello.status().message());
+  pending->stage = PendingHandshakes::Stage::kAuthenticating;
   Result<Nonce> nonce = FreshNonce();
-  if (!nonce.ok()) co_return drop(nonce.status().message());
-  Challenge challenge{static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), *nonce, {}};
+  if (!nonce.ok()) co_return drop(DropReason::kLocalFailure, nonce.status().message());
+  Challenge challenge{static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), *nonce, {}, {}};
+  {
+    std::lock_guard<std::mutex> lock(form_mu_);
+    challenge.job = job_;
+  }
   auto challenge_bytes = EncodeChallenge(challenge);
-  challenge.mac = ServerMac(options_.secret, hello_bytes, challenge_bytes);
+  Result<Mac> server_mac = ServerMac(options_.secret, hello_bytes, challenge_bytes);
+  if (!server_mac.ok()) co_return drop(DropReason::kLocalFailure, server_mac.status().message());
+  challenge.mac = *server_mac;
   challenge_bytes = EncodeChallenge(challenge);
   co_await asio::async_write(*socket, asio::buffer(challenge_bytes),
                              asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return drop(io_failure());
+  if (ec) co_return io_failure();
   std::array<std::byte, kResponseBytes> response_bytes;
   co_await asio::async_read(*socket, asio::buffer(response_bytes),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return drop(io_failure());
+  if (ec) co_return io_failure();
   Result<Mac> mac = DecodeResponse(response_bytes);
-  if (!mac.ok()) co_return drop(mac.status().message());
-  if (!MacsEqual(*mac, ClientMac(options_.secret, hello_bytes, challenge_bytes)))
-    co_return drop("failed authentication (a different secret?)");
+  if (!mac.ok()) co_return drop(DropReason::kNotTheProtocol, mac.status().message());
+  Result<Mac> client_mac = ClientMac(options_.secret, hello_bytes, challenge_bytes);
+  if (!client_mac.ok()) co_return drop(DropReason::kLocalFailure, client_mac.status().message());
+  if (!MacsEqual(*mac, *client_mac)) co_return drop(DropReason::kFailedAuth, "");
+  tracking.Authenticated();  // no longer shed for newcomers; still under the watchdog
 
-  // Authenticated: from here on the peer is told why it is refused.
+  // Authenticated (it has the secret): from here on the peer is told why it is refused, and this
+  // rank says so in a line of its own: a misconfigured rank, not a flood.
+  auto refused = [&](const std::string& why) {
+    if (!closing_.load()) Log("refused connection from " + from + ": " + why);
+  };
+  auto broke = [&](const std::string& why) {
+    if (!closing_.load()) Log("dropped connection from " + from + " (authenticated): " + why);
+  };
   const int r = static_cast<int>(hello->rank);
-  std::string refusal;
-  {
-    std::lock_guard<std::mutex> lock(form_mu_);
-    if (hello->world_size != static_cast<uint32_t>(world_))
-      refusal = "rank " + std::to_string(r) + " has world size " +
-                std::to_string(hello->world_size) + ", this group " + std::to_string(world_);
-    else if (r == rank_)
-      refusal = "rank " + std::to_string(r) + " is this rank (two processes with one rank?)";
-    else if (hello->purpose == Purpose::kJoin && rank_ != 0)
-      refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
-    else if (hello->purpose == Purpose::kJoin && !rendezvous_open_)
-      refusal = "the rendezvous is closed (the group formed or gave up)";
-    else if (hello->purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
-      refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
-    else if (hello->purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
-      refusal = "rank " + std::to_string(r) + " is already connected";
-    else if (hello->purpose == Purpose::kData)
-      incoming_[static_cast<size_t>(r)] = true;  // reserved; undone below if the verdict fails
+  std::string refusal = Screen(*hello);
+  // An accepted sending connection is the peer's from now on: the watchdog must not close it
+  // after the verdict went out (the peer would take it for a cut handshake and come again).
+  if (refusal.empty() && hello->purpose == Purpose::kData) {
+    *admitted = true;
+    watchdog.cancel();
   }
   const std::string text = refusal.empty() ? "" : Where() + " refuses: " + refusal;
   const auto verdict =
       EncodeControl(refusal.empty() ? ControlType::kAccept : ControlType::kRefuse, Bytes(text));
   co_await asio::async_write(*socket, asio::buffer(verdict),
                              asio::redirect_error(asio::use_awaitable, ec));
-  if (!refusal.empty()) co_return drop(refusal);
-  if (ec) {
+  if (!refusal.empty()) co_return refused(refusal);
+  if (ec || *timed_out) {
     if (hello->purpose == Purpose::kData) {
       std::lock_guard<std::mutex> lock(form_mu_);
       incoming_[static_cast<size_t>(r)] = false;
     }
-    co_return drop(io_failure());
+    co_return broke(*timed_out ? "did not complete the handshake within " +
+                                     std::to_string(options_.handshake_timeout.count()) + " ms"
+                               : ec.message());
   }
 
   if (hello->purpose == Purpose::kData) {
-    *admitted = true;
-    watchdog.cancel();
     Peer& peer = *peers_[static_cast<size_t>(r)];
     peer.in = std::make_unique<tcp::socket>(std::move(*socket));
     {
@@ -422,19 +534,24 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   }
 
   // A rendezvous join: the rank's endpoint, still under the watchdog.
+  auto join_failure = [&] {
+    broke(*timed_out
+              ? "sent no join within " + std::to_string(options_.handshake_timeout.count()) + " ms"
+              : ec.message());
+  };
   std::array<std::byte, kControlHeaderBytes> header;
   co_await asio::async_read(*socket, asio::buffer(header),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return drop(io_failure());
+  if (ec || *timed_out) co_return join_failure();
   Result<ControlHeader> h = DecodeControlHeader(header);
   if (!h.ok() || h->type != ControlType::kJoin)
-    co_return drop(h.ok() ? "expected a join message" : h.status().message());
+    co_return broke(h.ok() ? "expected a join message" : h.status().message());
   std::vector<std::byte> body(h->length);
   co_await asio::async_read(*socket, asio::buffer(body),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return drop(io_failure());
+  if (ec || *timed_out) co_return join_failure();
   Result<Member> member = DecodeMember(body);
-  if (!member.ok()) co_return drop(member.status().message());
+  if (!member.ok()) co_return broke(member.status().message());
   *admitted = true;
   watchdog.cancel();
   {
@@ -454,7 +571,7 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   const auto late = EncodeControl(ControlType::kRefuse, Bytes(Where() + " refuses: " + refusal));
   co_await asio::async_write(*socket, asio::buffer(late),
                              asio::redirect_error(asio::use_awaitable, ec));
-  drop(refusal);
+  refused(refusal);
 }
 
 }  // namespace reel::tcp

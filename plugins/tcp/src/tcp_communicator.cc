@@ -32,6 +32,8 @@ TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world,
       joiners_(static_cast<size_t>(world)),
       joined_(static_cast<size_t>(world), false),
       incoming_(static_cast<size_t>(world), false),
+      pending_(options.max_pending_handshakes),
+      drop_timer_(io_),
       admitted_(static_cast<size_t>(world), false) {
   for (int r = 0; r < world; ++r) {
     peers_.push_back(std::make_unique<Peer>(io_));
@@ -66,6 +68,7 @@ TcpCommunicator::~TcpCommunicator() {
   asio::post(io_, [this] {
     error_code ignored;
     acceptor_.close(ignored);
+    drop_timer_.cancel();
     for (tcp::socket* s : handshaking_) s->close(ignored);
     for (auto& peer : peers_) {
       if (peer->in) peer->in->close(ignored);
@@ -74,6 +77,7 @@ TcpCommunicator::~TcpCommunicator() {
   });
   work_.reset();
   io_thread_.join();
+  ReportDrops();  // what the last interval counted (the io thread has ended)
 }
 
 // ---- Point to point ----

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "admission.h"
 #include "blocking_io.h"
 #include "frame_reader.h"
 #include "mailbox.h"
@@ -132,6 +133,10 @@ class TcpCommunicator final : public Communicator {
   Status Form(const std::string& coordinator, Deadline deadline);
   Status Listen(const tcp::endpoint& at);
   Status JoinRendezvous(const Endpoint& coordinator, Deadline deadline);
+  // After the join: reads the coordinator's progress reports until the table arrives.
+  // *answered says whether the coordinator answered at all (else the join may be retried).
+  Status AwaitTable(tcp::socket& socket, const Endpoint& coordinator, Deadline deadline,
+                    bool* answered);
   Status HostRendezvous(const Endpoint& coordinator, Deadline deadline);
   Status ConnectMesh(Deadline deadline);
   // Gives a new sending connection its congestion control (the option, or the automatic choice)
@@ -139,7 +144,16 @@ class TcpCommunicator final : public Communicator {
   Status UseCongestionControl(Peer& peer, const std::string& what);
   Status AwaitIncoming(Deadline deadline);
   asio::awaitable<void> AcceptLoop();
-  asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket);
+  asio::awaitable<void> Admit(std::shared_ptr<tcp::socket> socket,
+                              PendingHandshakes::Handle pending);
+  // Why an authenticated connection is refused: world size, job, rank, rendezvous state; empty
+  // if it is admitted (a sending connection's rank is then reserved in incoming_).
+  std::string Screen(const Hello& hello);
+  // Counts a connection dropped before it authenticated; the first of an interval arms the
+  // timer that logs them all as one line (admission.h). Io thread only.
+  void CountDrop(DropReason reason, const std::string& from, const std::string& detail);
+  // Logs what CountDrop counted since the last report, if anything.
+  void ReportDrops();
   std::string MissingRanks(const std::vector<bool>& present) const;
   // Once formed: how AllReduce waits (allreduce_waiting.h), from the option or from the ranks
   // that share this machine and its cores; logs the choice.
@@ -172,7 +186,6 @@ class TcpCommunicator final : public Communicator {
   tcp::acceptor acceptor_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; peers_[rank_] is unused
   std::atomic<bool> closing_{false};
-  std::atomic<int> pending_handshakes_{0};
   std::mutex collective_mu_;     // one AllReduce at a time
   uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
@@ -191,7 +204,13 @@ class TcpCommunicator final : public Communicator {
   std::vector<bool> incoming_;                         // ranks connected to us; guarded
   bool formed_ = false;                                // guarded by form_mu_
   bool rendezvous_open_ = true;                        // rank 0; guarded by form_mu_
-  std::set<tcp::socket*> handshaking_;                 // connections in Admit; io thread only
+  Nonce job_{};  // the job nonce (wire.h): rank 0 draws it, the others learn it; guarded
+  // Connections in Admit that have not authenticated yet, and those dropped; io thread only
+  // (drops_ also in the destructor, once the io thread has ended).
+  PendingHandshakes pending_;
+  DropReport drops_;
+  asio::steady_timer drop_timer_;       // io thread only
+  std::set<tcp::socket*> handshaking_;  // every connection in Admit; io thread only
   // Ranks whose incoming connection is being read: Connect() returns when every peer is here,
   // not when it is only in incoming_ (set before the verdict is written, so that a second
   // connection claiming the same rank is refused), or the first native collective would find

@@ -22,6 +22,8 @@ class TcpTransport final : public Transport {
 };
 
 constexpr int64_t kMaxAllReduceSpinUs = 1000000;  // a second of busy waiting is plenty
+// Each pending handshake holds a descriptor; far below the usual limit of open files.
+constexpr int64_t kMaxPendingHandshakes = 100000;
 
 Result<std::chrono::milliseconds> Milliseconds(const Options& o, const char* name, int64_t min) {
   const int64_t v = o.GetInt(name);
@@ -48,6 +50,10 @@ OptionSchema TcpOptionSchema() {
                 "a peer silent this long is unavailable (its failure is reported on every rank)"),
       IntOption("handshake_timeout_ms", 5000,
                 "time a new connection has to authenticate before it is dropped"),
+      IntOption("max_pending_handshakes", 128,
+                "connections a rank's listener lets authenticate at once; one more sheds the "
+                "oldest silent one of the address with the most (a rank whose handshake is shed "
+                "retries until its connect deadline)"),
       IntOption("allreduce_spin_us", -1,
                 "how long AllReduce keeps polling its sockets without sleeping when nothing moves "
                 "(busy waiting, as MPI does; yielding the core between polls when the group's "
@@ -76,6 +82,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
   REEL_ASSIGN_OR_RETURN(t.heartbeat, Milliseconds(o, "heartbeat_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.heartbeat_timeout, Milliseconds(o, "heartbeat_timeout_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.handshake_timeout, Milliseconds(o, "handshake_timeout_ms", 1));
+  const int64_t pending = o.GetInt("max_pending_handshakes");
+  if (pending < 1 || pending > kMaxPendingHandshakes)
+    return InvalidArgumentError("tcp option 'max_pending_handshakes': " + std::to_string(pending) +
+                                " outside [1, " + std::to_string(kMaxPendingHandshakes) + "]");
+  t.max_pending_handshakes = static_cast<int>(pending);
   const int64_t spin = o.GetInt("allreduce_spin_us");
   if (spin < -1 || spin > kMaxAllReduceSpinUs)
     return InvalidArgumentError("tcp option 'allreduce_spin_us': " + std::to_string(spin) +

@@ -24,6 +24,13 @@ struct TcpOptions {
   std::chrono::milliseconds heartbeat{1000};           // a peer idle this long is sent a heartbeat
   std::chrono::milliseconds heartbeat_timeout{15000};  // a peer silent this long has failed
   std::chrono::milliseconds handshake_timeout{5000};   // for a connection to authenticate
+  // At most this many connections of a listener may be authenticating at once; one more sheds
+  // one of them (admission.h), so a flood cannot keep the group's ranks out.
+  int max_pending_handshakes = 128;
+  // Connections dropped before they authenticated are reported in one line per this interval.
+  std::chrono::milliseconds drop_report_interval{10000};
+  // A rank waiting for the coordinator (or a peer's listener) says so this often.
+  std::chrono::milliseconds waiting_report_interval{10000};
   // How long AllReduce keeps polling its sockets without sleeping once nothing moves (0: it
   // sleeps in poll() at once). Unset: chosen when the group forms, polling only when the ranks
   // on this host fit its cores (allreduce_waiting.h). Busy waiting pays only with a core per rank.

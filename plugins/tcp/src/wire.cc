@@ -2,11 +2,14 @@
 #include "wire.h"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "reel/transport.h"
@@ -84,6 +87,16 @@ Status ReadPreamble(Reader& r, const char (&magic)[4], size_t size, size_t have,
   return Status::Ok();
 }
 
+// The oldest error in OpenSSL's queue of this thread, in words, and the queue cleared.
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no error recorded";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
 template <size_t N>
 std::array<std::byte, N> ToArray(const std::vector<std::byte>& v) {
   std::array<std::byte, N> a{};
@@ -91,8 +104,8 @@ std::array<std::byte, N> ToArray(const std::vector<std::byte>& v) {
   return a;
 }
 
-Mac Hmac(std::string_view secret, std::string_view label, std::span<const std::byte> a,
-         std::span<const std::byte> b) {
+Result<Mac> Hmac(std::string_view secret, std::string_view label, std::span<const std::byte> a,
+                 std::span<const std::byte> b) {
   std::vector<unsigned char> input;
   input.reserve(label.size() + a.size() + b.size());
   input.insert(input.end(), label.begin(), label.end());
@@ -101,8 +114,17 @@ Mac Hmac(std::string_view secret, std::string_view label, std::span<const std::b
   Mac mac{};
   unsigned int len = 0;
   static const char kEmptyKey = 0;  // HMAC() wants a valid pointer for an empty key
-  HMAC(EVP_sha256(), secret.empty() ? &kEmptyKey : secret.data(), static_cast<int>(secret.size()),
-       input.data(), input.size(), reinterpret_cast<unsigned char*>(mac.data()), &len);
+  if (secret.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return InvalidArgumentError("tcp: the shared secret is too long for HMAC");
+  const EVP_MD* sha256 = EVP_sha256();
+  // A failure must not leave `mac` as zeros that both sides would then agree on: it is an error.
+  if (sha256 == nullptr ||
+      HMAC(sha256, secret.empty() ? &kEmptyKey : secret.data(), static_cast<int>(secret.size()),
+           input.data(), input.size(), reinterpret_cast<unsigned char*>(mac.data()),
+           &len) == nullptr ||
+      len != kMacBytes)
+    return InternalError(
+        "tcp: computing the handshake's HMAC-SHA256 failed (OpenSSL: " + OpenSslError() + ")");
   return mac;
 }
 
@@ -117,6 +139,7 @@ std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h) {
   w.U32(h.rank);
   w.U32(h.world_size);
   w.Bytes(h.nonce.data(), kNonceBytes);
+  w.Bytes(h.job.data(), kNonceBytes);
   return ToArray<kHelloBytes>(w.Take());
 }
 
@@ -132,6 +155,7 @@ Result<Hello> DecodeHello(std::span<const std::byte> bytes) {
   h.rank = static_cast<uint32_t>(r.Uint(4));
   h.world_size = static_cast<uint32_t>(r.Uint(4));
   r.Copy(h.nonce.data(), kNonceBytes);
+  r.Copy(h.job.data(), kNonceBytes);
   if (h.world_size == 0 || h.rank >= h.world_size)
     return r.Error("rank " + std::to_string(h.rank) + " outside world size " +
                    std::to_string(h.world_size));
@@ -147,6 +171,7 @@ std::array<std::byte, kChallengeBytes> EncodeChallenge(const Challenge& c) {
   w.U32(c.rank);
   w.U32(c.world_size);
   w.Bytes(c.nonce.data(), kNonceBytes);
+  w.Bytes(c.job.data(), kNonceBytes);
   w.Bytes(c.mac.data(), kMacBytes);
   return ToArray<kChallengeBytes>(w.Take());
 }
@@ -160,6 +185,7 @@ Result<Challenge> DecodeChallenge(std::span<const std::byte> bytes) {
   c.rank = static_cast<uint32_t>(r.Uint(4));
   c.world_size = static_cast<uint32_t>(r.Uint(4));
   r.Copy(c.nonce.data(), kNonceBytes);
+  r.Copy(c.job.data(), kNonceBytes);
   r.Copy(c.mac.data(), kMacBytes);
   return c;
 }
@@ -184,13 +210,13 @@ Result<Mac> DecodeResponse(std::span<const std::byte> bytes) {
   return mac;
 }
 
-Mac ServerMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
-              std::span<const std::byte, kChallengeBytes> challenge) {
+Result<Mac> ServerMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+                      std::span<const std::byte, kChallengeBytes> challenge) {
   return Hmac(secret, "reel-tcp server", hello, challenge.first(kChallengeBytes - kMacBytes));
 }
 
-Mac ClientMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
-              std::span<const std::byte, kChallengeBytes> challenge) {
+Result<Mac> ClientMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+                      std::span<const std::byte, kChallengeBytes> challenge) {
   return Hmac(secret, "reel-tcp client", hello, challenge);
 }
 
@@ -203,6 +229,20 @@ Result<Nonce> FreshNonce() {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
     return InternalError("tcp: the system's random generator failed (RAND_bytes)");
   return n;
+}
+
+bool IsZero(const Nonce& n) {
+  return std::all_of(n.begin(), n.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+std::string ShortHex(const Nonce& n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < 6; ++i) {
+    out += kDigits[static_cast<uint8_t>(n[i]) >> 4];
+    out += kDigits[static_cast<uint8_t>(n[i]) & 15];
+  }
+  return out;
 }
 
 std::vector<std::byte> EncodeControl(ControlType type, std::span<const std::byte> body) {

@@ -6,15 +6,20 @@
 // connecting rank writes, the accepting rank reads (a mesh of n ranks has n(n-1) connections).
 //
 // 1. Handshake (mutual HMAC-SHA256 challenge-response, before anything else is accepted):
-//      client -> server  Hello      48 bytes  "RLHe" u8 version u8 purpose u16 0
-//                                             u32 rank u32 world_size  nonce_c[32]
-//      server -> client  Challenge  80 bytes  "RLCh" u8 version u8 0 u16 0
-//                                             u32 rank u32 world_size  nonce_s[32]  mac_s[32]
+//      client -> server  Hello      80 bytes  "RLHe" u8 version u8 purpose u16 0
+//                                             u32 rank u32 world_size  nonce_c[32]  job[32]
+//      server -> client  Challenge 112 bytes  "RLCh" u8 version u8 0 u16 0
+//                                             u32 rank u32 world_size  nonce_s[32]  job[32]
+//                                             mac_s[32]
 //      client -> server  Response   40 bytes  "RLRe" u8 version u8 0 u16 0  mac_c[32]
-//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..48))  (the challenge without
+//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..80))  (the challenge without
 //    its mac), mac_c = HMAC(secret, "reel-tcp client" | Hello | Challenge). The server proves the
 //    secret first, bound to the client's fresh nonce; the client then proves it bound to the
 //    server's; a recorded exchange is worthless to replay. MACs are compared in constant time.
+//    `job` is the job nonce: rank 0 draws it when the group forms and hands it to every rank in
+//    its Challenge to that rank's join; every later connection of the job carries it in its Hello
+//    (all zero: a rank that has not joined a job yet), and both MACs cover it, so a rank of
+//    another job that knows the secret is told so instead of taking a member's place.
 //    Then the server answers with a control message: Accept, or Refuse with the reason.
 // 2. Control messages (handshake verdict, rendezvous):  "RLCo" u8 type u8 0 u16 0 u32 length,
 //    then `length` (<= kMaxControlBody) bytes of body; see ControlType.
@@ -42,7 +47,8 @@
 
 namespace reel::tcp {
 
-constexpr uint8_t kWireVersion = 3;  // 2: collective frames; 3: machine ids in the rendezvous
+// 2: collective frames; 3: machine ids in the rendezvous; 4: the job nonce in the handshake.
+constexpr uint8_t kWireVersion = 4;
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;
 using Nonce = std::array<std::byte, kNonceBytes>;
@@ -60,8 +66,9 @@ struct Hello {
   uint32_t rank = 0;
   uint32_t world_size = 0;
   Nonce nonce{};
+  Nonce job{};  // the job this rank joined; all zero before it joined one
 };
-constexpr size_t kHelloBytes = 48;
+constexpr size_t kHelloBytes = 80;
 std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h);
 Result<Hello> DecodeHello(std::span<const std::byte> bytes);
 
@@ -69,9 +76,10 @@ struct Challenge {
   uint32_t rank = 0;
   uint32_t world_size = 0;
   Nonce nonce{};
+  Nonce job{};  // the server's job; all zero while it has none (a rank before its join)
   Mac mac{};
 };
-constexpr size_t kChallengeBytes = 80;
+constexpr size_t kChallengeBytes = 112;
 std::array<std::byte, kChallengeBytes> EncodeChallenge(const Challenge& c);
 Result<Challenge> DecodeChallenge(std::span<const std::byte> bytes);
 
@@ -80,15 +88,20 @@ std::array<std::byte, kResponseBytes> EncodeResponse(const Mac& mac);
 Result<Mac> DecodeResponse(std::span<const std::byte> bytes);
 
 // The MACs of the exchange above. `challenge` is the encoded challenge; its mac field is ignored
-// for the server's MAC (which it is).
-Mac ServerMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
-              std::span<const std::byte, kChallengeBytes> challenge);
-Mac ClientMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
-              std::span<const std::byte, kChallengeBytes> challenge);
+// for the server's MAC (which it is). Internal if OpenSSL fails (never a MAC of zeros, which a
+// peer without the secret could send).
+Result<Mac> ServerMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+                      std::span<const std::byte, kChallengeBytes> challenge);
+Result<Mac> ClientMac(std::string_view secret, std::span<const std::byte, kHelloBytes> hello,
+                      std::span<const std::byte, kChallengeBytes> challenge);
 // Constant-time comparison (the time does not depend on where the MACs differ).
 bool MacsEqual(const Mac& a, const Mac& b);
 // kNonceBytes from the system's cryptographic random generator. Internal on failure.
 Result<Nonce> FreshNonce();
+// True for the all-zero nonce (no job yet).
+bool IsZero(const Nonce& n);
+// The first bytes of a nonce in hex, to name a job in messages.
+std::string ShortHex(const Nonce& n);
 
 // ---- Control messages ----
 

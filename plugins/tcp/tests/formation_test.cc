@@ -194,7 +194,8 @@ TEST(TcpFormation, StrangersAndGarbageAreDroppedWhileTheGroupForms) {
   // The wrong secret: the client sees that rank 0 cannot prove *its* secret and gives up.
   ASSERT_TRUE(ConnectWithRetry(io, stranger, *at, "rank 0", DeadlineIn(10s)).ok());
   Status s = ClientHandshake(io, stranger, "guess", Hello{Purpose::kData, 2, 3, *FreshNonce()}, 0,
-                             "rank 0", DeadlineIn(10s));
+                             "rank 0", DeadlineIn(10s))
+                 .status();
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s;
   // The silent one is closed after handshake_timeout.
   Status silence = ReadExact(io, silent, verdict, "silent", DeadlineIn(30s));

@@ -59,29 +59,54 @@ TEST(Wire, FrameHeaderRejectsEveryBadField) {
               HasSubstr("heartbeat or goodbye frame with a tag or payload"));
 }
 
-TEST(Wire, HandshakeMacsBindBothNoncesAndTheSecret) {
-  Hello hello{Purpose::kData, 1, 4, *FreshNonce()};
+TEST(Wire, HandshakeMacsBindBothNoncesTheJobAndTheSecret) {
+  Hello hello{Purpose::kData, 1, 4, *FreshNonce(), *FreshNonce()};
   auto hello_bytes = EncodeHello(hello);
-  Challenge c{0, 4, *FreshNonce(), {}};
+  Challenge c{0, 4, *FreshNonce(), hello.job, {}};
   auto challenge_bytes = EncodeChallenge(c);
-  const Mac server = ServerMac("s3cret", hello_bytes, challenge_bytes);
+  auto mac = [](Result<Mac> m) {
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : Mac{};
+  };
+  const Mac server = mac(ServerMac("s3cret", hello_bytes, challenge_bytes));
+  EXPECT_NE(server, Mac{});
   c.mac = server;
   auto with_mac = EncodeChallenge(c);
   // The server's MAC ignores the mac field itself, so the client can recompute it.
-  EXPECT_TRUE(MacsEqual(server, ServerMac("s3cret", hello_bytes, with_mac)));
-  EXPECT_FALSE(MacsEqual(server, ServerMac("other", hello_bytes, with_mac)));
-  EXPECT_FALSE(MacsEqual(server, ClientMac("s3cret", hello_bytes, with_mac)));
+  EXPECT_TRUE(MacsEqual(server, mac(ServerMac("s3cret", hello_bytes, with_mac))));
+  EXPECT_FALSE(MacsEqual(server, mac(ServerMac("other", hello_bytes, with_mac))));
+  EXPECT_FALSE(MacsEqual(server, mac(ClientMac("s3cret", hello_bytes, with_mac))));
   Hello replay = hello;
   replay.nonce = *FreshNonce();
-  EXPECT_FALSE(MacsEqual(server, ServerMac("s3cret", EncodeHello(replay), with_mac)));
+  EXPECT_FALSE(MacsEqual(server, mac(ServerMac("s3cret", EncodeHello(replay), with_mac))));
+  // Another job, everything else alike: another MAC.
+  Hello other_job = hello;
+  other_job.job = *FreshNonce();
+  EXPECT_FALSE(MacsEqual(server, mac(ServerMac("s3cret", EncodeHello(other_job), with_mac))));
 
   Result<Hello> back = DecodeHello(hello_bytes);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->rank, 1u);
   EXPECT_EQ(back->nonce, hello.nonce);
+  EXPECT_EQ(back->job, hello.job);
+  Result<Challenge> challenge = DecodeChallenge(with_mac);
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  EXPECT_EQ(challenge->job, hello.job);
+  EXPECT_EQ(challenge->mac, server);
   Result<Mac> response = DecodeResponse(EncodeResponse(server));
   ASSERT_TRUE(response.ok());
   EXPECT_TRUE(MacsEqual(*response, server));
+}
+
+TEST(Wire, JobNoncesAreNamedShortly) {
+  Nonce zero{};
+  EXPECT_TRUE(IsZero(zero));
+  Nonce n{};
+  n[0] = std::byte{0xab};
+  n[5] = std::byte{0x01};
+  n[31] = std::byte{0xff};
+  EXPECT_FALSE(IsZero(n));
+  EXPECT_EQ(ShortHex(n), "ab0000000001");
 }
 
 TEST(Wire, HelloRejectsRankOutsideWorldAndUnknownPurpose) {
@@ -90,7 +115,7 @@ TEST(Wire, HelloRejectsRankOutsideWorldAndUnknownPurpose) {
   bytes = EncodeHello({Purpose::kJoin, 0, 4, {}});
   bytes[5] = std::byte{9};
   EXPECT_THAT(DecodeHello(bytes).status().message(), HasSubstr("unknown purpose 9"));
-  EXPECT_THAT(DecodeChallenge(bytes).status().message(), HasSubstr("48 bytes, expected 80"));
+  EXPECT_THAT(DecodeChallenge(bytes).status().message(), HasSubstr("80 bytes, expected 112"));
 }
 
 TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
@@ -115,6 +140,13 @@ TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
   std::vector<Member> table{
       {{"127.0.0.1", 1}, "boot:a"}, {{"127.0.0.1", 2}, "boot:a"}, {{"::1", 3}, "host:b"}};
   Result<std::vector<Member>> t = DecodeTable(EncodeTable(table), 3);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, table);
+  EXPECT_THAT(DecodeTable(EncodeTable(table), 4).status().message(),
+              HasSubstr("3 ranks, expected world size 4"));
+  auto long_table = EncodeTable(table);
+  long_table.push_back(std::byte{0});
+  EXPECT_THAT(DecodeTable(long_table, 3).status().message(), HasSubstr("1 trailing bytes"));
   std::vector<bool> set{true, false, true, false, false, false, false, false, true};
   Result<std::vector<bool>> s = DecodeRankSet(EncodeRankSet(set), 9);
   ASSERT_TRUE(s.ok()) << s.status();
