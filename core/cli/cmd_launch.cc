@@ -161,8 +161,16 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   const int64_t world = plan.nodes * plan.local_ranks;
   const char* transport = std::getenv("REEL_TRANSPORT");
   const char* secret = std::getenv("REEL_SECRET");
+  const bool has_secret = secret != nullptr && *secret != '\0';
+  const std::string transport_name = transport && *transport ? transport : "tcp";
+  // Ranks on several nodes cannot share a secret made here; without one each would start and
+  // then fail at formation, so refuse before starting any (docs/reliability.md).
+  if (!has_secret && plan.nodes > 1 && transport_name == "tcp")
+    return InvalidArgumentError("REEL_SECRET is not set: ranks on " + std::to_string(plan.nodes) +
+                                " nodes must share one; export the same value on every node, e.g. "
+                                "export REEL_SECRET=$(openssl rand -hex 32)");
   std::string own_secret;
-  if ((secret == nullptr || *secret == '\0') && plan.nodes == 1) {
+  if (!has_secret && plan.nodes == 1) {
     REEL_ASSIGN_OR_RETURN(own_secret, RandomSecret());
   }
   for (int64_t i = 0; i < plan.local_ranks; ++i) {
@@ -175,7 +183,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
         "REEL_LOCAL_WORLD_SIZE=" + std::to_string(plan.local_ranks),
         "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
         "REEL_COORDINATOR=" + plan.coordinator,
-        "REEL_TRANSPORT=" + std::string(transport && *transport ? transport : "tcp"),
+        "REEL_TRANSPORT=" + transport_name,
     };
     if (!own_secret.empty()) spec.environment.push_back("REEL_SECRET=" + own_secret);
     options.ranks.push_back(std::move(spec));

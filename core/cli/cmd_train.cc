@@ -45,7 +45,7 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
   job.verbosity = verbosity;
   job.tty = env.err_is_tty;
   job.progress = &env.err;
-  job.should_stop = [](int64_t) { return InterruptScope::Requested(); };
+  job.should_stop = [](int64_t) { return InterruptScope::Poll(); };
   REEL_ASSIGN_OR_RETURN(core::TrainResult r, core::RunTrainJob(env.host, cfg, job));
   if (out) *out = r;
   if (verbosity >= 1 && r.served_only) {

@@ -57,7 +57,7 @@ CliCommand TuneCliCommand() {
         options.progress = &env.err;
         options.tty = env.err_is_tty;
         InterruptScope interrupt;
-        options.should_stop = [] { return InterruptScope::Requested(); };
+        options.should_stop = [] { return InterruptScope::Poll(); };
         env.arguments_accepted = true;
         // A worker that dies fails its trial, not the search.
         REEL_ASSIGN_OR_RETURN(LaunchedRanks ranks,

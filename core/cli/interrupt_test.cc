@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace reel::cli {
 namespace {
@@ -50,6 +51,36 @@ TEST(InterruptScopeDeathTest, ANewScopeStartsWithoutTheOldRequest) {
         std::_Exit(InterruptScope::Requested() ? 3 : 0);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Forming the group, opening data, `reel eval`: nothing polls, so the request cannot be honoured
+// cleanly; the process ends with status 130 soon after instead of running on to its deadlines.
+TEST(InterruptScopeDeathTest, ASignalThatNothingPollsEndsTheProcessWith130) {
+  EXPECT_EXIT(
+      {
+        InterruptScope scope;
+        std::raise(SIGTERM);
+        // Far longer than kGrace: reaching the end means the watchdog did not act.
+        std::this_thread::sleep_for(InterruptScope::kGrace * 30);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(130), "interrupted where the work cannot stop cleanly");
+}
+
+// The training loop polls between steps: a request it has seen is its to finish (the step, then
+// the checkpoint), however long that takes.
+TEST(InterruptScopeDeathTest, WorkThatPollsOwnsTheStop) {
+  EXPECT_EXIT(
+      {
+        InterruptScope scope;
+        if (InterruptScope::Poll()) std::_Exit(3);
+        std::raise(SIGINT);
+        std::this_thread::sleep_for(InterruptScope::kGrace * 3);  // a long step
+        if (!InterruptScope::Poll()) std::_Exit(4);
+        std::fputs("checkpoint written\n", stderr);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "checkpoint written");
 }
 
 }  // namespace

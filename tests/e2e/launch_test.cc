@@ -1,8 +1,11 @@
 // `reel launch` end to end: the environment of each rank, prefixed output, a failing rank stops
 // the others and is named, signals reach every rank, and bad arguments are refused clearly.
 // The ranks are small shell scripts, so these tests need no transport.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -45,6 +49,7 @@ TEST(LaunchTest, EveryRankGetsItsEnvironment) {
 }
 
 TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
+  ::setenv("REEL_SECRET", "shared-by-every-node", 1);
   RunResult r =
       LaunchSh({"-n", "2", "--nnodes", "3", "--node-rank", "2", "--coordinator", "10.1.2.3:29500"},
                "echo $REEL_RANK $REEL_WORLD_SIZE $REEL_LOCAL_RANK $REEL_NODE_RANK "
@@ -52,8 +57,31 @@ TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
   std::sort(lines.begin(), lines.end());
+  ::unsetenv("REEL_SECRET");
   EXPECT_EQ(lines, (std::vector<std::string>{"[rank 4] 4 6 0 2 10.1.2.3:29500",
                                              "[rank 5] 5 6 1 2 10.1.2.3:29500"}));
+}
+
+// Across nodes a secret made by one launcher cannot reach the others: without REEL_SECRET the
+// launch is refused before any rank starts (no rank may run and fail at formation).
+TEST(LaunchTest, SeveralNodesWithoutASecretAreRefusedBeforeAnyRankStarts) {
+  ::unsetenv("REEL_SECRET");
+  const std::string marker = ScratchDir("launch_no_secret") + "/started";
+  RunResult r = Reel({"launch", "-n", "2", "--nnodes", "2", "--coordinator", "127.0.0.1:29500",
+                      "--", "sh", "-c", "touch " + marker});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("REEL_SECRET is not set: ranks on 2 nodes must share one"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("openssl rand -hex 32"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(marker)) << "a rank was started";
+  // mpi ranks do not use the secret.
+  ::setenv("REEL_TRANSPORT", "mpi", 1);
+  RunResult mpi = Reel({"launch", "-n", "1", "--nnodes", "2", "--coordinator", "127.0.0.1:29500",
+                        "--", "sh", "-c", "touch " + marker});
+  ::unsetenv("REEL_TRANSPORT");
+  EXPECT_EQ(mpi.code, 0) << mpi.err;
+  EXPECT_TRUE(fs::exists(marker));
 }
 
 // On one node the ranks share a secret made for this launch; one from the environment wins.
@@ -427,6 +455,76 @@ TEST(LaunchTest, BadArgumentsAreRefusedClearly) {
     EXPECT_EQ(r.code, 1) << c.error << "\n" << r.err;
     EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+// A loopback port that was free a moment ago: nobody listens there.
+int FreeLoopbackPortForTest() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// `reel demo` under a launcher: one rank of the host writes the data while the others wait for
+// it, and every rank trains on the same files. Before, every rank synthesised into the same
+// folder and one could fail moving a shard another had moved. Fresh work directories, repeated.
+TEST(LaunchDemoTest, EveryRankTrainsOnTheDataOneRankPrepared) {
+  for (int ranks : {2, 3}) {
+    for (int round = 0; round < 2; ++round) {
+      const std::string dir =
+          ScratchDir("launch_demo_" + std::to_string(ranks) + "_" + std::to_string(round));
+      RunResult r =
+          Reel({"launch", "-n", std::to_string(ranks), "--", "reel", "demo", "--workdir", dir,
+                "--quiet", "--set", "trainer.steps=4", "--set", "trainer.eval_every_steps=0",
+                "--set", "trainer.checkpoint_every_steps=0"});
+      ASSERT_EQ(r.code, 0) << ranks << " ranks, round " << round << ":\n" << r.err;
+      EXPECT_EQ(ListDir(dir + "/data/train").size(), 4u) << r.err;
+      EXPECT_EQ(ListDir(dir + "/data/test").size(), 1u) << r.err;
+      EXPECT_FALSE(fs::exists(dir + "/data.partial")) << "a partial data folder was left";
+      EXPECT_NE(r.out.find("held-out metrics"), std::string::npos) << r.out;
+      fs::remove_all(dir);
+    }
+  }
+}
+
+// A signal while a rank waits for its group to form (its peer never comes): the rank cannot stop
+// cleanly there, so it ends promptly with 130 and says why, instead of waiting out the connect
+// deadline (five minutes) or being killed by the launcher's grace period.
+TEST(LaunchTest, ASignalDuringFormationEndsTheRankPromptly) {
+  std::string why;
+  auto run = TrainRun::Make("signal_formation", "", &why);
+  if (!run) GTEST_SKIP() << why;
+  for (int sig : {SIGINT, SIGTERM}) {
+    ::setenv("REEL_RANK", "0", 1);
+    ::setenv("REEL_WORLD_SIZE", "2", 1);
+    ::setenv("REEL_COORDINATOR", ("127.0.0.1:" + std::to_string(FreeLoopbackPortForTest())).c_str(),
+             1);
+    ::setenv("REEL_TRANSPORT", "tcp", 1);
+    Background rank(run->dir(), {"train", "--config", run->config()});
+    for (const char* v : {"REEL_RANK", "REEL_WORLD_SIZE", "REEL_COORDINATOR", "REEL_TRANSPORT"})
+      ::unsetenv(v);
+    ASSERT_TRUE(rank.started());
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // waiting for rank 1, which never comes
+    rank.Signal(sig);
+    const auto sent = std::chrono::steady_clock::now();
+    // Far beyond the promise of about a second (not a timing assertion): only a rank that waits
+    // out its connect deadline reaches it.
+    std::optional<int> code = rank.WaitAtMost(std::chrono::seconds(60));
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    ASSERT_TRUE(code.has_value()) << "still waiting 60 s after the signal:\n" << rank.err();
+    EXPECT_EQ(*code, 130) << rank.err();
+    EXPECT_NE(rank.err().find("interrupted where the work cannot stop cleanly"), std::string::npos)
+        << rank.err();
+    std::cerr << "signal " << sig << " during formation: the rank ended " << took << " s later\n";
   }
 }
 

@@ -35,22 +35,26 @@ struct Queued {
 };
 
 struct Mailbox {
+  explicit Mailbox(int group_size) : queued_bytes(static_cast<size_t>(group_size), 0) {}
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv;    // a message arrived
+  std::condition_variable room;  // a receive took a message: senders over the budget retry
   std::map<std::pair<int, int>, std::deque<Queued>> queues;  // by (tag, source); guarded by mu
+  std::vector<uint64_t> queued_bytes;                        // by source; guarded by mu
 };
 
 // The shared state of one formed group; each communicator holds a reference.
 class Group {
  public:
-  Group(std::string name, int size) : name_(std::move(name)), size_(size), left_(size) {
-    for (int i = 0; i < size; ++i) boxes_.push_back(std::make_unique<Mailbox>());
+  Group(std::string name, int size, uint64_t budget)
+      : name_(std::move(name)), size_(size), budget_(budget), left_(size) {
+    for (int i = 0; i < size; ++i) boxes_.push_back(std::make_unique<Mailbox>(size));
     for (auto& l : left_) l.store(false);
   }
 
   int size() const { return size_; }
 
-  Status Send(int from, int dest, int tag, std::span<const std::byte> data) {
+  Status Send(int from, int dest, int tag, std::span<const std::byte> data, Deadline deadline) {
     if (dest < 0 || dest >= size_)
       return InvalidArgumentError(Where(from) + ": Send to rank " + std::to_string(dest) +
                                   " outside [0, " + std::to_string(size_) + ")");
@@ -61,12 +65,27 @@ class Group {
       return UnavailableError(Where(from) + ": Send to rank " + std::to_string(dest) + " tag " +
                               std::to_string(tag) + ": rank " + std::to_string(dest) +
                               " has left the group");
-    Queued q{arrivals_.fetch_add(1), TakeBuffer(data.size())};
-    q.payload.assign(data.begin(), data.end());
     Mailbox& box = *boxes_[dest];
+    std::vector<std::byte> payload = TakeBuffer(data.size());
+    payload.assign(data.begin(), data.end());
     {
-      std::lock_guard<std::mutex> lock(box.mu);
-      box.queues[{tag, from}].push_back(std::move(q));
+      std::unique_lock<std::mutex> lock(box.mu);
+      uint64_t& held = box.queued_bytes[static_cast<size_t>(from)];
+      // The receive budget: while this rank's messages that wait at `dest` fill it, the send
+      // waits for `dest` to take some (as a full TCP connection would).
+      while (held >= budget_) {
+        if (left_[dest].load())
+          return UnavailableError(Where(from) + ": Send to rank " + std::to_string(dest) + " tag " +
+                                  std::to_string(tag) + ": rank " + std::to_string(dest) +
+                                  " has left the group");
+        if (!WaitUntil(box.room, lock, deadline) && held >= budget_)
+          return DeadlineExceededError(
+              Where(from) + ": Send to rank " + std::to_string(dest) + " tag " +
+              std::to_string(tag) + " passed its deadline: rank " + std::to_string(dest) +
+              " is not receiving (" + std::to_string(held) + " bytes from this rank wait there)");
+      }
+      held += payload.size();
+      box.queues[{tag, from}].push_back(Queued{arrivals_.fetch_add(1), std::move(payload)});
     }
     box.cv.notify_all();  // several threads of the receiver may wait for different tags
     return Status::Ok();
@@ -120,6 +139,7 @@ class Group {
       // Taking the lock orders this store before any receiver's next check (no lost wake-up).
       { std::lock_guard<std::mutex> lock(box->mu); }
       box->cv.notify_all();
+      box->room.notify_all();  // senders waiting for room at a rank that left
     }
   }
 
@@ -146,6 +166,8 @@ class Group {
     Message m{best->first.second, tag, std::move(best->second.front().payload)};
     best->second.pop_front();
     if (best->second.empty()) box.queues.erase(best);  // queues only hold pending messages
+    box.queued_bytes[static_cast<size_t>(m.source)] -= m.payload.size();
+    box.room.notify_all();
     return m;
   }
 
@@ -168,6 +190,7 @@ class Group {
 
   const std::string name_;
   const int size_;
+  const uint64_t budget_;
   std::mutex pool_mu_;
   std::vector<std::vector<std::byte>> pool_;  // guarded by pool_mu_
   std::vector<std::unique_ptr<Mailbox>> boxes_;
@@ -183,8 +206,8 @@ class InprocCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline) override {
-    return group_->Send(rank_, dest, tag, data);  // never blocks: the message is queued
+  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override {
+    return group_->Send(rank_, dest, tag, data, deadline);  // waits only over the budget
   }
   Result<Message> Recv(int source, int tag, Deadline deadline) override {
     return group_->Recv(rank_, source, tag, deadline);
@@ -228,7 +251,7 @@ Rendezvous& GlobalRendezvous() {
 
 class InprocTransport final : public Transport {
  public:
-  explicit InprocTransport(std::string world) : world_(std::move(world)) {}
+  InprocTransport(std::string world, uint64_t budget) : world_(std::move(world)), budget_(budget) {}
 
   Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
                                                 Deadline deadline) override {
@@ -248,7 +271,7 @@ class InprocTransport final : public Transport {
       slot = std::make_shared<Forming>();
       slot->world_size = ctx.world_size;
       slot->joined.assign(ctx.world_size, false);
-      slot->group = std::make_shared<Group>(world_, ctx.world_size);
+      slot->group = std::make_shared<Group>(world_, ctx.world_size, budget_);
     }
     std::shared_ptr<Forming> f = slot;
     if (f->world_size != ctx.world_size)
@@ -288,32 +311,44 @@ class InprocTransport final : public Transport {
 
  private:
   std::string world_;
+  uint64_t budget_;
 };
 
 }  // namespace
 
-Result<std::vector<std::unique_ptr<Communicator>>> CreateInprocGroup(int n) {
+Result<std::vector<std::unique_ptr<Communicator>>> CreateInprocGroup(
+    int n, uint64_t receive_budget_bytes) {
   if (n < 1)
     return InvalidArgumentError("inproc group of " + std::to_string(n) + " ranks (need >= 1)");
   static std::atomic<int> counter{0};
-  auto group = std::make_shared<Group>("anonymous-" + std::to_string(counter.fetch_add(1)), n);
+  auto group = std::make_shared<Group>("anonymous-" + std::to_string(counter.fetch_add(1)), n,
+                                       receive_budget_bytes);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<InprocCommunicator>(group, r));
   return comms;
 }
 
-std::unique_ptr<Transport> MakeInprocTransport(std::string world) {
-  return std::make_unique<InprocTransport>(std::move(world));
+std::unique_ptr<Transport> MakeInprocTransport(std::string world, uint64_t receive_budget_bytes) {
+  return std::make_unique<InprocTransport>(std::move(world), receive_budget_bytes);
 }
 
 Status RegisterInprocTransport(Registrar& registrar) {
-  OptionSchema schema = {StringOption(
-      "world", "default",
-      "name of the in-process group; threads connecting with the same name form one group")};
+  OptionSchema schema = {
+      StringOption(
+          "world", "default",
+          "name of the in-process group; threads connecting with the same name form one group"),
+      IntOption("receive_budget_bytes", static_cast<int64_t>(kDefaultInprocReceiveBudgetBytes),
+                "bytes of one rank's messages that may wait at another for a receive; past it "
+                "a Send waits (until its deadline) for the receiver to take some. A message is "
+                "always accepted below it, so at most this plus one message waits per pair")};
   return registrar.Add<Transport>(
       {"inproc", "N ranks as threads of this process (tests, demos, single-machine hosts)", schema},
       [](const Options& o) -> Result<std::unique_ptr<Transport>> {
-        return MakeInprocTransport(o.GetString("world"));
+        const int64_t budget = o.GetInt("receive_budget_bytes");
+        if (budget < 0)
+          return InvalidArgumentError(
+              "inproc option 'receive_budget_bytes': " + std::to_string(budget) + " is below 0");
+        return MakeInprocTransport(o.GetString("world"), static_cast<uint64_t>(budget));
       });
 }
 

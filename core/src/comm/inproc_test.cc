@@ -37,6 +37,52 @@ REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
       return Result<conformance::Group>(conformance::Group{MakeInprocTransport("process"), ""});
     }));
 
+// The receive budget: a sender far ahead of its receiver waits instead of growing the receiver's
+// queue; a send over the budget fails at its deadline without queueing anything, and every
+// message sent arrives intact and in order.
+TEST(InprocTransport, ASenderOverTheReceiveBudgetWaitsAndNothingIsLost) {
+  constexpr size_t kMessage = 512;
+  auto comms = CreateInprocGroup(2, /*receive_budget_bytes=*/2 * kMessage);
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  Communicator& to = *(*comms)[0];
+  Communicator& from = *(*comms)[1];
+  auto payload = [](int i) { return std::vector<std::byte>(kMessage, std::byte(i)); };
+  ASSERT_TRUE(from.Send(0, 7, payload(0), DeadlineIn(std::chrono::seconds(5))).ok());
+  ASSERT_TRUE(from.Send(0, 7, payload(1), DeadlineIn(std::chrono::seconds(5))).ok());
+  Status over = from.Send(0, 7, payload(2), DeadlineIn(std::chrono::milliseconds(50)));
+  EXPECT_EQ(over.code(), StatusCode::kDeadlineExceeded) << over;
+  EXPECT_THAT(over.message(), ::testing::HasSubstr("rank 0 is not receiving (1024 bytes"));
+  // A sender that waits goes on as soon as the receiver takes a message.
+  std::thread sender([&] {
+    for (int i = 2; i < 40; ++i)
+      ASSERT_TRUE(from.Send(0, 7, payload(i), DeadlineIn(std::chrono::seconds(30))).ok());
+  });
+  for (int i = 0; i < 40; ++i) {
+    Result<Message> m = to.Recv(1, 7, DeadlineIn(std::chrono::seconds(30)));
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->payload, payload(i)) << "message " << i;
+  }
+  sender.join();
+  EXPECT_EQ(to.Recv(1, 7, DeadlineIn(std::chrono::milliseconds(10))).status().code(),
+            StatusCode::kDeadlineExceeded)
+      << "the refused send queued nothing";
+}
+
+TEST(InprocTransport, ASenderWaitingForRoomAtARankThatLeavesIsUnavailable) {
+  auto comms = CreateInprocGroup(2, /*receive_budget_bytes=*/1);
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  const std::vector<std::byte> one(8);
+  ASSERT_TRUE((*comms)[1]->Send(0, 1, one, DeadlineIn(std::chrono::seconds(5))).ok());
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (*comms)[0].reset();
+  });
+  Status s = (*comms)[1]->Send(0, 1, one, DeadlineIn(std::chrono::seconds(60)));
+  leaver.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("rank 0 has left the group"));
+}
+
 TEST(InprocTransport, GroupOfZeroRanksIsRefused) {
   EXPECT_EQ(CreateInprocGroup(0).status().code(), StatusCode::kInvalidArgument);
 }

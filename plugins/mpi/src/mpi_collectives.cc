@@ -180,10 +180,12 @@ Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
       Agree("AllReduce",
             {{"size", static_cast<int64_t>(data.size())}, {"operation", static_cast<int64_t>(op)}},
             deadline));
+  // Every rank has arrived, so no late rank holds this up; a rank stopped or lost from here on
+  // is caught by the watchdog. Under thread_level=serialized the other threads' MPI calls wait
+  // for it (mpi_runtime.h).
+  Watched watched(watchdog_, deadline, "AllReduce", data.size(), "floats");
   for (size_t at = 0; at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
-    // Every rank has arrived, so no late rank holds this up; under thread_level=serialized the
-    // other threads' MPI calls wait for it (mpi_runtime.h).
     REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
                                      return MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n,
                                                           MPI_FLOAT, MpiOp(op), collective_);
@@ -231,16 +233,15 @@ Status MpiCommunicator::PolledAllReduce(std::span<float> data, ReduceOp op, Dead
 }
 
 // The bare native call on the caller's memory (mpi_communicator.h): no arrival round, no argument
-// check, no polling; the watchdog keeps the deadline at the cost of four relaxed stores per call.
+// check, no polling; the watchdog keeps the deadline at the cost of a few relaxed stores per call.
 // A peer that left is not looked for (that takes an MPI call): the deadline catches it. Under
 // thread_level=serialized the call holds MpiLock until every rank has arrived, and the other
 // threads' MPI calls wait that long (mpi_runtime.h); the watchdog does not take it.
 Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   // No MPI call unless a timed-out Barrier may have completed since (late_collective_).
   REEL_RETURN_IF_ERROR(CollectivesUsable("AllReduce"));
-  const bool watched = deadline != NoDeadline();
-  if (watched) watchdog_.Arm(deadline, data.size());
   int code = MPI_SUCCESS;
+  Watched watched(watchdog_, deadline, "AllReduce", data.size(), "floats");
   // At least one call, also for no data: every rank takes part in every collective.
   for (size_t at = 0; code == MPI_SUCCESS && (at == 0 || at < data.size()); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
@@ -248,7 +249,6 @@ Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, De
       return MPI_Allreduce(MPI_IN_PLACE, data.data() + at, n, MPI_FLOAT, MpiOp(op), collective_);
     });
   }
-  if (watched) watchdog_.Disarm();
   if (code != MPI_SUCCESS)
     return MpiStatus(code, Where() + ": AllReduce of " + std::to_string(data.size()) + " floats");
   ++collectives_completed_;
@@ -261,6 +261,7 @@ Status MpiCommunicator::Broadcast(std::span<std::byte> data, int root, Deadline 
                                 " outside [0, " + std::to_string(size_) + ")");
   REEL_RETURN_IF_ERROR(
       Agree("Broadcast", {{"size", static_cast<int64_t>(data.size())}, {"root", root}}, deadline));
+  Watched watched(watchdog_, deadline, "Broadcast", data.size(), "bytes");
   for (size_t at = 0; at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
     REEL_RETURN_IF_ERROR(MpiStatus(
@@ -282,6 +283,7 @@ Status MpiCommunicator::AllGather(std::span<const std::byte> in, std::span<std::
                                 " bytes per rank: at most " + std::to_string(kMaxPiece));
   REEL_RETURN_IF_ERROR(Agree("AllGather", {{"size", static_cast<int64_t>(in.size())}}, deadline));
   const int n = static_cast<int>(in.size());
+  Watched watched(watchdog_, deadline, "AllGather", in.size(), "bytes per rank");
   return MpiStatus(Locked([&] {
                      return MPI_Allgather(in.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE,
                                           collective_);

@@ -245,7 +245,7 @@ class MpiCommunicator final : public Communicator {
   const std::vector<size_t> exchange_piece_bytes_;  // by rank: see ExchangePieceBytes
   std::vector<std::byte> exchange_scratch_;         // a peer's data in ExchangeStep
   std::vector<float> exchange_original_;            // its data as passed (beyond 2 ranks)
-  AllReduceWatchdog watchdog_;                      // BlockingAllReduce's deadlines
+  CollectiveWatchdog watchdog_;  // deadlines of native calls that cannot time out
 };
 
 }  // namespace reel::mpi

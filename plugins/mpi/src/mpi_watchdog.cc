@@ -15,7 +15,7 @@ int64_t Milliseconds(Clock::duration d) {
 
 }  // namespace
 
-AllReduceWatchdog::~AllReduceWatchdog() {
+CollectiveWatchdog::~CollectiveWatchdog() {
   if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -25,11 +25,11 @@ AllReduceWatchdog::~AllReduceWatchdog() {
   thread_.join();
 }
 
-void AllReduceWatchdog::Start() {
+void CollectiveWatchdog::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
-void AllReduceWatchdog::Run() {
+void CollectiveWatchdog::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t seen_call = 0;        // the call armed at the last look
   Clock::time_point first_seen;  // when the watchdog first saw it armed
@@ -52,19 +52,19 @@ void AllReduceWatchdog::Run() {
   }
 }
 
-void AllReduceWatchdog::Abort(uint64_t call, int64_t deadline_ns, Clock::time_point first_seen) {
+void CollectiveWatchdog::Abort(uint64_t call, int64_t deadline_ns, Clock::time_point first_seen) {
   const Clock::time_point now = Clock::now();
   const std::string line =
-      "reel mpi rank " + std::to_string(rank_) + ": AllReduce of " +
-      std::to_string(floats_.load(std::memory_order_relaxed)) +
-      " floats did not complete within its deadline (passed " +
+      "reel mpi rank " + std::to_string(rank_) + ": " + what_.load(std::memory_order_relaxed) +
+      " of " + std::to_string(floats_.load(std::memory_order_relaxed)) + " " +
+      unit_.load(std::memory_order_relaxed) + " did not complete within its deadline (passed " +
       std::to_string(Milliseconds(now - Clock::time_point(Clock::duration(deadline_ns)))) +
       " ms ago; call " + std::to_string(call) + " of this communicator, in flight for at least " +
       std::to_string(Milliseconds(now - first_seen)) +
-      " ms); blocking_allreduce cannot take a native MPI call back, so the MPI job is aborted\n";
+      " ms); MPI cannot take a native call back, so the MPI job is aborted\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
-  // Without MpiLock (mpi_runtime.h): the stuck AllReduce holds it under thread_level=serialized,
+  // Without MpiLock (mpi_runtime.h): the stuck call holds it under thread_level=serialized,
   // where MPI's rules would have this thread wait for it. Open MPI 4.1 supports MPI_Abort from
   // another thread in practice at either level (the watchdog tests run both): the abort goes to its
   // runtime (mpirun and its daemons), which ends every rank, not through the communication layers

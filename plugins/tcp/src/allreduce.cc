@@ -314,8 +314,8 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
         " message(s) of earlier allreduces that failed on this rank");
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
-  Result<std::unique_lock<std::mutex>> reading =
-      Borrow(left, /*polling=*/allreduce_spin_.count() > 0);
+  Result<std::unique_lock<DeadlineMutex>> reading =
+      Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline);
   if (!reading.ok()) return reading.status().WithContext(what);
   Status s = RingAllReduce(*this, data, op, seq, deadline).Run();
   GiveBack(left, std::move(*reading));

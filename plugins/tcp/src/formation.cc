@@ -517,7 +517,7 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
     Peer& peer = *peers_[static_cast<size_t>(r)];
     peer.in = std::make_unique<tcp::socket>(std::move(*socket));
     {
-      std::lock_guard<std::mutex> reading(peer.read_mu);
+      std::lock_guard<DeadlineMutex> reading(peer.read_mu);
       peer.frames = std::make_unique<FrameReader>(
           mailbox_, r, world_,
           [this](int failed, const std::string& why) { PeerFailed(failed, why, false); });

@@ -48,9 +48,15 @@ class FrameReader {
   void AbortMessage();
   // True while a data message's payload is being read.
   bool mid_message() const { return inbound_.has_value(); }
+  // True between frames: the next byte starts a frame's header.
+  bool between_frames() const { return !inbound_ && !notice_ && header_got_ == 0; }
   // If the message arriving is being read into `p`, hands `p` back done with `status` (the rest
   // of the message is staged and queued as if nobody had waited for it).
   void ReleaseClaim(const Mailbox::Posted& p, const Status& status);
+  // Hands back the receive being filled if it passed its deadline (Inbound::ReleaseIfAbandoned).
+  void ReleaseAbandoned() {
+    if (inbound_) inbound_->ReleaseIfAbandoned();
+  }
 
  private:
   void Header();

@@ -31,7 +31,37 @@ Mailbox::Mailbox(std::string where, int rank, int world_size, bool isolate_failu
       rank_(rank),
       isolate_failures_(isolate_failures),
       left_(static_cast<size_t>(world_size), false),
-      failed_(static_cast<size_t>(world_size)) {}
+      failed_(static_cast<size_t>(world_size)),
+      queued_bytes_(static_cast<size_t>(world_size), 0) {}
+
+// ---- Bounded memory ----
+
+void Mailbox::SetBudget(uint64_t bytes, std::function<void(int)> on_room) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_ = bytes;
+  on_room_ = std::move(on_room);
+}
+
+void Mailbox::SetOnAbandon(std::function<void(int)> on_abandon) {
+  on_abandon_ = std::move(on_abandon);
+}
+
+bool Mailbox::HasRoom(int source) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_bytes_[static_cast<size_t>(source)] < budget_;
+}
+
+uint64_t Mailbox::QueuedBytes(int source) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_bytes_[static_cast<size_t>(source)];
+}
+
+void Mailbox::Dequeued(int source, uint64_t bytes) {
+  uint64_t& held = queued_bytes_[static_cast<size_t>(source)];
+  const bool was_full = held >= budget_;
+  held -= bytes;
+  if (was_full && held < budget_ && on_room_) on_room_(source);
+}
 
 // ---- Receivers ----
 
@@ -76,8 +106,15 @@ Status Mailbox::RecvInto(int source, int tag, std::span<std::byte> out, Deadline
                                    TagName(tag) + " passed its deadline");
     }
     // The reader is writing into `out`: it hands the message back (to the queue, so the timeout
-    // consumes nothing) at its next chunk, and only then may `out` go away.
+    // consumes nothing) at its next chunk, or at once when told (a sender stalled mid-message
+    // sends no next chunk), and only then may `out` go away.
     p.abandon = true;
+    if (on_abandon_) {
+      const int from = p.claimed_from;
+      lock.unlock();
+      on_abandon_(from);
+      lock.lock();
+    }
     while (p.state != Posted::State::kDone) cv_.wait(lock);
   }
   return p.status;
@@ -132,6 +169,7 @@ uint64_t Mailbox::StartCollective(uint32_t seq) {
   for (auto it = queues_.begin(); it != queues_.end();) {
     if (StaleLocked(it->first.first)) {
       stale_dropped_ += it->second.size();
+      for (const Queued& q : it->second) Dequeued(it->first.second, q.payload.size());
       it = queues_.erase(it);
     } else {
       ++it;
@@ -253,6 +291,7 @@ std::optional<Message> Mailbox::TakeQueued(int source, int tag) {
   if (best == queues_.end()) return std::nullopt;
   Message m{best->first.second, tag, std::move(best->second.front().payload)};
   best->second.pop_front();
+  Dequeued(m.source, m.payload.size());
   if (best->second.empty()) queues_.erase(best);  // queues only hold pending messages
   return m;
 }
@@ -268,6 +307,7 @@ Mailbox::Posted* Mailbox::Claim(int source, int tag, uint64_t length, bool* take
       return nullptr;
     }
     p->state = Posted::State::kClaimed;
+    p->claimed_from = source;
     return p;
   }
   return nullptr;
@@ -284,6 +324,7 @@ void Mailbox::Enqueue(int source, int tag, std::vector<std::byte> payload) {
     ++stale_dropped_;
     return;
   }
+  queued_bytes_[static_cast<size_t>(source)] += payload.size();
   queues_[{tag, source}].push_back(Queued{arrivals_++, std::move(payload)});
   cv_.notify_all();  // several threads may wait for different tags
 }
@@ -392,14 +433,8 @@ void Mailbox::Inbound::Stage(size_t need) {
 void Mailbox::Inbound::Advance(size_t n) {
   received_ += n;
   if (discard_ || remaining() == 0) return;  // Finish() does the last hand-over
+  if (claimed_) return ReleaseIfAbandoned();
   std::unique_lock<std::mutex> lock(box_->mu_);
-  if (claimed_) {
-    if (!claimed_->abandon) return;
-    lock.unlock();
-    Release(DeadlineExceededError(box_->where_ + ": Recv from rank " + std::to_string(source_) +
-                                  " " + TagName(tag_) + " passed its deadline"));
-    return;
-  }
   bool taken = false;
   Posted* p = box_->Claim(source_, tag_, length_, &taken);
   if (!p) {
@@ -418,9 +453,21 @@ void Mailbox::Inbound::Advance(size_t n) {
   claimed_ = p;
 }
 
+void Mailbox::Inbound::ReleaseIfAbandoned() {
+  if (!claimed_) return;
+  {
+    std::lock_guard<std::mutex> lock(box_->mu_);
+    if (!claimed_->abandon) return;
+  }
+  Release(DeadlineExceededError(box_->where_ + ": Recv from rank " + std::to_string(source_) + " " +
+                                TagName(tag_) + " passed its deadline"));
+}
+
 void Mailbox::Inbound::Release(Status status) {
-  // Move what `claimed_` holds back into staging, so the message can still be delivered.
-  staging_ = box_->TakeBuffer(static_cast<size_t>(length_));
+  // Move what `claimed_` holds back into staging, so the message can still be delivered; staging
+  // grows from there as bytes arrive (Stage), not to the whole claimed length at once.
+  staging_ = box_->TakeBuffer(
+      static_cast<size_t>(std::min<uint64_t>(length_, std::max<uint64_t>(received_, kChunkBytes))));
   std::memcpy(staging_.data(), claimed_->out.data(), static_cast<size_t>(received_));
   std::lock_guard<std::mutex> lock(box_->mu_);
   box_->Complete(std::exchange(claimed_, nullptr), std::move(status));

@@ -20,6 +20,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -38,6 +40,21 @@ class Mailbox {
   // `where` prefixes every error, e.g. "tcp rank 2"; `rank` is this rank. `isolate_failures`: a
   // failed peer fails only receives from it (TransportContext::isolate_failures), not the group.
   Mailbox(std::string where, int rank, int world_size, bool isolate_failures = false);
+
+  // ---- Bounded memory ----
+  // Complete messages from one source that no receive has taken yet may hold `bytes` in all
+  // before HasRoom() says no (unbounded unless set). `on_room(source)` is called, with the
+  // Mailbox's lock held (it must not call back), when taking a message makes room again.
+  void SetBudget(uint64_t bytes, std::function<void(int source)> on_room);
+  // `on_abandon(source)` is called, without the lock, when a receive whose buffer `source`'s
+  // reader is filling passes its deadline: the reader must hand it back (Inbound::
+  // ReleaseIfAbandoned) even if no more bytes come. Unset, the receive waits for the next chunk.
+  void SetOnAbandon(std::function<void(int source)> on_abandon);
+  // True while the messages from `source` waiting for a receive hold less than the budget: a
+  // reader may start reading its next message.
+  bool HasRoom(int source) const;
+  // Bytes of messages from `source` waiting for a receive.
+  uint64_t QueuedBytes(int source) const;
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
@@ -55,8 +72,9 @@ class Mailbox {
     int tag = 0;
     std::span<std::byte> out;
     State state = State::kWaiting;  // guarded by mu_
-    bool abandon = false;  // the receiver's deadline passed while its buffer was being filled
-    Status status;         // final once done
+    bool abandon = false;   // the receiver's deadline passed while its buffer was being filled
+    Status status;          // final once done
+    int claimed_from = -1;  // the source whose reader claimed it (kClaimed); guarded by mu_
   };
   // Posts `p` (source, tag and out set): done at once if a queued message matched it (copied)
   // or the source is unavailable (p.status says which), else in line for the next match.
@@ -125,6 +143,9 @@ class Mailbox {
   // A message with `tag` belongs to a collective that has ended here.
   bool StaleLocked(int tag) const;
 
+  // A message of `bytes` from `source` left the queues. REQUIRES: mu_ held.
+  void Dequeued(int source, uint64_t bytes);
+
   std::vector<std::byte> TakeBuffer(size_t bytes);
   void ReturnBuffer(std::vector<std::byte> buffer);
 
@@ -137,8 +158,12 @@ class Mailbox {
   std::list<Posted*> posted_;                                 // waiting RecvInto's, oldest first
   uint64_t arrivals_ = 0;                                     // guarded by mu_
   std::vector<bool> left_;                                    // guarded by mu_
-  std::vector<std::string> failed_;  // reason per rank, empty if alive; guarded by mu_
-  int first_failed_ = -1;            // guarded by mu_
+  std::vector<std::string> failed_;     // reason per rank, empty if alive; guarded by mu_
+  std::vector<uint64_t> queued_bytes_;  // per source, of queues_; guarded by mu_
+  uint64_t budget_ = std::numeric_limits<uint64_t>::max();  // guarded by mu_
+  std::function<void(int)> on_room_;                        // guarded by mu_
+  std::function<void(int)> on_abandon_;                     // set before any receive
+  int first_failed_ = -1;                                   // guarded by mu_
   // Native collectives: the one running or last run; messages of earlier ones dropped.
   bool collectives_started_ = false;  // guarded by mu_
   uint32_t collective_floor_ = 0;     // guarded by mu_
@@ -161,6 +186,9 @@ class Mailbox::Inbound {
   // Where the next bytes go (never empty while remaining() > 0).
   std::span<std::byte> Next();
   void Advance(size_t n);
+  // If the receive being filled passed its deadline, hands it back (its bytes so far are staged,
+  // as when a chunk arrives after the deadline).
+  void ReleaseIfAbandoned();
   void Finish();
   void Fail(const Status& why);
   // If this message is being read into `p`, hands `p` back, done with `status`; the rest of

@@ -39,6 +39,17 @@ TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world,
     peers_.push_back(std::make_unique<Peer>(io_));
     peers_.back()->rank = r;
   }
+  mailbox_.SetBudget(options.receive_budget_bytes, [this](int source) {
+    asio::post(io_, [p = peers_[static_cast<size_t>(source)].get()] { p->room.cancel(); });
+  });
+  // A receive whose sender stalled mid-message: its reader, waiting for bytes that do not come,
+  // wakes and hands the buffer back (ReadOnce), so the receive ends at its deadline.
+  mailbox_.SetOnAbandon([this](int source) {
+    asio::post(io_, [p = peers_[static_cast<size_t>(source)].get()] {
+      error_code ignored;
+      if (p->in) p->in->cancel(ignored);
+    });
+  });
   io_thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -73,6 +84,7 @@ TcpCommunicator::~TcpCommunicator() {
     for (auto& peer : peers_) {
       if (peer->in) peer->in->close(ignored);
       peer->resume.cancel();  // a reader waiting for a borrower (none: no collective runs)
+      peer->room.cancel();    // a reader waiting for room in the budget
     }
   });
   work_.reset();
@@ -128,7 +140,7 @@ Status TcpCommunicator::RecvInto(int source, int tag, std::span<std::byte> out, 
   Peer& peer = *peers_[static_cast<size_t>(source)];
   // Only when nobody else reads the connection now; if someone does, what it reads reaches the
   // Mailbox, where the receive below finds it.
-  std::unique_lock<std::mutex> reading(peer.read_mu, std::try_to_lock);
+  std::unique_lock<DeadlineMutex> reading(peer.read_mu, std::try_to_lock);
   if (!reading.owns_lock() || !StillReading(peer)) {
     if (reading.owns_lock()) reading.unlock();
     return mailbox_.RecvInto(source, tag, out, deadline);
@@ -244,11 +256,20 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
   tcp::socket& socket = *peer->in;
   error_code ec;
   while (!closing_.load() && peer->reading.load()) {
-    std::unique_lock<std::mutex> reading = co_await LockReading(peer);
+    std::unique_lock<DeadlineMutex> reading = co_await LockReading(peer);
     ReadResult r = ReadResult::kGot;
-    for (int i = 0; i < kReadsPerTurn && r == ReadResult::kGot; ++i) r = ReadOnce(*peer);
+    for (int i = 0; i < kReadsPerTurn && r == ReadResult::kGot; ++i) r = ReadOnce(*peer, true);
     reading.unlock();
     if (r == ReadResult::kEnded) break;
+    if (r == ReadResult::kFull) {
+      // Unread, the peer's frames (heartbeats too) wait in the kernel while it is plainly alive:
+      // its silence meanwhile is not a failure. Checks again at every heartbeat interval.
+      peer->last_heard_ns.store(NowNs());
+      peer->room.expires_after(options_.heartbeat);
+      co_await peer->room.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      peer->last_heard_ns.store(NowNs());
+      continue;
+    }
     if (r == ReadResult::kGot) {  // more may be there: read again after the others' turn
       co_await asio::post(io_, asio::use_awaitable);
       continue;
@@ -257,7 +278,7 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
     co_await socket.async_wait(tcp::socket::wait_read,
                                asio::redirect_error(asio::use_awaitable, ec));
   }
-  std::unique_lock<std::mutex> reading = co_await LockReading(peer);
+  std::unique_lock<DeadlineMutex> reading = co_await LockReading(peer);
   peer->reading.store(false);
   error_code ignored;
   socket.close(ignored);
@@ -267,9 +288,12 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
   ReadingEnded(*peer);
 }
 
-TcpCommunicator::ReadResult TcpCommunicator::ReadOnce(Peer& peer) {
+TcpCommunicator::ReadResult TcpCommunicator::ReadOnce(Peer& peer, bool within_budget) {
   FrameReader& frames = *peer.frames;
   if (frames.state() != FrameReader::State::kReading) return ReadResult::kEnded;
+  frames.ReleaseAbandoned();
+  if (within_budget && frames.between_frames() && !mailbox_.HasRoom(peer.rank))
+    return ReadResult::kFull;
   try {
     // Whatever has arrived, however much, straight where the frame's bytes go.
     const std::span<std::byte> to = frames.Buffer();
@@ -301,10 +325,10 @@ void TcpCommunicator::ReadingEnded(Peer& peer) {
   frames.AbortMessage();  // after the notice: a woken receiver may end this process
 }
 
-asio::awaitable<std::unique_lock<std::mutex>> TcpCommunicator::LockReading(Peer* peer) {
+asio::awaitable<std::unique_lock<DeadlineMutex>> TcpCommunicator::LockReading(Peer* peer) {
   error_code ec;
   while (true) {
-    std::unique_lock<std::mutex> lock(peer->read_mu, std::try_to_lock);
+    std::unique_lock<DeadlineMutex> lock(peer->read_mu, std::try_to_lock);
     if (lock.owns_lock()) co_return lock;
     // Say so before trying once more: a borrower that lets go in between then wakes us.
     peer->io_waiting.store(true);
@@ -317,8 +341,13 @@ asio::awaitable<std::unique_lock<std::mutex>> TcpCommunicator::LockReading(Peer*
   }
 }
 
-Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer, bool polling) {
-  std::unique_lock<std::mutex> reading(peer.read_mu);
+Result<std::unique_lock<DeadlineMutex>> TcpCommunicator::Borrow(Peer& peer, bool polling,
+                                                                Deadline deadline) {
+  std::unique_lock<DeadlineMutex> reading(peer.read_mu, std::defer_lock);
+  if (!reading.try_lock_until(deadline))
+    return DeadlineExceededError(Where() + ": passed its deadline waiting for rank " +
+                                 std::to_string(peer.rank) +
+                                 "'s connection, which a receive on another thread is reading");
   if (StillReading(peer)) {
     if (polling) peer.read_muted = MuteReadReadiness(peer.in->native_handle());
     return reading;
@@ -328,7 +357,7 @@ Result<std::unique_lock<std::mutex>> TcpCommunicator::Borrow(Peer& peer, bool po
   return UnavailableError(Where() + ": not reading from rank " + std::to_string(peer.rank));
 }
 
-void TcpCommunicator::GiveBack(Peer& peer, std::unique_lock<std::mutex> reading) {
+void TcpCommunicator::GiveBack(Peer& peer, std::unique_lock<DeadlineMutex> reading) {
   Unmute(peer);  // first: the io thread is told of bytes that arrived meanwhile
   reading.unlock();
   if (peer.io_waiting.exchange(false)) asio::post(io_, [p = &peer] { p->resume.cancel(); });

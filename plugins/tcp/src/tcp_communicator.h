@@ -65,10 +65,13 @@ class TcpCommunicator final : public Communicator {
   const std::string& SendingCongestionControl(int peer) const {
     return peers_[static_cast<size_t>(peer)]->congestion_control;
   }
+  // Bytes of `peer`'s messages that arrived and wait for a receive (TcpOptions::
+  // receive_budget_bytes bounds them).
+  uint64_t QueuedBytes(int peer) const { return mailbox_.QueuedBytes(peer); }
 
  private:
   struct Peer {
-    explicit Peer(asio::io_context& io) : out(io), resume(io) {}
+    explicit Peer(asio::io_context& io) : out(io), resume(io), room(io) {}
     int rank = 0;
     Endpoint endpoint;    // where it accepts connections
     std::string machine;  // the machine it runs on (MachineId()), from the rendezvous
@@ -82,7 +85,7 @@ class TcpCommunicator final : public Communicator {
     // Incoming (the peer writes). The io thread opens and closes `in`; whoever holds read_mu
     // reads it (ReadOnce): the io thread's ReadLoop, or a collective that borrowed it.
     std::unique_ptr<tcp::socket> in;
-    std::mutex read_mu;
+    DeadlineMutex read_mu;
     std::unique_ptr<FrameReader> frames;  // guarded by read_mu
     bool read_muted = false;  // a polling borrower muted `in` (read_readiness.h); under read_mu
     std::atomic<int64_t> last_heard_ns{0};
@@ -90,6 +93,9 @@ class TcpCommunicator final : public Communicator {
     // The ReadLoop found read_mu taken and waits on `resume` until the borrower gives it back.
     std::atomic<bool> io_waiting{false};
     asio::steady_timer resume;  // io thread only
+    // The ReadLoop stopped reading while this peer's queued messages fill the receive budget
+    // (TcpOptions::receive_budget_bytes); the Mailbox cancels `room` when a receive makes some.
+    asio::steady_timer room;  // io thread only
   };
   class RingAllReduce;
 
@@ -111,17 +117,21 @@ class TcpCommunicator final : public Communicator {
            peer.reading.load();
   }
   // One read of `peer`'s incoming connection into its FrameReader. REQUIRES: peer.read_mu held.
-  enum class ReadResult { kGot, kEmpty, kEnded };
-  ReadResult ReadOnce(Peer& peer);
+  // kFull (only with `within_budget`): nothing was read, the peer's messages that wait for a
+  // receive fill its budget. A caller reading for a receive of its own reads past the budget.
+  enum class ReadResult { kGot, kEmpty, kEnded, kFull };
+  ReadResult ReadOnce(Peer& peer, bool within_budget = false);
   // The io thread's way to take read_mu: waits on `resume` while a collective holds it.
-  asio::awaitable<std::unique_lock<std::mutex>> LockReading(Peer* peer);
+  asio::awaitable<std::unique_lock<DeadlineMutex>> LockReading(Peer* peer);
   // A collective takes `peer`'s incoming connection for the calling thread (Unavailable if its
   // reading has ended), and gives it back. A `polling` borrower reads without waiting for the
   // socket to be readable, so the socket reports readiness to nobody meanwhile (read_readiness.h:
   // else the io thread wakes for every segment only to park again); before it sleeps in poll()
   // on the socket it calls Unmute. GiveBack unmutes.
-  Result<std::unique_lock<std::mutex>> Borrow(Peer& peer, bool polling);
-  void GiveBack(Peer& peer, std::unique_lock<std::mutex> reading);
+  // DeadlineExceeded if another thread (a large receive reading the connection itself) holds it
+  // past `deadline`.
+  Result<std::unique_lock<DeadlineMutex>> Borrow(Peer& peer, bool polling, Deadline deadline);
+  void GiveBack(Peer& peer, std::unique_lock<DeadlineMutex> reading);
   // REQUIRES: peer.read_mu held.
   static void Unmute(Peer& peer);
   // After `peer`'s FrameReader ended (left or failed): records and reports it.

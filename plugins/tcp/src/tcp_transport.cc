@@ -65,6 +65,12 @@ OptionSchema TcpOptionSchema() {
                    "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
                    "there), the system's elsewhere; 'system': the system's everywhere; or an "
                    "algorithm this kernel has (e.g. reno, cubic, bbr) on every connection"),
+      IntOption("receive_budget_bytes",
+                static_cast<int64_t>(TcpOptions::kDefaultReceiveBudgetBytes),
+                "bytes of messages from one peer that may wait for a receive to ask for them; "
+                "past it this rank stops reading that peer (TCP flow control then slows the "
+                "sender) until a receive takes some. The message being read is always read "
+                "whole, so at most this plus one message waits per peer"),
   };
 }
 
@@ -93,6 +99,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
                                 " outside [0, " + std::to_string(kMaxAllReduceSpinUs) +
                                 "] (or -1: automatic)");
   if (spin >= 0) t.allreduce_spin = std::chrono::microseconds(spin);
+  const int64_t budget = o.GetInt("receive_budget_bytes");
+  if (budget < 0)
+    return InvalidArgumentError("tcp option 'receive_budget_bytes': " + std::to_string(budget) +
+                                " is below 0");
+  t.receive_budget_bytes = static_cast<uint64_t>(budget);
   t.congestion_control = o.GetString("congestion_control");
   REEL_RETURN_IF_ERROR(CheckCongestionControlOption(t.congestion_control));
   if (t.heartbeat_timeout <= t.heartbeat)

@@ -39,6 +39,12 @@ struct TcpOptions {
   // of bbr on loopback, the system's elsewhere; congestion_control.h); "system": the system's
   // everywhere; else that algorithm on every one.
   std::string congestion_control;
+  // Bytes of messages from one peer that may wait, complete, for a receive to ask for them. Past
+  // it this rank stops reading that peer until a receive takes some, so TCP's flow control slows
+  // the sender instead of this rank's memory growing. The message being read is always read
+  // whole: at most the budget plus one message waits per peer.
+  uint64_t receive_budget_bytes = kDefaultReceiveBudgetBytes;
+  static constexpr uint64_t kDefaultReceiveBudgetBytes = uint64_t{256} << 20;
 };
 
 OptionSchema TcpOptionSchema();

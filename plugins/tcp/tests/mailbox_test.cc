@@ -18,6 +18,28 @@ using ::testing::HasSubstr;
 // Rank 2 fails; rank 1, whose own call failed because of it, leaves. A send to rank 1 must name
 // rank 2 (the cause), as a receive does: under `reel launch` the ranks a failure leaves behind
 // exit one after the other, and the last one's error named only the rank that left before it.
+// The receive budget: complete messages nobody has taken count against their source; taking one
+// that brings the source back under the budget says so (the io thread then reads it again).
+TEST(Mailbox, MessagesWaitingForAReceiveFillTheirSourcesBudget) {
+  Mailbox box("tcp rank 0", 0, 3);
+  std::vector<int> rooms;
+  box.SetBudget(1000, [&](int source) { rooms.push_back(source); });
+  const std::vector<std::byte> six_hundred(600);
+  box.DeliverCopy(1, 5, six_hundred);
+  EXPECT_TRUE(box.HasRoom(1));
+  box.DeliverCopy(1, 6, six_hundred);
+  EXPECT_FALSE(box.HasRoom(1));
+  EXPECT_EQ(box.QueuedBytes(1), 1200u);
+  EXPECT_TRUE(box.HasRoom(2)) << "the budget is per source";
+  ASSERT_TRUE(box.Recv(1, 6, DeadlineIn(std::chrono::seconds(1))).ok());
+  EXPECT_TRUE(box.HasRoom(1));
+  EXPECT_EQ(rooms, std::vector<int>{1});
+  std::vector<std::byte> out(600);
+  ASSERT_TRUE(box.RecvInto(1, 5, out, DeadlineIn(std::chrono::seconds(1))).ok());
+  EXPECT_EQ(box.QueuedBytes(1), 0u);
+  EXPECT_EQ(rooms, std::vector<int>{1}) << "only a source that was full is announced";
+}
+
 TEST(Mailbox, APeerLeavingABrokenGroupNamesTheRankThatFailed) {
   Mailbox box("tcp rank 0", 0, 3);
   ASSERT_TRUE(box.PeerStatus(1).ok());

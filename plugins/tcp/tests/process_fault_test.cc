@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <functional>
+#include <iostream>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -151,6 +154,64 @@ TEST_F(ProcessRanks, AStoppedRankDoesNotBlameItsPeersForItsOwnSilence) {
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ(ReadReport(ranks_[r].from, false, DeadlineIn(kCollectiveDeadline + 30s)), "OK")
         << "rank " << r;
+}
+
+// A peer stopped (SIGSTOP) in the middle of a message that a receive is being filled with: the
+// receive ends at its own deadline, not when the heartbeat timeout (here ten minutes) gives up
+// on the peer, and says how far past the deadline it returned.
+TEST_F(ProcessRanks, AReceiveWhoseSenderStopsMidMessageEndsAtItsDeadline) {
+  constexpr size_t kBytes = size_t{8} << 30;  // far longer to send than the 200 ms before SIGSTOP
+  constexpr auto kReceiveFor = 3s;
+  const std::string coordinator = FreeCoordinator();
+  auto join = [&](int rank, int report) {
+    TcpOptions options = TestOptions();
+    options.heartbeat_timeout = 600s;
+    auto comm = MakeTcpTransport(options)->Connect({rank, 2, coordinator}, DeadlineIn(60s));
+    if (!comm.ok()) {
+      const std::string why = comm.status().ToString();
+      (void)!write(report, why.data(), why.size());
+      _exit(1);
+    }
+    (void)!write(report, "ready\n", 6);
+    return std::move(*comm);
+  };
+  // Untouched anonymous memory: sending it reads the shared zero page, receiving touches only
+  // what arrived.
+  auto big = [] {
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return std::span<std::byte>(static_cast<std::byte*>(p), kBytes);
+  };
+  Start([&](int report) {
+    auto comm = join(0, report);
+    const Deadline deadline = DeadlineIn(kReceiveFor);
+    Status s = comm->RecvInto(kAnySource, 9, big(), deadline);
+    const auto late =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - deadline);
+    const std::string out = s.ToString() + " (" + std::to_string(late.count()) + " ms late)";
+    (void)!write(report, out.data(), out.size());
+    _exit(0);
+  });
+  Start([&](int report) {
+    auto comm = join(1, report);
+    (void)!write(report, "sending\n", 8);
+    (void)comm->Send(0, 9, big(), DeadlineIn(600s));
+    _exit(0);
+  });
+  ASSERT_EQ(ReadReport(ranks_[0].from, true, DeadlineIn(60s)), "ready\n");
+  std::string said;  // "ready\n" and "sending\n" may come in one read
+  while (said.find("sending\n") == std::string::npos) {
+    const std::string more = ReadReport(ranks_[1].from, true, DeadlineIn(60s));
+    ASSERT_FALSE(more.empty()) << "rank 1 said only: " << said;
+    said += more;
+  }
+  ASSERT_EQ(said, "ready\nsending\n");
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(kill(ranks_[1].pid, SIGSTOP), 0);
+  const std::string status = ReadReport(ranks_[0].from, false, DeadlineIn(kReceiveFor + 60s));
+  EXPECT_THAT(status, AllOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("passed its deadline")))
+      << "the receive waited for the stopped sender: " << status;
+  std::cerr << "receive from a sender stopped mid-message: " << status << "\n";
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -138,6 +139,27 @@ TEST(TcpReadItself, APeerThatLeavesEndsTheReceive) {
   receiver.join();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("rank 1"));
+}
+
+// An AllReduce that needs the connection a large receive on another thread is reading ends at its
+// own deadline, while that receive goes on waiting for its message.
+TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
+  auto comms = Group(2);
+  ASSERT_EQ(comms.size(), 2u);
+  std::atomic<bool> receive_ended{false};
+  std::thread receiver([&] {
+    std::vector<std::byte> got(kLarge);
+    Status s = comms[0]->RecvInto(1, 4, got, DeadlineIn(20s));  // rank 1 never sends it
+    receive_ended.store(true);
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  });
+  std::this_thread::sleep_for(200ms);  // the receive is reading rank 1's connection itself
+  std::vector<float> data(16, 1.0f);
+  Status s = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(300ms));
+  EXPECT_FALSE(receive_ended.load()) << "the AllReduce waited for the receive to end";
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("a receive on another thread is reading"));
+  receiver.join();
 }
 
 }  // namespace
