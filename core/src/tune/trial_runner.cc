@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "reel/core/schedule.h"
 #include "reel/core/train_job.h"
+#include "reel/core/trainer_options.h"
 #include "reel/core/tune.h"
 
 namespace reel::core {
@@ -39,6 +41,35 @@ TrialRunner TrainingTrialRunner(Host& host) {
     if (!r.final_eval) return FailedPreconditionError("the trial ended without a final evaluation");
     run.eval = *r.final_eval;
     return run;
+  };
+}
+
+ConfigCheck TrainingConfigCheck(Host& host) {
+  return [&host](const ConfigFile& cfg) -> Status {
+    const Registry& reg = host.registry();
+    REEL_RETURN_IF_ERROR(ValidateComponents(cfg, reg, {"data", "eval_data", "model"}));
+    const config::RunConfig& c = cfg.config;
+    const TrainerOptions o = TrainerOptionsFrom(cfg, TrainJobOptions{});
+    LrScheduleConfig lr = o.learning_rate;
+    if (lr.total_steps == 0 && lr.total_epochs == 0) {  // as the trainer fills them
+      lr.total_steps = o.steps;
+      if (lr.total_steps == 0) lr.total_epochs = o.epochs;
+    }
+    REEL_RETURN_IF_ERROR(LrSchedule::Create(lr).status().WithContext("trainer"));
+    // The sources open their inputs when built: missing files are found here.
+    const DataSourceContext ctx{{0, 1}, c.trainer().seed(), &host};
+    for (const auto* section : {&c.data(), &c.eval_data()}) {
+      const char* name = section == &c.data() ? "data" : "eval_data";
+      Result<Owned<DataSource>> source = reg.CreateDataSource(
+          section->name(), ComponentOptions(reg, ComponentKind::kDataSource, *section, c), ctx);
+      if (!source.ok())
+        return source.status().WithContext(std::string(name) + " '" + section->name() + "'");
+    }
+    Result<Owned<Model>> model = reg.CreateModel(
+        c.model().name(), ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
+        ModelContext{o.num_classes, 1});
+    if (!model.ok()) return model.status().WithContext("model '" + c.model().name() + "'");
+    return Status::Ok();
   };
 }
 
