@@ -250,6 +250,8 @@ struct StaleCase {
   const char* name;
 };
 
+void PrintTo(const StaleCase& c, std::ostream* os) { *os << c.name; }
+
 class MaxStaleness : public ::testing::TestWithParam<StaleCase> {};
 
 TEST_P(MaxStaleness, APushStalerThanTheBoundIsRefusedBeforeItIsApplied) {
