@@ -107,7 +107,7 @@ struct TuneRow {
   std::string dir;    // relative to the workdir
 };
 
-// The search's outcome: every trial, best first, and which one won.
+// The search's outcome: every trial, ranked within its rung, and which one won.
 struct TuneResult {
   // Finished and failed trials: by rung (highest first), best metric first within a rung, failed
   // rows last.
