@@ -56,19 +56,18 @@ ConfigCheck TrainingConfigCheck(Host& host) {
       if (lr.total_steps == 0) lr.total_epochs = o.epochs;
     }
     REEL_RETURN_IF_ERROR(LrSchedule::Create(lr).status().WithContext("trainer"));
-    // The sources open their inputs when built: missing files are found here.
+    // The sources open their inputs when built: missing files are found here. The registry's
+    // errors name the section and component.
     const DataSourceContext ctx{{0, 1}, c.trainer().seed(), &host};
-    for (const auto* section : {&c.data(), &c.eval_data()}) {
-      const char* name = section == &c.data() ? "data" : "eval_data";
-      Result<Owned<DataSource>> source = reg.CreateDataSource(
-          section->name(), ComponentOptions(reg, ComponentKind::kDataSource, *section, c), ctx);
-      if (!source.ok())
-        return source.status().WithContext(std::string(name) + " '" + section->name() + "'");
-    }
-    Result<Owned<Model>> model = reg.CreateModel(
-        c.model().name(), ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
-        ModelContext{o.num_classes, 1});
-    if (!model.ok()) return model.status().WithContext("model '" + c.model().name() + "'");
+    for (const config::Component* section : {&c.data(), &c.eval_data()})
+      REEL_RETURN_IF_ERROR(
+          reg.CreateDataSource(section->name(),
+                               ComponentOptions(reg, ComponentKind::kDataSource, *section, c), ctx)
+              .status());
+    REEL_RETURN_IF_ERROR(reg.CreateModel(c.model().name(),
+                                         ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
+                                         ModelContext{o.num_classes, 1})
+                             .status());
     return Status::Ok();
   };
 }
