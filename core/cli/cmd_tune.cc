@@ -25,6 +25,13 @@ Result<core::TuneConfigFile> LoadTuneConfig(const std::string& path,
   return f;
 }
 
+// A search that ended with no result at all: an error, with the first trial's reason.
+Status NoTrialSucceeded(const core::TuneResult& r) {
+  std::string why = "no trial succeeded (" + std::to_string(r.rows.size()) + " failed)";
+  if (!r.rows.empty()) why += "; the first: " + r.rows.front().error;
+  return FailedPreconditionError(why);
+}
+
 }  // namespace
 
 CliCommand TuneCliCommand() {
@@ -58,6 +65,7 @@ CliCommand TuneCliCommand() {
         options.tty = env.err_is_tty;
         InterruptScope interrupt;
         options.should_stop = [] { return InterruptScope::Poll(); };
+        options.check_config = core::TrainingConfigCheck(env.host);
         env.arguments_accepted = true;
         // A worker that dies fails its trial, not the search.
         REEL_ASSIGN_OR_RETURN(LaunchedRanks ranks,
@@ -78,6 +86,7 @@ CliCommand TuneCliCommand() {
         if (r.interrupted)
           return CancelledError("search interrupted; continue with --resume --workdir " +
                                 options.workdir);
+        if (!r.best) return NoTrialSucceeded(r);
         return Status::Ok();
       }};
 }

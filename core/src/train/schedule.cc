@@ -13,6 +13,8 @@ Result<LrSchedule> LrSchedule::Create(const LrScheduleConfig& c) {
     return InvalidArgumentError("learning_rate.base must be > 0, got " + std::to_string(c.base));
   if (config.warmup_steps < 0)
     return InvalidArgumentError("learning_rate.warmup_steps must be >= 0");
+  if (config.total_steps < 0 || config.total_epochs < 0)
+    return InvalidArgumentError("learning_rate.total_steps and total_epochs must be >= 0");
   if (config.schedule == "exponential") {
     if (config.decay_steps <= 0)
       return InvalidArgumentError(

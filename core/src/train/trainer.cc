@@ -268,8 +268,10 @@ Status Loop::Init() {
         o_.on_checkpoint_failure + "\"");
   if (!r_.optimizer->TrainsIndependently()) REEL_RETURN_IF_ERROR(AgreeOnSchedule());
   LrScheduleConfig lr = o_.learning_rate;
-  if (lr.total_steps == 0) lr.total_steps = o_.steps;
-  if (lr.total_steps == 0) lr.total_epochs = o_.epochs;
+  if (lr.total_steps == 0 && lr.total_epochs == 0) {  // unset: the run's own budget
+    lr.total_steps = o_.steps;
+    if (lr.total_steps == 0) lr.total_epochs = o_.epochs;
+  }
   REEL_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr));
   schedule_ = std::move(schedule);
   if (!o_.checkpoint_dir.empty())

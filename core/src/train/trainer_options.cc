@@ -35,6 +35,8 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
   if (lr.has_decay_rate()) o.learning_rate.decay_rate = lr.decay_rate();
   o.learning_rate.min_lr = lr.min_lr();
   o.learning_rate.warmup_steps = lr.warmup_steps();
+  o.learning_rate.total_steps = lr.total_steps();
+  o.learning_rate.total_epochs = lr.total_epochs();
   if (t.has_clip_norm()) o.clip_norm = t.clip_norm();
   o.eval_every_steps = t.eval_every_steps();
   if (t.has_log_every_steps()) o.log_every_steps = t.log_every_steps();

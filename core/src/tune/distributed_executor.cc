@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "executor.h"
 #include "train/thread_budget.h"
@@ -54,15 +55,19 @@ class DistributedExecutor : public Executor {
   }
 
   ~DistributedExecutor() override {
+    // The live workers are read under the lock: a listener may still be recording one as dead.
+    // The sends happen after it, so no listener waits on the lock across the network.
+    std::vector<int> live;
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
+      for (int r = 1; r < comm_.size(); ++r)
+        if (!dead_.count(r)) live.push_back(r);
     }
     config::TuneWork stop;
     stop.set_stop(true);
     const std::string bytes = stop.SerializeAsString();
-    for (int r = 1; r < comm_.size(); ++r)
-      if (!dead_.count(r)) (void)comm_.Send(r, kTagWork, Bytes(bytes), DeadlineIn(kPoll * 4));
+    for (int r : live) (void)comm_.Send(r, kTagWork, Bytes(bytes), DeadlineIn(kPoll * 4));
     for (auto& t : listeners_) t.join();
   }
 

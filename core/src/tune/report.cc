@@ -103,7 +103,12 @@ void Progress::Started(const TrialSpec& t, int attempt) {
 void Progress::Ended(const TuneRow& row, bool interrupted) {
   --running_;
   if (!interrupted) (row.ok ? finished_ : failed_)++;
-  if (row.ok && (!best_ || row.metric > *best_)) best_ = row.metric;
+  // The best of the highest rung reached, as the results rank them.
+  if (row.ok &&
+      (!best_ || row.rung > best_rung_ || (row.rung == best_rung_ && row.metric > *best_))) {
+    best_ = row.metric;
+    best_rung_ = row.rung;
+  }
   if (out_ && !tty_) {
     *out_ << "trial " << TrialName(row.config, row.rung) << " (budget " << row.budget << ") ";
     if (interrupted)
@@ -124,15 +129,31 @@ void Progress::Finish() {
 }
 
 void RankRows(TuneResult& r) {
+  // Within rungs, highest first: a metric after a short budget is not comparable with one after
+  // the full budget (ASHA, Li et al. 2020, returns the best of the highest rung reached).
   std::stable_sort(r.rows.begin(), r.rows.end(), [](const TuneRow& a, const TuneRow& b) {
     if (a.ok != b.ok) return a.ok;
     if (!a.ok) return std::tie(a.config, a.rung) < std::tie(b.config, b.rung);
+    if (a.rung != b.rung) return a.rung > b.rung;
     if (a.metric != b.metric) return a.metric > b.metric;
-    if (a.budget != b.budget) return a.budget > b.budget;
     return a.config < b.config;
   });
   r.best.reset();
   if (!r.rows.empty() && r.rows.front().ok) r.best = 0;
+}
+
+std::vector<int> RanksWithinRungs(const TuneResult& r) {
+  std::vector<int> ranks;
+  int rank = 0;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    if (!r.rows[i].ok) {
+      ranks.push_back(0);
+      continue;
+    }
+    if (i == 0 || r.rows[i].rung != r.rows[i - 1].rung) rank = 0;
+    ranks.push_back(++rank);
+  }
+  return ranks;
 }
 
 std::string ResultsCsv(const TuneResult& r) {
@@ -145,9 +166,10 @@ std::string ResultsCsv(const TuneResult& r) {
     for (const auto& p : *names) out << "," << Csv(p.first);
   out << ",status," << Csv(r.metric_name)
       << ",gap,hit_at_1,perr,map,steps,seconds,attempts,error,dir\n";
-  int rank = 0;
-  for (const TuneRow& row : r.rows) {
-    out << (row.ok ? std::to_string(++rank) : std::string()) << ","
+  const std::vector<int> ranks = RanksWithinRungs(r);
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const TuneRow& row = r.rows[i];
+    out << (row.ok ? std::to_string(ranks[i]) : std::string()) << ","
         << TrialName(row.config, row.rung) << "," << row.config << "," << row.rung << ","
         << row.budget;
     for (const auto& p : row.params) out << "," << Csv(p.second);
@@ -169,16 +191,17 @@ namespace reel::core {
 std::string FormatTuneTable(const TuneResult& r, size_t max_rows) {
   std::ostringstream out;
   out << "rank  trial        budget  " << r.metric_name << "    time    params\n";
-  int rank = 0;
+  const std::vector<int> ranks = tune::RanksWithinRungs(r);
   size_t shown = 0;
-  for (const TuneRow& row : r.rows) {
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const TuneRow& row = r.rows[i];
     if (shown++ == max_rows) {
       out << "... " << (r.rows.size() - max_rows) << " more rows in " << r.results_csv << "\n";
       break;
     }
     char head[96];
     std::snprintf(head, sizeof head, "%-5s %-12s %6lld  %-9s %6.1fs  ",
-                  row.ok ? std::to_string(++rank).c_str() : "-",
+                  row.ok ? std::to_string(ranks[i]).c_str() : "-",
                   tune::TrialName(row.config, row.rung).c_str(), static_cast<long long>(row.budget),
                   row.ok ? tune::Fixed(row.metric).c_str() : "FAILED", row.seconds);
     out << head;

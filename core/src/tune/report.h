@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "reel/core/tune.h"
 #include "search.h"
@@ -33,12 +34,16 @@ class Progress {
   std::string metric_name_;
   int64_t planned_;
   int running_ = 0, finished_ = 0, failed_ = 0;
-  std::optional<double> best_;
+  std::optional<double> best_;  // of rung best_rung_, the highest with a result
+  int best_rung_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// Sorts rows best first (failed rows last) and sets result.best.
+// Sorts rows by rung, highest first, and best first within a rung (failed rows last), and sets
+// result.best: the best trial of the highest rung reached.
 void RankRows(TuneResult& result);
+// Each row's rank within its rung, 1 first (0 for failed rows), for rows as RankRows leaves them.
+std::vector<int> RanksWithinRungs(const TuneResult& result);
 // results.csv: a header line, then one line per row (fields quoted as RFC 4180 where needed).
 std::string ResultsCsv(const TuneResult& result);
 // "GAP@20", "Hit@1", "PERR", "mAP".

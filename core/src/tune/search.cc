@@ -8,6 +8,8 @@
 #include <numeric>
 #include <random>
 
+#include "draws.h"
+
 namespace reel::core::tune {
 namespace {
 
@@ -104,12 +106,15 @@ class Asha : public SearchAlgorithm {
 }  // namespace
 
 std::vector<int64_t> RungBudgets(int64_t min_budget, int64_t max_budget, double eta) {
+  // From the top, as Li et al. (ASHA; Hyperband before it): r_k = R * eta^-k for k = 0, 1, ...
+  // while r_k >= min_budget, so the top rung is the full budget and every rung is reachable.
   std::vector<int64_t> b;
-  for (double r = static_cast<double>(min_budget); r < static_cast<double>(max_budget); r *= eta) {
-    const auto v = static_cast<int64_t>(std::llround(r));
-    if (b.empty() || v > b.back()) b.push_back(v);
+  const double floor_budget = static_cast<double>(min_budget) * (1 - 1e-9);
+  for (double r = static_cast<double>(max_budget); r >= floor_budget; r /= eta) {
+    const auto v = std::max<int64_t>(1, std::llround(r));
+    if (b.empty() || v < b.back()) b.push_back(v);
   }
-  if (b.empty() || b.back() < max_budget) b.push_back(max_budget);
+  std::reverse(b.begin(), b.end());
   return b;
 }
 
@@ -140,7 +145,7 @@ Result<std::unique_ptr<SearchAlgorithm>> CreateSearch(const SearchPlan& plan,
         auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(space.GridSize()));
         std::iota(order->begin(), order->end(), 0);
         std::mt19937_64 gen(plan.seed);
-        std::shuffle(order->begin(), order->end(), gen);
+        Shuffle(*order, gen);
         params = [&space, order](int64_t i) {
           return space.GridPoint((*order)[static_cast<size_t>(i)]);
         };

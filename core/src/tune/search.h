@@ -3,12 +3,13 @@
 //   - Grid: every point of the search space's grid, each at the full budget.
 //   - Random: `trials` samples of the space under the seed, each at the full budget. A space of
 //     value lists only is drawn without replacement (a seeded shuffle of its grid).
-//   - ASHA (asynchronous successive halving, Li et al., MLSys 2020): trials start on the first
-//     rung's small budget; whenever a rung holds a configuration in the best 1/eta of the results
-//     it has so far that was not promoted yet, that configuration is promoted to the next rung
-//     (eta times the budget, the last rung capped at the full budget); otherwise a new
-//     configuration starts on the first rung. No decision waits for a rung to fill, so no worker
-//     idles while configurations remain. A promoted trial continues from its checkpoint.
+//   - ASHA (asynchronous successive halving, Li et al., MLSys 2020): rungs counted down from the
+//     full budget R, r_k = R * eta^-k, to the smallest not below min_budget (RungBudgets). Trials
+//     start on the lowest rung; whenever a rung holds a configuration in the best 1/eta of the
+//     results it has so far that was not promoted yet, that configuration is promoted to the next
+//     rung; otherwise a new configuration starts on the lowest rung. No decision waits for a rung
+//     to fill, so no worker idles while configurations remain. A promoted trial continues from
+//     its checkpoint: rung k's trial is the first r_k units of one run planned for R (tuner.cc).
 //
 // A trial is (configuration number, rung): the configuration number addresses the search space
 // (a grid point or a sample index), so a journal that records it is enough to rebuild the
@@ -64,7 +65,8 @@ struct SearchPlan {
 Result<std::unique_ptr<SearchAlgorithm>> CreateSearch(const SearchPlan& plan,
                                                       const SearchSpace& space);
 
-// ASHA's rung budgets: min_budget * eta^k while below max_budget, then max_budget.
+// ASHA's rung budgets, smallest first: max_budget * eta^-k (rounded) for k = 0, 1, ... while at
+// least min_budget. The top rung is max_budget. REQUIRES: 1 <= min_budget <= max_budget, eta > 1.
 std::vector<int64_t> RungBudgets(int64_t min_budget, int64_t max_budget, double eta);
 
 }  // namespace reel::core::tune

@@ -5,6 +5,8 @@
 #include <limits>
 #include <random>
 
+#include "draws.h"
+
 namespace reel::core::tune {
 namespace {
 
@@ -105,24 +107,24 @@ Assignment SearchSpace::GridPoint(int64_t index) const {
 }
 
 Assignment SearchSpace::Sample(uint64_t seed, int64_t index) const {
+  // reel's own draws (draws.h): the same sample on every standard library.
   std::mt19937_64 gen(Mix(Mix(seed) ^ static_cast<uint64_t>(index)));
   Assignment a;
   for (const Dim& d : dims_) {
     if (!d.is_range) {
-      std::uniform_int_distribution<size_t> pick(0, d.values.size() - 1);
-      a.push_back({d.field, d.values[pick(gen)]});
+      a.push_back({d.field, d.values[UniformIndex(gen, d.values.size())]});
       continue;
     }
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    const double t = u(gen);
-    double v = d.log ? std::exp(std::log(d.min) + t * (std::log(d.max) - std::log(d.min)))
-                     : d.min + t * (d.max - d.min);
-    if (d.integer) {
-      // Uniform over the whole numbers of [min, max] on a linear scale; rounded on a log scale.
-      v = d.log ? std::round(v)
-                : std::floor(std::ceil(d.min) + t * (std::floor(d.max) - std::ceil(d.min) + 1));
-      v = std::min(std::max(v, std::ceil(d.min)), std::floor(d.max));
-    }
+    // Uniform over the whole numbers of [min, max] on a linear integer scale (one draw), else a
+    // real draw, rounded on a log integer scale.
+    const double lo = std::ceil(d.min), hi = std::floor(d.max);
+    double v;
+    if (d.integer && !d.log && lo <= hi)
+      v = static_cast<double>(UniformInt(gen, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+    else
+      v = d.log ? LogUniform(gen, d.min, d.max) : UniformReal(gen, d.min, d.max);
+    if (d.integer && (d.log || lo > hi))
+      v = lo > hi ? std::round(d.min) : std::min(std::max(std::round(v), lo), hi);
     a.push_back({d.field, Format(d, v)});
   }
   return a;

@@ -4,6 +4,7 @@
 // Configurations are addressed by a number: grid point i of the product (first dimension varies
 // slowest), or random sample i drawn from a generator seeded by (seed, i) alone — so sample i is
 // the same whether it is drawn first, last or after a resume, and no generator state needs saving.
+// The draws are reel's own (draws.h), so a seed gives the same samples on any standard library.
 //
 // Thread-safety: a SearchSpace is immutable after Create(); const methods from any thread.
 #ifndef REEL_CORE_SRC_TUNE_SEARCH_SPACE_H_

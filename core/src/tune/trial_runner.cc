@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "reel/core/schedule.h"
 #include "reel/core/train_job.h"
+#include "reel/core/trainer_options.h"
 #include "reel/core/tune.h"
 
 namespace reel::core {
@@ -39,6 +41,34 @@ TrialRunner TrainingTrialRunner(Host& host) {
     if (!r.final_eval) return FailedPreconditionError("the trial ended without a final evaluation");
     run.eval = *r.final_eval;
     return run;
+  };
+}
+
+ConfigCheck TrainingConfigCheck(Host& host) {
+  return [&host](const ConfigFile& cfg) -> Status {
+    const Registry& reg = host.registry();
+    REEL_RETURN_IF_ERROR(ValidateComponents(cfg, reg, {"data", "eval_data", "model"}));
+    const config::RunConfig& c = cfg.config;
+    const TrainerOptions o = TrainerOptionsFrom(cfg, TrainJobOptions{});
+    LrScheduleConfig lr = o.learning_rate;
+    if (lr.total_steps == 0 && lr.total_epochs == 0) {  // as the trainer fills them
+      lr.total_steps = o.steps;
+      if (lr.total_steps == 0) lr.total_epochs = o.epochs;
+    }
+    REEL_RETURN_IF_ERROR(LrSchedule::Create(lr).status().WithContext("trainer"));
+    // The sources open their inputs when built: missing files are found here. The registry's
+    // errors name the section and component.
+    const DataSourceContext ctx{{0, 1}, c.trainer().seed(), &host};
+    for (const config::Component* section : {&c.data(), &c.eval_data()})
+      REEL_RETURN_IF_ERROR(
+          reg.CreateDataSource(section->name(),
+                               ComponentOptions(reg, ComponentKind::kDataSource, *section, c), ctx)
+              .status());
+    REEL_RETURN_IF_ERROR(reg.CreateModel(c.model().name(),
+                                         ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
+                                         ModelContext{o.num_classes, 1})
+                             .status());
+    return Status::Ok();
   };
 }
 

@@ -133,6 +133,24 @@ TuneRow RowFromRecord(const config::TrialRecord& r) {
   return row;
 }
 
+// Trains `budget` units of a run whose learning-rate schedule is planned for `planned` units
+// (the search's full budget), unless the base config plans it itself. So ASHA's rung-k trial is
+// exactly the first r_k units of the full run, whether it got there through the lower rungs'
+// checkpoints or from scratch (best.pbtxt): the cosine does not restart at every rung.
+void SetBudget(config::Trainer& t, config::Search::BudgetUnit unit, int64_t budget,
+               int64_t planned) {
+  config::LearningRate& lr = *t.mutable_learning_rate();
+  const bool planned_by_base = lr.total_steps() != 0 || lr.total_epochs() != 0;
+  if (unit == config::Search::STEPS) {
+    t.set_steps(budget);
+    if (!planned_by_base) lr.set_total_steps(planned);
+  } else {
+    t.set_steps(0);
+    t.set_epochs(budget);
+    if (!planned_by_base) lr.set_total_epochs(planned);
+  }
+}
+
 // The state of a search in progress, rebuilt from the journal on resume.
 class Scheduler {
  public:
@@ -240,13 +258,7 @@ class Scheduler {
     job.spec = spec;
     job.attempt = attempt;
     REEL_ASSIGN_OR_RETURN(ConfigFile cfg, space_.Apply(file_.base, spec.params));
-    config::Trainer& t = *cfg.config.mutable_trainer();
-    if (plan_.unit == config::Search::STEPS) {
-      t.set_steps(spec.budget);
-    } else {
-      t.set_steps(0);
-      t.set_epochs(spec.budget);
-    }
+    SetBudget(*cfg.config.mutable_trainer(), plan_.unit, spec.budget, plan_.search.max_budget);
     job.request.config_text = ConfigToText(cfg.config);
     job.request.threads = options_.comm && options_.comm->size() > 1 ? 0 : plan_.threads_per_trial;
     REEL_ASSIGN_OR_RETURN(job.request.resume, tune::PrepareTrialDir(options_.workdir, spec.config,
@@ -353,19 +365,14 @@ Status WriteFile(const fs::path& path, const std::string& content) {
   return Status::Ok();
 }
 
-// best.pbtxt: the base config with the best trial's values and budget, ready for `reel train`.
+// best.pbtxt: the base config with the best trial's values, budget and schedule, ready for
+// `reel train`, which then trains what the trial trained and scores what it scored.
 Result<std::string> BestConfigText(const TuneConfigFile& file, const tune::SearchSpace& space,
                                    const Plan& plan, const TuneRow& best) {
   Assignment a;
   for (const auto& [field, value] : best.params) a.push_back({field, value});
   REEL_ASSIGN_OR_RETURN(ConfigFile cfg, space.Apply(file.base, a));
-  config::Trainer& t = *cfg.config.mutable_trainer();
-  if (plan.unit == config::Search::STEPS) {
-    t.set_steps(best.budget);
-  } else {
-    t.set_steps(0);
-    t.set_epochs(best.budget);
-  }
+  SetBudget(*cfg.config.mutable_trainer(), plan.unit, best.budget, plan.search.max_budget);
   std::string head = "# The best trial of the search in " + file.base.path + ": trial c" +
                      std::to_string(best.config) + "/r" + std::to_string(best.rung) + ", " +
                      tune::MetricName(plan.metric, plan.top_k) + " " + std::to_string(best.metric) +
@@ -398,6 +405,14 @@ Result<TuneResult> RunTune(const TuneConfigFile& file, const TuneOptions& option
     TuneResult worker;  // the results live on rank 0
     worker.metric_name = tune::MetricName(plan.metric, plan.top_k);
     return worker;
+  }
+  if (options.check_config) {
+    // Once, before any trial: a base every trial inherits (missing data, an unknown component)
+    // would otherwise fail each trial in turn.
+    ConfigFile base = file.base;
+    SetBudget(*base.config.mutable_trainer(), plan.unit, plan.search.max_budget,
+              plan.search.max_budget);
+    REEL_RETURN_IF_ERROR(options.check_config(base).WithContext("the base config"));
   }
   std::error_code ec;
   fs::create_directories(options.workdir, ec);

@@ -23,21 +23,27 @@ OptionSchema AsyncOptions() {
   s.push_back(StringOption("frequency", "step",
                            "step: push gradients every push_every steps (Downpour); epoch: train "
                            "locally and push the parameter delta once per epoch (Elephas)"));
+  s.push_back(BoolOption("apply_locally", false,
+                         "Downpour's client (Dean et al. 2012): apply every step's gradient to "
+                         "the local copy (plain sgd) and push the sum of the gradients every "
+                         "push_every steps; false: the local copy changes only by pulls, and a "
+                         "push carries the mean (frequency: step, no overlap)"));
   s.push_back(BoolOption("locking", true,
                          "serialise updates per shard; false applies concurrent pushes "
                          "Hogwild-style (rule sgd only)"));
   s.push_back(BoolOption("staleness_aware", false,
                          "divide a push's learning rate by its staleness (Zhang et al. 2016)"));
   s.push_back(IntOption("max_staleness", 0,
-                        "a worker more than this many versions behind pulls before its next "
-                        "step (stale-synchronous); 0: no bound"));
+                        "a push computed more than this many updates behind its shard is refused "
+                        "before it is applied, and its worker pulls before its next step; "
+                        "0: no bound"));
   s.push_back(BoolOption("overlap", false,
                          "push and pull on a thread of their own while the next step computes "
                          "(its weights are then one step older; frequency: step only)"));
   s.push_back(BoolOption("pipeline", true,
-                         "a step that pushes and pulls sends its push and receives the fresh "
-                         "weights at once, in chunks the server applies and returns as they "
-                         "arrive (locking only); false: push, await the ack, then pull"));
+                         "a step that pushes and pulls does both in one exchange: the push in "
+                         "chunks, the fresh weights back in chunks once the server applied it "
+                         "(locking only); false: push, await the ack, then pull"));
   s.push_back(IntOption("pipeline_chunk", 262144, "floats per chunk of a pipelined push+pull"));
   s.push_back(IntOption("server_checkpoint_every", 0,
                         "updates of its shard between the checkpoints each server writes of its "
@@ -64,6 +70,7 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
   c.max_staleness = o.GetInt("max_staleness");
   c.timeout_ms = o.GetInt("timeout_ms");
   c.overlap = o.GetBool("overlap");
+  c.apply_locally = o.GetBool("apply_locally");
   c.pipeline = o.GetBool("pipeline");
   c.pipeline_chunk = o.GetInt("pipeline_chunk");
   c.server_checkpoint_every = o.GetInt("server_checkpoint_every");
@@ -78,6 +85,10 @@ Result<AsyncConfig> ParseAsyncConfig(const Options& o, const OptimizerContext& c
     return Bad("overlap",
                "true needs frequency 'step' (an epoch's single push has nothing to "
                "overlap with)");
+  if (c.apply_locally && (c.per_epoch || c.overlap))
+    return Bad("apply_locally",
+               "true needs frequency 'step' and overlap false (the local copy is updated in "
+               "line with the step)");
   if (c.pull_every < 1) return Bad("pull_every", std::to_string(c.pull_every) + " is below 1");
   if (c.push_every < 1) return Bad("push_every", std::to_string(c.push_every) + " is below 1");
   if (c.max_staleness < 0)

@@ -19,6 +19,9 @@ struct AsyncConfig {
   int64_t pull_every = 1;  // local steps between pulls of fresh weights
   int64_t push_every = 1;  // local steps whose gradients are accumulated into one push
   bool per_epoch = false;  // frequency: epoch — push the parameter delta once per epoch
+  // Downpour's client (Dean et al. 2012): every step's gradient also updates the local copy (plain
+  // sgd at the step's rate); a push carries the sum of the gradients since the last push.
+  bool apply_locally = false;
   bool locking = true;     // false: Hogwild updates (sgd only)
   bool staleness_aware = false;
   int64_t max_staleness = 0;        // 0: no bound

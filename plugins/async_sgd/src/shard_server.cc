@@ -7,8 +7,6 @@
 #include <cstring>
 #include <thread>
 
-#include "chunk_receiver.h"
-
 namespace reel::async_sgd {
 
 const char* KindName(Kind k) {
@@ -141,6 +139,7 @@ Status ShardServer::ServeWorker(int worker) {
   };
   const int64_t floats = static_cast<int64_t>(size_);
   std::vector<float> payload(size_);  // this worker's pushes land here, in place
+  std::vector<float> reply(size_);    // the values sent back to it, copied under the lock
   while (true) {
     Result<Header> h = NextRequest(worker);
     if (!h.ok()) {
@@ -165,14 +164,15 @@ Status ShardServer::ServeWorker(int worker) {
     switch (h->kind) {
       case Kind::kPush:
       case Kind::kPushDelta: {
-        Status s = comm_.RecvInto(worker, kPayloadTag, std::as_writable_bytes(std::span(payload)),
-                                  NextDeadline());
+        // Received without the shard's lock: a worker that stalls mid-push holds up nobody.
+        Status s = RecvPayload(worker, kPayloadTag, std::as_writable_bytes(std::span(payload)));
         if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
           return lose(s);
         REEL_RETURN_IF_ERROR(s);
-        REEL_RETURN_IF_ERROR(Apply(*h, payload));
-        CountApplied(tally, *h);
-        const Header ack = MakeHeader(Kind::kAck, shard_, 0, version_.load());
+        REEL_ASSIGN_OR_RETURN(const Applied done, Apply(*h, payload));
+        Count(tally, *h, done.refused);
+        Header ack = MakeHeader(Kind::kAck, shard_, 0, done.version);
+        ack.aux = done.refused ? 1 : 0;
         Status a = SendHeader(comm_, worker, kReplyTag, ack, NextDeadline());
         if (a.code() == StatusCode::kUnavailable) return lose(a);
         REEL_RETURN_IF_ERROR(a);
@@ -183,14 +183,14 @@ Status ShardServer::ServeWorker(int worker) {
           return InvalidArgumentError(
               Where() + ": rank " + std::to_string(worker) +
               " sent a pipelined push+pull, which needs locking and a chunk size");
-        Status s = PushPull(worker, *h, payload, tally);
+        Status s = PushPull(worker, *h, payload, reply, tally);
         if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
           return lose(s);
         REEL_RETURN_IF_ERROR(s);
         break;
       }
       case Kind::kPull: {
-        Status s = ReplyPull(worker, payload);
+        Status s = ReplyPull(worker, reply);
         if (s.code() == StatusCode::kUnavailable) return lose(s);
         REEL_RETURN_IF_ERROR(s);
         break;
@@ -217,9 +217,9 @@ Status ShardServer::ServeWorker(int worker) {
         std::lock_guard<std::mutex> lock(tally_mu_);
         tally.done = true;
         if (h->step != tally.applied)
-          return DataLossError(Where() + ": rank " + std::to_string(worker) + " sent " +
-                               std::to_string(h->step) + " pushes, " +
-                               std::to_string(tally.applied) + " were applied");
+          return DataLossError(Where() + ": rank " + std::to_string(worker) + " counts " +
+                               std::to_string(h->step) + " pushes applied, " +
+                               std::to_string(tally.applied) + " were");
         return Status::Ok();
       }
       default:
@@ -230,25 +230,54 @@ Status ShardServer::ServeWorker(int worker) {
   }
 }
 
-void ShardServer::CountApplied(Tally& tally, const Header& h) {
+void ShardServer::Count(Tally& tally, const Header& h, bool refused) {
   std::lock_guard<std::mutex> lock(tally_mu_);
+  if (refused) {
+    ++tally.refused;
+    return;
+  }
   ++tally.applied;
   tally.applied_step = h.step;
   tally.applied_steps += h.steps;
   tally.applied_examples += h.examples;
 }
 
-// Staleness: how many updates reached the shard since the worker's copy was pulled. A push based
-// on the newest version (staleness 0) or one behind gets the full rate.
+Status ShardServer::RecvPayload(int worker, int tag, std::span<std::byte> into) {
+  const Deadline end = NextDeadline();
+  while (true) {
+    const Deadline slice = std::min(end, DeadlineIn(std::chrono::milliseconds(100)));
+    // A receive that passes its deadline consumes nothing (reel/transport.h), so it is retried.
+    Status s = comm_.RecvInto(worker, tag, into, slice);
+    if (s.ok() || s.code() != StatusCode::kDeadlineExceeded || slice == end) return s;
+    if (stop_.load())
+      return CancelledError(Where() + ": stopped while receiving a push from rank " +
+                            std::to_string(worker));
+  }
+}
+
+// Staleness (Zhang et al. 2016): how many updates reached the shard since the version the push's
+// gradient was computed on (wire.h: the request's `version`).
+int64_t ShardServer::Staleness(const Header& h) const {
+  return std::max<int64_t>(0, version_.load() - h.version);
+}
+
+// staleness_aware: the rate divided by the staleness; a push on the newest version (staleness 0)
+// or one behind gets the full rate.
 float ShardServer::Scale(const Header& h) const {
-  const int64_t staleness = std::max<int64_t>(0, version_.load() - h.version);
-  return config_.staleness_aware ? 1.0f / static_cast<float>(std::max<int64_t>(1, staleness))
+  return config_.staleness_aware ? 1.0f / static_cast<float>(std::max<int64_t>(1, Staleness(h)))
                                  : 1.0f;
 }
 
-Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
+bool ShardServer::TooStale(const Header& h) const {
+  return config_.max_staleness > 0 && Staleness(h) > config_.max_staleness;
+}
+
+Result<ShardServer::Applied> ShardServer::Apply(const Header& h, std::span<const float> payload) {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   if (config_.locking) lock.lock();
+  // max_staleness: judged before anything is applied (with locking, against the version the
+  // update would follow; Hogwild, against the version as last counted).
+  if (TooStale(h)) return Applied{version_.load(), true};
   const float scale = Scale(h);
   if (h.kind == Kind::kPushDelta) {
     if (config_.locking) {
@@ -270,7 +299,8 @@ Status ShardServer::Apply(const Header& h, std::span<const float> payload) {
       v.store(p - lr * (payload[i] + wd * p), std::memory_order_relaxed);
     }
   }
-  return CountUpdate(lock).status();
+  REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
+  return Applied{version, false};
 }
 
 Result<int64_t> ShardServer::CountUpdate(std::unique_lock<std::mutex>& lock) {
@@ -283,91 +313,43 @@ Result<int64_t> ShardServer::CountUpdate(std::unique_lock<std::mutex>& lock) {
   return version;
 }
 
-namespace {
-
-// Rule sgd's step over the gradient: grads = params - lr * (grads + wd * params), the expression
-// of UpdateRule's Sgd (reel/update_rule.h), so the result is the same bit for bit (the OneWorker
-// and CutOff tests compare). In blocks of a constant length with __restrict pointers, as that rule
-// does, so GCC vectorises it at -O2.
-template <size_t N>
-void SgdBlock(float* __restrict g, const float* __restrict p, float lr, float wd) {
-  for (size_t i = 0; i < N; ++i) g[i] = p[i] - lr * (g[i] + wd * p[i]);
-}
-void SgdOverGrads(std::span<float> grads, std::span<const float> params, float lr, float wd) {
-  constexpr size_t kBlock = 64;
-  const size_t n = grads.size(), blocks = n / kBlock;
-  for (size_t b = 0; b < blocks; ++b)
-    SgdBlock<kBlock>(grads.data() + b * kBlock, params.data() + b * kBlock, lr, wd);
-  for (size_t i = blocks * kBlock; i < n; ++i)
-    SgdBlock<1>(grads.data() + i, params.data() + i, lr, wd);
-}
-
-}  // namespace
-
-// The push's chunks are applied as they arrive, each chunk's fresh values sent straight back, so
-// the push and the pull cross the link in both directions at once. One update (one rule step,
-// one version) under the lock for its whole length, as a push and a pull in a row would be with
-// nothing between them. The chunks are received on a thread of their own, each receive posted
-// before its chunk arrives (chunk_receiver.h), from before the lock is taken, so that a push
-// arrives while another worker's exchange holds the lock. A push cut off half way (the worker died)
-// is taken back, so that nothing of it remains:
-//   * rule sgd (no state) writes each chunk's new values over its gradient in `payload`, still
-//     in cache from its arrival, sends them from there, and swaps `payload` with the shard's
-//     values once the last chunk arrived: a cut-off push never touched them, no copy is made and
-//     no second shard is kept (the worker's receive buffer, which exists anyway, serves);
-//   * the other rules update their state in place: what each chunk held before (values and
-//     state) is kept (undo_*) until the last chunk arrived, and put back if it does not.
-// If only the way back fails, the push arrived whole and counts.
+// A push and a pull in one exchange (wire.h, kPushPull). The push's chunks are all received
+// before the shard's lock is taken, so a worker that stalls or stops mid-push delays no other
+// worker (Stop() ends the wait); under the lock the update is applied whole (one rule step, one
+// version) and the fresh values copied out; they are sent back after the lock is released, so no
+// lock is held across the network. A push cut off half way was never applied.
 Status ShardServer::PushPull(int worker, const Header& h, std::vector<float>& payload,
-                             Tally& tally) {
+                             std::vector<float>& reply, Tally& tally) {
   const size_t n = size_, chunk = h.aux;
-  // Receiving before the lock is taken: the push arrives while another worker's exchange holds it.
-  ChunkReceiver receiver(comm_, worker, kPayloadTag, std::span(payload), chunk,
-                         [this] { return NextDeadline(); });
-  std::unique_lock<std::mutex> lock(mu_);
-  const float lr = h.lr * Scale(h);
-  rule_->BeginUpdate(n);
-  const bool out_of_place = config_.rule.rule == "sgd";
-  const int vectors = rule_->state_vectors();
-  if (!out_of_place) {
-    undo_values_.resize(n);
-    undo_state_.resize(static_cast<size_t>(vectors) * n);
-  }
-  auto take_back = [&](size_t applied) {
-    if (!out_of_place) {
-      std::copy_n(undo_values_.begin(), applied, values_.begin());
-      for (int k = 0; k < vectors; ++k)
-        rule_->SetState(k, 0, std::span<const float>(undo_state_).subspan(k * n, applied));
-    }
-    rule_->CancelUpdate();
-  };
-  Status back = Status::Ok();
   for (size_t at = 0; at < n; at += chunk) {
     const size_t len = std::min(chunk, n - at);
-    if (Status got = receiver.Await(at + len); !got.ok()) {
-      take_back(at);
-      return got;
-    }
-    std::span<float> in = std::span(payload).subspan(at, len);
-    std::span<float> shard = std::span(values_).subspan(at, len), fresh = shard;
-    if (out_of_place) {
-      fresh = in;
-      SgdOverGrads(fresh, shard, lr, static_cast<float>(config_.rule.weight_decay));
-    } else {
-      std::copy(shard.begin(), shard.end(), undo_values_.begin() + static_cast<ptrdiff_t>(at));
-      for (int k = 0; k < vectors; ++k)
-        rule_->CopyState(k, at, std::span(undo_state_).subspan(k * n + at, len));
-      rule_->ApplyPart(shard, in, lr, at);
-    }
-    if (back.ok())
-      back = comm_.Send(worker, kReplyPayloadTag, std::as_bytes(fresh), NextDeadline());
+    REEL_RETURN_IF_ERROR(RecvPayload(worker, kPayloadTag,
+                                     std::as_writable_bytes(std::span(payload).subspan(at, len))));
   }
-  if (out_of_place) values_.swap(payload);
-  CountApplied(tally, h);
-  REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
-  REEL_RETURN_IF_ERROR(back);
-  const Header reply = MakeHeader(Kind::kPushPulled, shard_, 0, version, static_cast<int64_t>(n));
-  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
+  Applied done;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (TooStale(h)) {
+      done = Applied{version_.load(), true};
+    } else {
+      rule_->Apply(values_, payload, h.lr * Scale(h));
+      // Copied before CountUpdate, which may release the lock to write a checkpoint.
+      std::copy(values_.begin(), values_.end(), reply.begin());
+      REEL_ASSIGN_OR_RETURN(const int64_t version, CountUpdate(lock));
+      done = Applied{version, false};
+    }
+    if (done.refused) std::copy(values_.begin(), values_.end(), reply.begin());
+  }
+  Count(tally, h, done.refused);
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t len = std::min(chunk, n - at);
+    REEL_RETURN_IF_ERROR(comm_.Send(worker, kReplyPayloadTag,
+                                    std::as_bytes(std::span(reply).subspan(at, len)),
+                                    NextDeadline()));
+  }
+  Header out = MakeHeader(Kind::kPushPulled, shard_, 0, done.version, static_cast<int64_t>(n));
+  out.aux = done.refused ? 1 : 0;
+  return SendHeader(comm_, worker, kReplyTag, out, NextDeadline());
 }
 
 ShardSnapshot ShardServer::Snapshot(int64_t version) {
@@ -386,15 +368,16 @@ ShardSnapshot ShardServer::Snapshot(int64_t version) {
 Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
   Header reply = MakeHeader(Kind::kPulled, shard_, 0, 0, static_cast<int64_t>(size_));
   if (config_.locking) {
-    // Sent from the shard itself, under the lock: a consistent version, no copy.
+    // Copied under the lock (a consistent version) and sent after it: a worker that does not
+    // read its replies holds up nobody else.
     std::lock_guard<std::mutex> lock(mu_);
     reply.version = version_.load();
-    REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
-    return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(values_)), NextDeadline());
+    std::copy(values_.begin(), values_.end(), scratch.begin());
+  } else {
+    reply.version = version_.load();
+    for (size_t i = 0; i < size_; ++i)
+      scratch[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
   }
-  reply.version = version_.load();
-  for (size_t i = 0; i < size_; ++i)
-    scratch[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
   REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(scratch)), NextDeadline());
 }

@@ -3,6 +3,12 @@
 // receives that worker's requests, so a slow worker never holds up the others; `locking`
 // serialises the updates of the shard, without it they are applied Hogwild-style (sgd only; each
 // float is read and written atomically, concurrent updates of one float may be lost by design).
+// No lock is held while the network is waited on: a push is received whole before the shard's
+// lock is taken, and replies are copied under it and sent after it, so a worker that stalls or
+// is stopped mid-exchange delays the others by at most the one update in progress. Staleness is
+// the shard's version minus the version the push was computed on (wire.h); `staleness_aware`
+// divides the rate by it, `max_staleness` refuses a push staler than its bound before applying
+// anything of it.
 //
 // A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
 // thread ends, the others carry on, and at the end the server names every dropped worker with its
@@ -69,9 +75,10 @@ class ShardServer {
     // What the applied pushes carried: the worker's step after the newest one, and the sums of
     // their steps and examples (wire.h).
     int64_t applied_step = 0, applied_steps = 0, applied_examples = 0;
-    bool done = false;   // reported done
-    bool ended = false;  // its thread ended: nothing more of it will be applied
-    std::string lost;    // why it was dropped, empty if it was not
+    int64_t refused = 0;  // pushes refused as staler than max_staleness, never applied
+    bool done = false;    // reported done
+    bool ended = false;   // its thread ended: nothing more of it will be applied
+    std::string lost;     // why it was dropped, empty if it was not
   };
   std::vector<Tally> tallies() const;
   int64_t version() const { return version_.load(); }
@@ -83,17 +90,29 @@ class ShardServer {
               std::span<const float> initial, std::unique_ptr<UpdateRule> rule);
 
   Status ServeWorker(int worker);
+  // Receives a payload from `worker` without holding any lock, in short slices until the timeout
+  // or Stop() (Cancelled).
+  Status RecvPayload(int worker, int tag, std::span<std::byte> into);
+  // Updates the shard has had since the version the push was computed on.
+  int64_t Staleness(const Header& h) const;
   // The push's learning-rate factor for its staleness (staleness_aware).
   float Scale(const Header& h) const;
-  Status Apply(const Header& h, std::span<const float> payload);
-  // kPushPull (wire.h): applies the push chunk by chunk as it arrives in `payload` (the worker's
-  // receive buffer, which rule sgd swaps with the shard's values), sending each chunk's fresh
-  // values back, and counts it in `tally`. Locking only.
-  Status PushPull(int worker, const Header& h, std::vector<float>& payload, Tally& tally);
+  // max_staleness is set and the push is staler than it: it is refused, not applied.
+  bool TooStale(const Header& h) const;
+  struct Applied {
+    int64_t version = 0;   // the shard's version after it
+    bool refused = false;  // too stale: not applied
+  };
+  Result<Applied> Apply(const Header& h, std::span<const float> payload);
+  // kPushPull (wire.h): receives the push into `payload`, applies it under the lock and copies
+  // the fresh shard into `reply`, sends that back after the lock, and counts it in `tally`.
+  // Locking only.
+  Status PushPull(int worker, const Header& h, std::vector<float>& payload,
+                  std::vector<float>& reply, Tally& tally);
   // After an update: counts the version and writes the shard's checkpoint when it is due (then
   // releasing `lock` first). The new version.
   Result<int64_t> CountUpdate(std::unique_lock<std::mutex>& lock);
-  void CountApplied(Tally& tally, const Header& h);
+  void Count(Tally& tally, const Header& h, bool refused);
   // The shard as it is; the caller holds mu_ when locking.
   ShardSnapshot Snapshot(int64_t version);
   Status ReplyPull(int worker, std::vector<float>& scratch);
@@ -117,13 +136,10 @@ class ShardServer {
   const Roles roles_;
   Communicator& comm_;
   const int shard_;
-  // The shard's floats: read without the lock, since the vector values_ is swapped (PushPull).
-  const size_t size_;
+  const size_t size_;      // the shard's floats
   mutable std::mutex mu_;  // with locking: the values, the rule and the buffers below
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
-  // The parameters and rule state before a pipelined push (rules other than sgd), for PushPull.
-  std::vector<float> undo_values_, undo_state_;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> stop_{false};
   mutable std::mutex tally_mu_;

@@ -5,7 +5,10 @@
 //
 //   worker -> server, tag kRequestTag: Header{kind, shard, step, version, count, steps,
 //   examples, lr}; a push's `step` is the worker's step after it (the trainer's, resumes counted,
-//   when the trainer noted it), `steps` and `examples` what the push carries.
+//   when the trainer noted it), `steps` and `examples` what the push carries, and `version` the
+//   shard version its gradient was computed on (with `overlap`, the weights before the newest
+//   pull; for a mean of push_every steps, its oldest step's): the server's staleness is its own
+//   version minus this one.
 //     kPush       + count floats (gradient of the shard) on kPayloadTag
 //     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
 //     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
@@ -13,19 +16,23 @@
 //     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
 //                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
 //                 examples}: what it applied of that worker's pushes
-//     kPushPull   a push and a pull at once (locking only): count floats in chunks of `aux`
-//                 floats, each a message on kPayloadTag; the server applies each chunk as it
-//                 arrives and sends that chunk's fresh values back on kReplyPayloadTag, then
-//                 Header{kPushPulled, version after the push, count}. One update, one version,
-//                 under the shard's lock; a push cut off half way is taken back, not applied.
+//     kPushPull   a push and a pull in one exchange (locking only): count floats in chunks of
+//                 `aux` floats, each a message on kPayloadTag; once all arrived (no lock held
+//                 meanwhile) the server applies them as one update under the shard's lock, then
+//                 sends the fresh values back in chunks of `aux` on kReplyPayloadTag and
+//                 Header{kPushPulled, version after the push, count, aux = 1 if refused}. A push
+//                 cut off half way is never applied.
 //     kLead       `step` names the lead worker's rank, which the asker lost; once the server
 //                 dropped it (or it said done) it replies Header{kLeadIs, step = the lowest
 //                 worker rank it still serves, aux = 1}; aux = 0 (and step that rank) if it still
 //                 serves it at the deadline. Asked of the first server only, so every worker
 //                 hears the same answer
-//     kDone       `step` carries how many pushes the worker sent this server; no reply
-//   server -> worker, tag kReplyTag: kAck{version} for every push, kPulled, kStateBytes,
-//   kAppliedWork, kPushPulled, kLeadIs.
+//     kDone       `step` carries how many of its pushes this server applied, as the worker
+//                 counted the answers; no reply
+//   server -> worker, tag kReplyTag: kAck{version, aux = 1 if refused} for every push, kPulled,
+//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs. With max_staleness K, a push staler than K
+//   is refused before anything of it is applied (aux = 1); the worker then pulls before its next
+//   step.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -69,7 +76,8 @@ struct Header {
   int64_t steps = 0;     // a push: the worker's steps it carries (push_every, or an epoch's)
   int64_t examples = 0;  // a push: the examples of those steps (0 if nobody noted them)
   float lr = 0.0f;
-  // kPushPull: floats per chunk; kAppliedWork, kLeadIs: 1 if the worker asked about was dropped
+  // kPushPull: floats per chunk; kAck, kPushPulled: 1 if the push was refused as too stale;
+  // kAppliedWork, kLeadIs: 1 if the worker asked about was dropped
   uint32_t aux = 0;
 };
 static_assert(sizeof(Header) == 56);

@@ -21,7 +21,8 @@ Worker::Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm
       comm_(comm),
       arena_(arena),
       local_rule_(std::move(local_rule)),
-      versions_(static_cast<size_t>(roles.servers), 0) {
+      versions_(static_cast<size_t>(roles.servers), 0),
+      applied_(static_cast<size_t>(roles.servers), 0) {
   if (config.per_epoch) {
     pending_.assign(arena.values().begin(), arena.values().end());
   } else if (config.push_every > 1) {
@@ -45,29 +46,40 @@ Status Worker::Settle() {
   REEL_RETURN_IF_ERROR(s);
   if (inbox_full_) {
     std::copy(inbox_.begin(), inbox_.end(), arena_.values().begin());
+    versions_ = inbox_versions_;
     inbox_full_ = false;
   }
   return Status::Ok();
 }
 
-void Worker::StartExchange(bool push, bool pull, float lr) {
+void Worker::StartExchange(bool push, bool pull, float lr, std::vector<int64_t> based_on) {
   // Taken here, on the optimizer's thread: the next NoteStep() may come while the exchange runs.
   const Carried carried = push ? TakeCarried() : Carried{};
   const int64_t step = CurrentStep();
-  exchange_ = std::thread([this, push, pull, lr, carried, step] {
+  inbox_versions_ = versions_;
+  exchange_ = std::thread([this, push, pull, lr, carried, step, based_on = std::move(based_on)] {
     Status s = Status::Ok();
     if (push && pull && Pipelined()) {
-      s = PushPull(outbox_, inbox_, lr, carried);
+      s = PushPull(outbox_, based_on, inbox_, inbox_versions_, lr, carried);
       inbox_full_ = s.ok();
     } else {
-      s = push ? Push(Kind::kPush, outbox_, lr, carried) : Status::Ok();
+      s = push ? Push(Kind::kPush, outbox_, based_on, lr, carried) : Status::Ok();
       if (s.ok() && pull) {
-        s = Pull(inbox_, step);
+        s = Pull(inbox_, inbox_versions_, step);
         inbox_full_ = s.ok();
       }
     }
     exchange_status_ = std::move(s);
   });
+}
+
+void Worker::Accumulate(std::span<const float> grads, const std::vector<int64_t>& computed_on,
+                        float lr) {
+  // A mean of gradients is as stale as its oldest: the versions of the first pending step.
+  if (pending_steps_ == 0) pending_based_on_ = computed_on;
+  for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
+  ++pending_steps_;
+  pending_lr_ = lr;
 }
 
 Deadline Worker::NextDeadline() const {
@@ -85,8 +97,10 @@ int64_t Worker::ScheduleStep(int64_t local_step) const {
 }
 
 Status Worker::Step(float lr) {
+  // The versions of the weights this step's gradient was computed on: those in the arena now.
+  std::vector<int64_t> computed_on = versions_;
   // overlap: the weights the last exchange pulled go in place now, after the trainer computed
-  // this step's gradient on the ones before them.
+  // this step's gradient on the ones before them (so its push carries the older versions).
   REEL_RETURN_IF_ERROR(Settle());
   std::span<float> grads = arena_.grads();
   ++steps_;
@@ -101,45 +115,50 @@ Status Worker::Step(float lr) {
     if (push) {
       std::copy(grads.begin(), grads.end(), outbox_.begin());
     } else {
-      for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
-      pending_lr_ = lr;
-      if (++pending_steps_ == config_.push_every) {
+      Accumulate(grads, computed_on, lr);
+      if (pending_steps_ == config_.push_every) {
         const float inv = 1.0f / static_cast<float>(pending_steps_);
         for (size_t i = 0; i < pending_.size(); ++i) outbox_[i] = pending_[i] * inv;
         std::fill(pending_.begin(), pending_.end(), 0.0f);
         pending_steps_ = 0;
         push = true;
         lr = pending_lr_;
+        computed_on = pending_based_on_;
       }
     }
     const bool pull = steps_ % config_.pull_every == 0 || must_pull_;
     if (pull && steps_ % config_.pull_every != 0) ++forced_pulls_;
-    if (push || pull) StartExchange(push, pull, lr);
+    if (push || pull) StartExchange(push, pull, lr, std::move(computed_on));
     return Status::Ok();
   }
-  // In line: this step's push, if it makes one (its gradient, or the mean of push_every steps').
+  if (config_.apply_locally) {  // Downpour: the step's gradient updates the local copy at once
+    std::span<float> values = arena_.values();
+    for (size_t i = 0; i < values.size(); ++i) values[i] -= lr * grads[i];
+  }
+  // In line: this step's push, if it makes one (its gradient, or the mean of push_every steps',
+  // or with apply_locally their sum).
   std::span<const float> push;
   if (config_.push_every == 1) {
     push = grads;
   } else {
-    for (size_t i = 0; i < grads.size(); ++i) pending_[i] += grads[i];
-    ++pending_steps_;
-    pending_lr_ = lr;
+    Accumulate(grads, computed_on, lr);
     if (pending_steps_ == config_.push_every) {
       AveragePending();
       push = pending_;
       lr = pending_lr_;
+      computed_on = pending_based_on_;
     }
   }
   const bool scheduled = steps_ % config_.pull_every == 0;
   if (!push.empty() && (scheduled || must_pull_) && Pipelined()) {
     if (!scheduled) ++forced_pulls_;
-    REEL_RETURN_IF_ERROR(PushPull(push, arena_.values(), lr, TakeCarried()));
+    REEL_RETURN_IF_ERROR(
+        PushPull(push, computed_on, arena_.values(), versions_, lr, TakeCarried()));
     ClearPending();
     return Status::Ok();
   }
   if (!push.empty()) {
-    REEL_RETURN_IF_ERROR(Push(Kind::kPush, push, lr, TakeCarried()));
+    REEL_RETURN_IF_ERROR(Push(Kind::kPush, push, computed_on, lr, TakeCarried()));
     ClearPending();
   }
   if (scheduled) return Pull();
@@ -166,7 +185,7 @@ Status Worker::Finish() {
   REEL_RETURN_IF_ERROR(Settle());
   REEL_RETURN_IF_ERROR(PushPending());
   for (int s = 0; s < roles_.servers; ++s) {
-    const Header done = MakeHeader(Kind::kDone, s, pushes_);
+    const Header done = MakeHeader(Kind::kDone, s, applied_[static_cast<size_t>(s)]);
     REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, done, NextDeadline())
                              .WithContext(Where() + ": telling server rank " +
                                           std::to_string(roles_.server_rank(s)) + " it is done"));
@@ -180,16 +199,18 @@ Status Worker::PushPending() {
   if (config_.per_epoch) {
     std::span<const float> values = arena_.values();
     for (size_t i = 0; i < pending_.size(); ++i) pending_[i] = values[i] - pending_[i];
-    REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, 0.0f, TakeCarried()));
+    REEL_RETURN_IF_ERROR(Push(Kind::kPushDelta, pending_, versions_, 0.0f, TakeCarried()));
   } else {
     AveragePending();
-    REEL_RETURN_IF_ERROR(Push(Kind::kPush, pending_, pending_lr_, TakeCarried()));
+    REEL_RETURN_IF_ERROR(
+        Push(Kind::kPush, pending_, pending_based_on_, pending_lr_, TakeCarried()));
   }
   ClearPending();
   return Status::Ok();
 }
 
 void Worker::AveragePending() {
+  if (config_.apply_locally) return;  // Downpour pushes the accumulated sum
   const float inv = 1.0f / static_cast<float>(pending_steps_);
   for (float& g : pending_) g *= inv;
 }
@@ -209,11 +230,12 @@ Worker::Carried Worker::TakeCarried() {
   return c;
 }
 
-Status Worker::Push(Kind kind, std::span<const float> data, float lr, const Carried& carried) {
+Status Worker::Push(Kind kind, std::span<const float> data, const std::vector<int64_t>& based_on,
+                    float lr, const Carried& carried) {
   for (int s = 0; s < roles_.servers; ++s) {
     const ShardRange r = Range(s);
     const int dest = roles_.server_rank(s);
-    Header h = MakeHeader(kind, s, carried.step, versions_[static_cast<size_t>(s)], r.size, lr);
+    Header h = MakeHeader(kind, s, carried.step, based_on[static_cast<size_t>(s)], r.size, lr);
     h.steps = carried.steps;
     h.examples = carried.examples;
     Status st = SendHeader(comm_, dest, kRequestTag, h, NextDeadline());
@@ -237,22 +259,31 @@ Status Worker::Push(Kind kind, std::span<const float> data, float lr, const Carr
       return InternalError(Where() + ": server rank " + std::to_string(src) +
                            " answered a push with " + KindName(ack->kind));
     if (s == 0) newest_version_ = ack->version;
-    if (config_.max_staleness > 0 &&
-        ack->version - versions_[static_cast<size_t>(s)] > config_.max_staleness)
-      must_pull_ = true;
+    Counted(s, ack->aux == 1);
   }
   return Status::Ok();
 }
 
+void Worker::Counted(int shard, bool refused) {
+  if (!refused) {
+    ++applied_[static_cast<size_t>(shard)];
+    return;
+  }
+  // Too stale for max_staleness: this copy is pulled afresh before the next step.
+  ++refused_;
+  must_pull_ = true;
+}
+
 // A thread sends the push's chunks while this one receives the fresh ones, so both directions
 // of each server's link carry data at once (wire.h, kPushPull).
-Status Worker::PushPull(std::span<const float> data, std::span<float> into, float lr,
+Status Worker::PushPull(std::span<const float> data, const std::vector<int64_t>& based_on,
+                        std::span<float> into, std::vector<int64_t>& versions, float lr,
                         const Carried& carried) {
   const size_t chunk = static_cast<size_t>(config_.pipeline_chunk);
   for (int s = 0; s < roles_.servers; ++s) {
     const ShardRange r = Range(s);
     Header h =
-        MakeHeader(Kind::kPushPull, s, carried.step, versions_[static_cast<size_t>(s)], r.size, lr);
+        MakeHeader(Kind::kPushPull, s, carried.step, based_on[static_cast<size_t>(s)], r.size, lr);
     h.steps = carried.steps;
     h.examples = carried.examples;
     h.aux = static_cast<uint32_t>(chunk);
@@ -299,8 +330,9 @@ Status Worker::PushPull(std::span<const float> data, std::span<float> into, floa
                             " with server rank " + std::to_string(src));
       break;
     }
-    versions_[static_cast<size_t>(s)] = reply->version;
+    versions[static_cast<size_t>(s)] = reply->version;
     if (s == 0) newest_version_ = reply->version;
+    Counted(s, reply->aux == 1);
   }
   sender.join();
   REEL_RETURN_IF_ERROR(got);
@@ -311,7 +343,7 @@ Status Worker::PushPull(std::span<const float> data, std::span<float> into, floa
   return Status::Ok();
 }
 
-Status Worker::Pull(std::span<float> values, int64_t step) {
+Status Worker::Pull(std::span<float> values, std::vector<int64_t>& versions, int64_t step) {
   for (int s = 0; s < roles_.servers; ++s) {
     const Header h = MakeHeader(Kind::kPull, s, step);
     REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
@@ -336,7 +368,7 @@ Status Worker::Pull(std::span<float> values, int64_t step) {
     if (!st.ok())
       return st.WithContext(Where() + ": pulling shard " + std::to_string(s) +
                             " from server rank " + std::to_string(src));
-    versions_[static_cast<size_t>(s)] = reply->version;
+    versions[static_cast<size_t>(s)] = reply->version;
     if (s == 0) newest_version_ = reply->version;
   }
   must_pull_ = false;

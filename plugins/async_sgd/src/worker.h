@@ -1,13 +1,16 @@
 // The worker side of async_sgd (Downpour SGD, Dean et al. 2012): computes gradients on its local
 // copy of the parameters, pushes them (averaged over push_every steps) to the shard servers and
-// pulls fresh weights every pull_every steps, straight into its arena. With frequency: epoch it
+// pulls fresh weights every pull_every steps, straight into its arena. With apply_locally, the
+// client as Dean et al. publish it: each gradient also updates the local copy (plain sgd), and a
+// push carries the sum of the gradients since the last one. With frequency: epoch it
 // trains its copy locally with the update rule and pushes the parameter delta once per epoch
 // (what Elephas does). Requests go to every server before any reply is awaited, so the servers
-// work on their shards at once. A step that pushes and pulls does both at once (`pipeline`): the
-// push streams out in chunks while the fresh chunks the server applied stream back. With `overlap`,
-// a step's push and pull run on a thread of their own while the trainer computes the next step; the
-// pulled weights are put in place at the start of the step after (so a gradient is computed on
-// weights one exchange older).
+// work on their shards at once. A step that pushes and pulls does both in one exchange
+// (`pipeline`): the push streams out in chunks, and the server, once it has it whole, streams the
+// fresh chunks back. With `overlap`, a step's push and pull run on a thread of their own while the
+// trainer computes the next step; the pulled weights are put in place at the start of the step
+// after (so a gradient is computed on weights one exchange older, and its push says so: every push
+// carries the versions its gradient was computed on, which the servers' staleness counts from).
 //
 // Thread-safety: one thread (the optimizer's), plus the exchange thread with `overlap`, which
 // every method waits for before it touches what the exchange uses.
@@ -65,6 +68,8 @@ class Worker {
   int64_t pushes_sent() const { return pushes_; }
   int64_t pulls() const { return pulls_; }
   int64_t forced_pulls() const { return forced_pulls_; }  // by max_staleness
+  // Pushes (to one shard each) the servers refused as staler than max_staleness.
+  int64_t refused_pushes() const { return refused_; }
 
  private:
   Worker(const AsyncConfig& config, const Roles& roles, Communicator& comm, ParamArena& arena,
@@ -77,23 +82,34 @@ class Worker {
   int64_t CurrentStep() const { return noted_step_ >= 0 ? noted_step_ : steps_; }
   // What the next push carries: the steps and examples since the last push (reset).
   Carried TakeCarried();
-  Status Push(Kind kind, std::span<const float> data, float lr, const Carried& carried);
-  // Pulls every shard into `into` (the arena's values, or the overlap's inbox); `step` goes in
-  // the requests.
-  Status Pull(std::span<float> into, int64_t step);
-  Status Pull() { return Pull(arena_.values(), CurrentStep()); }
+  // Pushes `data`, computed on the shards' versions `based_on` (what the servers judge its
+  // staleness by).
+  Status Push(Kind kind, std::span<const float> data, const std::vector<int64_t>& based_on,
+              float lr, const Carried& carried);
+  // Counts a shard's answer to a push: applied, or refused as too stale (then pulls next).
+  void Counted(int shard, bool refused);
+  // Pulls every shard into `into` (the arena's values, or the overlap's inbox) and their
+  // versions into `versions`; `step` goes in the requests.
+  Status Pull(std::span<float> into, std::vector<int64_t>& versions, int64_t step);
+  Status Pull() { return Pull(arena_.values(), versions_, CurrentStep()); }
   // overlap: waits for the exchange in flight and puts the weights it pulled in place.
   Status Settle();
-  // overlap: starts the exchange of this step (push `outbox_` if `push`, then pull if `pull`).
-  void StartExchange(bool push, bool pull, float lr);
+  // overlap: starts the exchange of this step (push `outbox_`, computed on `based_on`, if
+  // `push`, then pull if `pull`).
+  void StartExchange(bool push, bool pull, float lr, std::vector<int64_t> based_on);
+  // push_every > 1: adds a step's gradient, computed on `computed_on`, to the pending sum.
+  void Accumulate(std::span<const float> grads, const std::vector<int64_t>& computed_on, float lr);
   Status PushPending();
-  // push_every > 1: the pending sum becomes its mean; then cleared after its push.
+  // push_every > 1: the pending sum becomes its mean (stays the sum with apply_locally); then
+  // cleared after its push.
   void AveragePending();
   void ClearPending();
   // A step that pushes and pulls sends and receives at once (wire.h, kPushPull).
   bool Pipelined() const { return config_.pipeline && config_.locking && !config_.per_epoch; }
-  // Pushes `data` to every server and pulls every shard into `into`, in one pipelined exchange.
-  Status PushPull(std::span<const float> data, std::span<float> into, float lr,
+  // Pushes `data` (computed on `based_on`) to every server and pulls every shard into `into`
+  // (their versions into `versions`), in one pipelined exchange.
+  Status PushPull(std::span<const float> data, const std::vector<int64_t>& based_on,
+                  std::span<float> into, std::vector<int64_t>& versions, float lr,
                   const Carried& carried);
   Deadline NextDeadline() const;
   std::string Where() const;
@@ -111,7 +127,10 @@ class Worker {
   int64_t noted_step_ = -1;     // the trainer's step (NoteStep), -1 if it noted none
   int64_t unpushed_steps_ = 0, unpushed_examples_ = 0;  // taken by the next push
   int64_t pushes_ = 0;                                  // pushes sent to each server
-  std::vector<int64_t> versions_;           // per shard: the version this copy was pulled at
+  std::vector<int64_t> versions_;           // per shard: the version of the weights in the arena
+  std::vector<int64_t> pending_based_on_;   // push_every > 1: versions of the oldest pending step
+  std::vector<int64_t> applied_;            // per shard: pushes it applied (kDone carries it)
+  int64_t refused_ = 0;                     // shard pushes refused by max_staleness
   std::atomic<int64_t> newest_version_{0};  // shard 0's version as last heard
   bool must_pull_ = false;                  // max_staleness exceeded
   int64_t pulls_ = 0, forced_pulls_ = 0;
@@ -119,6 +138,7 @@ class Worker {
   std::thread exchange_;
   Status exchange_status_;
   std::vector<float> outbox_, inbox_;
+  std::vector<int64_t> inbox_versions_;  // the versions of the weights in inbox_
   bool inbox_full_ = false;
 };
 

@@ -212,50 +212,186 @@ std::vector<std::unique_ptr<AsyncOptimizer>> RunWorld(
 }
 
 // One worker pulling every third step: its pushes are 0, 1 and 2 versions stale, so with the
-// staleness-aware rate the third of every three counts half (1 / 2), the others fully.
+// staleness-aware rate the third of every three counts half (1 / 2), the others fully. With
+// `overlap` a gradient is computed on the weights before the newest pull, and its push says so:
+// step 3's gradient was computed on the initial weights (version 0) when the shard is at version 3,
+// so it counts a third (the pull of step 2 is put in place only after it).
 TEST(AsyncSgdStaleness, AwareRateDividesByStaleness) {
-  for (bool aware : {false, true}) {
-    std::vector<float> held;
-    RunWorld(2,
-             {{"rule", "sgd"}, {"pull_every", "3"}, {"staleness_aware", aware ? "true" : "false"}},
-             6, &held);
-    ASSERT_FALSE(held.empty());
-    for (size_t i = 0; i < held.size(); ++i) {
-      float want = 0.0f;
-      for (int step = 0; step < 6; ++step)
-        want -= IntGrad(1, step, i) * (aware && step % 3 == 2 ? 0.5f : 1.0f);
-      ASSERT_EQ(held[i], want) << "aware " << aware << ", float " << i;
+  for (bool overlap : {false, true})
+    for (bool aware : {false, true}) {
+      SCOPED_TRACE(std::string("overlap ") + (overlap ? "true" : "false") + ", aware " +
+                   (aware ? "true" : "false"));
+      std::vector<float> held;
+      RunWorld(2,
+               {{"rule", "sgd"},
+                {"pull_every", "3"},
+                {"overlap", overlap ? "true" : "false"},
+                {"staleness_aware", aware ? "true" : "false"}},
+               6, &held);
+      ASSERT_FALSE(held.empty());
+      const std::vector<float> factor = overlap ? std::vector<float>{1, 1, 0.5f, 1.0f / 3, 1, 0.5f}
+                                                : std::vector<float>{1, 1, 0.5f, 1, 1, 0.5f};
+      for (size_t i = 0; i < held.size(); ++i) {
+        float want = 0.0f;
+        for (int step = 0; step < 6; ++step)
+          want -= IntGrad(1, step, i) * (aware ? factor[static_cast<size_t>(step)] : 1.0f);
+        ASSERT_EQ(held[i], want) << "float " << i;
+      }
     }
+}
+
+// max_staleness 1 with one worker: a push whose gradient is more than one update behind its
+// shard is refused before anything of it is applied, and the worker pulls before its next step.
+// The counts and the shard's values are exact, on every path of the exchange.
+struct StaleCase {
+  std::map<std::string, std::string> options;
+  std::vector<int> applied_steps;  // the steps whose pushes count
+  int64_t pulls, forced_pulls;
+  const char* name;
+};
+
+void PrintTo(const StaleCase& c, std::ostream* os) { *os << c.name; }
+
+class MaxStaleness : public ::testing::TestWithParam<StaleCase> {};
+
+TEST_P(MaxStaleness, APushStalerThanTheBoundIsRefusedBeforeItIsApplied) {
+  const StaleCase& tc = GetParam();
+  std::map<std::string, std::string> options = tc.options;
+  options["rule"] = "sgd";
+  options["max_staleness"] = "1";
+  constexpr int kSteps = 6;
+  std::vector<float> held;
+  auto opts = RunWorld(2, options, kSteps, &held);
+  ASSERT_NE(opts[0], nullptr);
+  ASSERT_NE(opts[1], nullptr);
+  const auto tallies = opts[0]->server()->tallies();
+  ASSERT_EQ(tallies.size(), 1u);
+  const int64_t applied = static_cast<int64_t>(tc.applied_steps.size());
+  EXPECT_EQ(tallies[0].applied, applied);
+  EXPECT_EQ(tallies[0].refused, kSteps - applied);
+  EXPECT_EQ(opts[0]->server()->version(), applied) << "a refused push is not an update";
+  const Worker& w = *opts[1]->worker();
+  EXPECT_EQ(w.refused_pushes(), kSteps - applied);
+  EXPECT_EQ(w.pulls(), tc.pulls);
+  EXPECT_EQ(w.forced_pulls(), tc.forced_pulls);
+  for (size_t i = 0; i < held.size(); ++i) {
+    float want = 0.0f;
+    for (int step : tc.applied_steps) want -= IntGrad(1, step, i);
+    ASSERT_EQ(held[i], want) << "float " << i;
   }
 }
 
-// Two workers that never pull on their own (pull_every beyond the run): with max_staleness 1
-// each is made to pull once its pushes find it more than one version behind; without a bound
-// neither pulls until Finish.
-TEST(AsyncSgdStaleness, MaxStalenessHoldsAWorkerThatFellBehind) {
-  auto bounded =
-      RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}, {"max_staleness", "1"}}, 6, nullptr);
-  for (int r = 1; r < 3; ++r) {
-    ASSERT_NE(bounded[r], nullptr);
-    EXPECT_GE(bounded[r]->worker()->forced_pulls(), 1) << "worker " << r;
-  }
-  auto unbounded = RunWorld(3, {{"rule", "sgd"}, {"pull_every", "1000"}}, 6, nullptr);
-  for (int r = 1; r < 3; ++r) {
-    ASSERT_NE(unbounded[r], nullptr);
-    EXPECT_EQ(unbounded[r]->worker()->forced_pulls(), 0) << "worker " << r;
-    EXPECT_EQ(unbounded[r]->worker()->pulls(), 0) << "worker " << r;
-  }
-}
+// Without overlap, pulling every third step: steps 0, 1 and 2 are 0, 1 and 2 updates stale, so
+// step 2 is refused (and 5 likewise); its scheduled pull brings the copy up to date. Never
+// pulling on schedule, the refusal itself makes the worker pull (a forced pull). With overlap,
+// pulling every second step: step 2's gradient was computed on the initial weights (the pull of
+// step 1 is put in place after it) when the shard is at version 2: refused; the rest are at most
+// one behind.
+INSTANTIATE_TEST_SUITE_P(
+    Paths, MaxStaleness,
+    ::testing::Values(
+        StaleCase{{{"pull_every", "3"}}, {0, 1, 3, 4}, 2, 0, "pipelined"},
+        StaleCase{
+            {{"pull_every", "3"}, {"pipeline", "false"}}, {0, 1, 3, 4}, 2, 0, "push_then_pull"},
+        StaleCase{{{"pull_every", "1000"}}, {0, 1, 3, 4}, 2, 2, "forced_pulls"},
+        StaleCase{
+            {{"pull_every", "2"}, {"overlap", "true"}}, {0, 1, 3, 4, 5}, 3, 0, "overlap_pipelined"},
+        StaleCase{{{"pull_every", "2"}, {"overlap", "true"}, {"pipeline", "false"}},
+                  {0, 1, 3, 4, 5},
+                  3,
+                  0,
+                  "overlap_push_then_pull"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
-// Hogwild (locking: false) applies every push too, without the lock; the values may lose
-// concurrent updates of one float by design, so only the counts are exact.
-TEST(AsyncSgdHogwild, EveryPushIsCounted) {
-  auto opts = RunWorld(4, {{"rule", "sgd"}, {"locking", "false"}}, 9, nullptr);
+// Hogwild (locking: false). One worker has nobody to race with, so its shard is exactly the plain
+// sgd of its gradients; with three workers every push is applied and counted as one version, and
+// a float that lost a concurrent update still holds the sum of some of its gradients.
+TEST(AsyncSgdHogwild, AppliesEveryPushWithoutTheLock) {
+  std::vector<float> alone;
+  RunWorld(2, {{"rule", "sgd"}, {"locking", "false"}}, 9, &alone);
+  ASSERT_FALSE(alone.empty());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    float want = 0.0f;
+    for (int step = 0; step < 9; ++step) want -= IntGrad(1, step, i);
+    ASSERT_EQ(alone[i], want) << "float " << i;
+  }
+  std::vector<float> held;
+  auto opts = RunWorld(4, {{"rule", "sgd"}, {"locking", "false"}}, 9, &held);
   ASSERT_NE(opts[0], nullptr);
   for (const auto& t : opts[0]->server()->tallies()) {
     EXPECT_TRUE(t.done);
     EXPECT_EQ(t.applied, 9) << "worker " << t.worker;
   }
+  EXPECT_EQ(opts[0]->server()->version(), 27);
+  // Each float ends between the most negative and the most positive partial sum of its 27
+  // gradients: what any interleaving (updates lost or not) can leave.
+  for (size_t i = 0; i < held.size(); ++i) {
+    float low = 0.0f, high = 0.0f;
+    for (int r = 1; r < 4; ++r)
+      for (int step = 0; step < 9; ++step) {
+        const float g = -IntGrad(r, step, i);
+        (g < 0 ? low : high) += g;
+      }
+    EXPECT_GE(held[i], low) << "float " << i;
+    EXPECT_LE(held[i], high) << "float " << i;
+  }
+}
+
+// Downpour's client as Dean et al. (2012) publish it (apply_locally): every step's gradient
+// updates the local copy at once, the sum of the gradients since the last push goes out every
+// push_every (n_push = 3) steps and the copy is fetched afresh every pull_every (n_fetch = 2)
+// steps. With sgd, lr 1 and integer gradients, the worker's copy after each step and the server's
+// shard at the end are exact.
+TEST(AsyncSgdDownpour, AppliesLocallyPushesTheSumFetchesOnItsOwnCadence) {
+  const std::map<std::string, std::string> options = {
+      {"rule", "sgd"}, {"apply_locally", "true"}, {"push_every", "3"}, {"pull_every", "2"}};
+  constexpr int kSteps = 7;
+  Communicators comms = Group(2);
+  std::vector<ParamArena> arenas(2);
+  for (auto& a : arenas) Declare(a);
+  const size_t total = static_cast<size_t>(arenas[0].total_size());
+  std::vector<std::vector<float>> seen(kSteps);
+  std::vector<float> held;
+  int64_t pushes = 0, pulls = 0;
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+    REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), 2));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    if (opt->IsServerOnly()) {
+      REEL_RETURN_IF_ERROR(opt->Serve());
+      REEL_RETURN_IF_ERROR(opt->Finish());
+      held = opt->server()->values();
+      return Status::Ok();
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      for (size_t i = 0; i < total; ++i) arena.grads()[i] = IntGrad(1, step, i);
+      REEL_RETURN_IF_ERROR(opt->Step(1.0f));
+      seen[static_cast<size_t>(step)].assign(arena.values().begin(), arena.values().end());
+    }
+    REEL_RETURN_IF_ERROR(opt->Finish());  // pushes the sum of the 7th step's gradient
+    pushes = opt->worker()->pushes_sent();
+    pulls = opt->worker()->pulls();
+    return Status::Ok();
+  });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  // The published client, step by step: local, server and the pending sum.
+  std::vector<float> local(total, 0.0f), server(total, 0.0f), pending(total, 0.0f);
+  for (int step = 0; step < kSteps; ++step) {
+    for (size_t i = 0; i < total; ++i) {
+      local[i] -= IntGrad(1, step, i);
+      pending[i] += IntGrad(1, step, i);
+    }
+    if ((step + 1) % 3 == 0) {
+      for (size_t i = 0; i < total; ++i) server[i] -= pending[i];
+      std::fill(pending.begin(), pending.end(), 0.0f);
+    }
+    if ((step + 1) % 2 == 0) local = server;
+    ASSERT_EQ(seen[static_cast<size_t>(step)], local) << "step " << step;
+  }
+  for (size_t i = 0; i < total; ++i) server[i] -= pending[i];
+  EXPECT_EQ(held, server);
+  EXPECT_EQ(pushes, 3);  // after steps 3 and 6, and the 7th's at Finish
+  EXPECT_EQ(pulls, 3);   // after steps 2, 4 and 6
 }
 
 // Each refused by the factory, before any rank communicates or opens data.
@@ -282,6 +418,12 @@ TEST(AsyncSgdBadInput, RefusedBeforeTrainingWithTheOptionNamed) {
        3,
        "option 'overlap': true needs frequency 'step'"},
       {{{"server_checkpoint_every", "-2"}}, 3, "option 'server_checkpoint_every': -2 is below -1"},
+      {{{"apply_locally", "true"}, {"overlap", "true"}},
+       3,
+       "option 'apply_locally': true needs frequency 'step' and overlap false"},
+      {{{"apply_locally", "true"}, {"frequency", "epoch"}},
+       3,
+       "option 'apply_locally': true needs frequency 'step' and overlap false"},
   };
   for (const Case& c : cases) {
     auto made = Make(c.options, 0, c.world);

@@ -13,8 +13,9 @@
 // Every start and end is appended to `journal.jsonl` in the workdir as it happens; a resumed
 // search skips finished trials and reruns interrupted ones. A failed trial (an error, a loss that
 // diverged to NaN, a worker rank that died) is recorded with its error, retried if configured, and
-// the search goes on. At the end: `results.csv` (one row per trial, best first) and `best.pbtxt`
-// (the best trial's training config, ready for `reel train`).
+// the search goes on. At the end: `results.csv` (one row per trial, ranked within its rung) and
+// `best.pbtxt` (the best trial of the highest rung reached: its training config, learning-rate
+// schedule included, so `reel train` on it reproduces the trial).
 //
 // Thread-safety: RunTune blocks its caller; the trial runner is called from several threads at
 // once and must be safe for that (TrainingTrialRunner is).
@@ -67,6 +68,12 @@ using TrialRunner = std::function<Result<TrialRun>(const TrialRequest&)>;
 // trial's folder. A loss that is not finite fails the trial ("diverged").
 TrialRunner TrainingTrialRunner(Host& host);
 
+// Checks a run config without training: its components are known and take their options, the
+// learning-rate schedule is consistent, and its data sources (training and evaluation) and model
+// can be built. The error names the section at fault.
+using ConfigCheck = std::function<Status(const ConfigFile&)>;
+ConfigCheck TrainingConfigCheck(Host& host);
+
 // How `reel tune` runs a search (command-line choices; the search itself is in the config).
 struct TuneOptions {
   std::string workdir = "reel-tune";  // a local folder
@@ -76,6 +83,9 @@ struct TuneOptions {
   bool tty = false;
   int verbosity = 1;
   std::function<bool()> should_stop;  // Ctrl-C: running trials stop, the journal stays resumable
+  // When set, the base config (at the full budget) is checked once before any trial; a failure
+  // is the search's error, and no trial runs.
+  ConfigCheck check_config;
   // Distributed: when set and size() > 1, rank 0 schedules and the others run trials (every rank
   // calls RunTune with the same config). Null or size 1: threads in this process.
   Communicator* comm = nullptr;
@@ -97,10 +107,12 @@ struct TuneRow {
   std::string dir;    // relative to the workdir
 };
 
-// The search's outcome: every trial, best first, and which one won.
+// The search's outcome: every trial, ranked within its rung, and which one won.
 struct TuneResult {
-  std::vector<TuneRow> rows;   // finished and failed trials, best metric first, failed last
-  std::optional<size_t> best;  // index into rows of the best trial (the largest budget wins ties)
+  // Finished and failed trials: by rung (highest first), best metric first within a rung, failed
+  // rows last.
+  std::vector<TuneRow> rows;
+  std::optional<size_t> best;  // index into rows: the best trial of the highest rung reached
   std::string metric_name;     // "GAP@20", "Hit@1", ...
   std::string results_csv;     // path
   std::string best_config;     // path; empty when no trial finished
