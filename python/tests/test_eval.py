@@ -30,7 +30,7 @@ def test_evaluate_equals_reel_eval(checkpoint):
     want = json.loads(run_reel("eval", "--checkpoint", checkpoint, "--data", TEST,
                                "--json").stdout)
     got = reel.evaluate(checkpoint, TEST)
-    assert got["videos"] == want["videos"] == 300
+    assert got["videos"] == want["videos"] > 0
     for key in ("gap", "hit_at_1", "perr", "map"):
         assert round(got[key], 6) == pytest.approx(want[key], abs=1e-6)
 
@@ -39,8 +39,9 @@ def test_predict_equals_reel_predict(checkpoint):
     out = run_reel("predict", "--checkpoint", checkpoint, "--data", TEST, "--top-k", 5).stdout
     rows = out.splitlines()[1:]
     ids, classes, scores = reel.predict(checkpoint, TEST, top_k=5)
-    assert len(ids) == len(rows) == 300
-    assert classes.shape == scores.shape == (300, 5)
+    n = len(rows)
+    assert len(ids) == n > 0
+    assert classes.shape == scores.shape == (n, 5)
     for i, row in enumerate(rows):
         vid, pairs = row.split(",")
         values = pairs.split()
@@ -48,7 +49,7 @@ def test_predict_equals_reel_predict(checkpoint):
         assert [int(c) for c in values[0::2]] == classes[i].tolist()
         np.testing.assert_allclose([float(s) for s in values[1::2]], scores[i], atol=1e-6)
     frame = reel.predict(checkpoint, TEST, top_k=5, as_frame=True)
-    assert list(frame.columns) == ["id", "rank", "class", "score"] and len(frame) == 1500
+    assert list(frame.columns) == ["id", "rank", "class", "score"] and len(frame) == 5 * n
 
 
 def test_metrics_on_numpy_equal_evaluate(checkpoint):
