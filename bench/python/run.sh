@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-bench/results}
 reps=${REPS:-3}
+mkdir -p "$out"
 reel=build/bin/reel
 py() { PYTHONPATH=build/python /usr/bin/python3 "$@"; }
 data=$(mktemp -d)

@@ -15,7 +15,7 @@ def objective(trial):
         "trainer.learning_rate.base": trial.suggest_float("lr", 1e-3, 3e-2, log=True),
         "model.options.experts": trial.suggest_int("experts", 1, 4),
         "trainer.steps": 60, "trainer.eval_every_steps": 20,
-        "trainer.checkpoint_dir": f"runs/optuna/trial{trial.number}",
+        "trainer.checkpoint_dir": "",  # a trial keeps no checkpoint
         "trainer.metrics_log": "", "trainer.tensorboard_dir": "",
     }
 
