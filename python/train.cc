@@ -7,6 +7,7 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "host.h"
@@ -77,7 +78,8 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
   core::Host& host = GetHost();
   core::ConfigFile cfg = LoadConfig(host, config, is_path, overrides);
   std::atomic<bool> stop_asked{false};
-  py::object pending;  // an exception a callback raised, re-raised after the run
+  // An exception a callback raised (with its traceback), raised again after the run.
+  std::optional<py::error_already_set> pending;
   core::TrainJobOptions job;
   job.resume = resume;
   job.verbosity = verbosity;
@@ -103,7 +105,7 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
       try {
         if (py::bool_(on_event(d))) stop_asked.store(true);
       } catch (py::error_already_set& err) {
-        pending = err.value();
+        pending.emplace(std::move(err));
         stop_asked.store(true);
       }
     };
@@ -114,8 +116,9 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
     return core::RunTrainJob(host, cfg, job);
   }();
   if (pending) {
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(pending.ptr())), pending.ptr());
-    throw py::error_already_set();
+    py::error_already_set err = std::move(*pending);
+    pending.reset();
+    throw err;
   }
   const core::TrainResult& t = ValueOrThrow(std::move(r));
   if (t.interrupted && g_interrupted.load()) {
