@@ -48,7 +48,7 @@ def test_optuna_prunes_trials_from_training_callbacks(tmp_path):
 
     def objective(trial):
         lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
-        cfg = moe_config(TRAIN, TEST, tmp_path / f"t{trial.number}", steps=16)
+        cfg = moe_config(TRAIN, TEST, tmp_path / f"t{trial.number}", steps=16, checkpoints=False)
         cfg["trainer"]["eval_every_steps"] = 4
 
         def report(event):

@@ -36,7 +36,7 @@ def test_same_final_loss_as_reel_train_with_the_same_config_and_seed(tmp_path):
 
 
 def test_callbacks_see_logs_and_evals_and_metrics_frame(tmp_path):
-    cfg = moe_config(TRAIN, TEST, tmp_path, steps=12)
+    cfg = moe_config(TRAIN, TEST, tmp_path, steps=12, checkpoints=False)
     cfg["trainer"]["eval_every_steps"] = 8
     seen = []
     result = reel.train(cfg, callbacks=[seen.append])
@@ -65,13 +65,14 @@ def test_a_callback_exception_stops_the_run_and_is_raised(tmp_path):
         raise RuntimeError("pruned by test")
 
     with pytest.raises(RuntimeError, match="pruned by test"):
-        reel.train(moe_config(TRAIN, TEST, tmp_path, steps=1000), callbacks=[boom])
+        reel.train(moe_config(TRAIN, TEST, tmp_path, steps=1000, checkpoints=False),
+                   callbacks=[boom])
 
 
 def test_trains_on_synthetic_frame_data(frame_data, tmp_path):
     cfg = moe_config(frame_data / "train" / "*.tfrecord", frame_data / "test" / "*.tfrecord",
                      tmp_path, level="frame", classes=8, steps=6, features="rgb,audio",
-                     model="moe")
+                     model="moe", checkpoints=False)
     result = reel.train(cfg)
     assert result.steps == 6
     assert result.final_eval["videos"] == 16
@@ -87,7 +88,7 @@ def test_python_threads_run_while_training(tmp_path):
             time.sleep(0.001)
 
     t = threading.Thread(target=ticker)
-    cfg = moe_config(TRAIN, TEST, tmp_path, steps=20)
+    cfg = moe_config(TRAIN, TEST, tmp_path, steps=20, checkpoints=False)
     cfg["trainer"]["log_every_steps"] = 1000  # no event: nothing in the run takes the GIL
     t.start()
     try:
