@@ -11,6 +11,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libfmt-dev zlib1g-dev libcurl4-openssl-dev
   libopenmpi-dev openmpi-bin
   libssl-dev  # s3 plugin: SHA-256 of request payloads (OpenSSL EVP)
+  pybind11-dev python3-dev python3-numpy python3-pandas  # the Python module (python/)
   # tests and benchmarks
   git  # scripts/check-paths.sh reads the tracked files
   iproute2  # tests/netns: ip netns, veth, bridge and tc tbf for simulated hosts
@@ -20,6 +21,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz/, scripts/fuzz.sh)
   python3 python3-torch libopenblas0-pthread python3-numpy
   python3-sklearn  # bench/tune: GridSearchCV, the peer of reel tune
+  python3-pytest python3-optuna  # the Python module's tests (python/tests/, label python)
   awscli
 )
 

@@ -367,6 +367,16 @@ Status Loop::LogWindow() {
   result_.last_loss = loss;
   if (!lead()) return Status::Ok();
   progress_.Log(Snapshot(loss, rate));
+  if (o_.on_event) {
+    TrainEvent e;
+    e.step = step_;
+    e.epoch = epoch_;
+    e.loss = loss;
+    e.lr = last_lr_;
+    e.examples_per_sec = rate;
+    e.grad_norm = last_grad_norm_;
+    o_.on_event(e);
+  }
   if (metrics_) {
     REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
                                           {"epoch", epoch_},
@@ -404,6 +414,14 @@ Status Loop::RunEval() {
   progress_.Note("eval @ step " + std::to_string(step_) + ": GAP " + Fixed(m.gap) + "  Hit@1 " +
                  Fixed(m.hit_at_1) + "  PERR " + Fixed(m.perr) + "  mAP " + Fixed(m.map) + "  (" +
                  std::to_string(m.videos) + " videos)");
+  if (o_.on_event) {
+    TrainEvent e;
+    e.kind = TrainEvent::Kind::kEval;
+    e.step = step_;
+    e.epoch = epoch_;
+    e.eval = m;
+    o_.on_event(e);
+  }
   if (metrics_) {
     REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
                                           {"wall_time", WallTime()},

@@ -55,6 +55,7 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
   o.tty = job.tty;
   o.progress = job.progress;
   o.should_stop = job.should_stop;
+  o.on_event = job.on_event;
   return o;
 }
 

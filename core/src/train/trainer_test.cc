@@ -620,5 +620,37 @@ TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
   }
 }
 
+// The observer an embedding host hooks in (the Python module's callbacks) sees every logged window
+// and every evaluation with the values the result reports, and can stop the run via should_stop.
+TEST(TrainerTest, OnEventSeesEveryLogAndEvalAndCanStopTheRun) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  auto comm = Solo();
+  TrainerOptions o = BaseOptions();
+  o.eval_every_steps = 10;
+  std::vector<int64_t> logs, evals;
+  double last_log_loss = -1;
+  bool stop = false;
+  o.on_event = [&](const TrainEvent& e) {
+    if (e.kind == TrainEvent::Kind::kLog) {
+      logs.push_back(e.step);
+      last_log_loss = e.loss;
+    } else {
+      evals.push_back(e.step);
+      EXPECT_GT(e.eval.videos, 0);
+    }
+    if (e.kind == TrainEvent::Kind::kEval && e.step == 20) stop = true;
+  };
+  o.should_stop = [&](int64_t) { return stop; };
+  auto result = RunTrainer(o, r.components(comm.get()), storage);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->steps, 20);
+  EXPECT_EQ(logs, (std::vector<int64_t>{5, 10, 15, 20}));
+  EXPECT_EQ(evals, (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(last_log_loss, result->last_loss);
+  ASSERT_EQ(result->evals.size(), 2u);
+}
+
 }  // namespace
 }  // namespace reel::core::trainer_test

@@ -30,4 +30,18 @@ if grep -q "rejected files" <<<"$out"; then echo "$out" >&2; exit 1; fi
 grep -q "plugins ($built):" <<<"$out"
 grep -q "$work/root/usr/lib/reel/plugins" <<<"$out"
 "$work/root/usr/bin/reel" version
+# The Python module (REEL_PYTHON): in the system Python's path, importable from the unpacked
+# package, loading the package's libreel and plugins.
+if ls "$build"/python/reel/_reel*.so >/dev/null 2>&1; then
+  site=$(grep -o '^./usr/lib/python3[^/]*/dist-packages/reel/__init__.py$' <<<"$contents" | head -1)
+  test -n "$site" || { echo "the package lacks the Python module reel" >&2; exit 1; }
+  site=$work/root/${site#./}
+  site=${site%/reel/__init__.py}
+  found=$(cd "$work" && PYTHONPATH=$site /usr/bin/python3 -c \
+    'import reel; print(reel.__file__); [print(p["path"]) for p in reel.plugins()]')
+  grep -q "^$site/reel/__init__.py$" <<<"$found"
+  test "$(grep -c "^$work/root/usr/lib/reel/plugins/" <<<"$found")" -eq "$built" ||
+    { echo "import reel from the package loaded: $found" >&2; exit 1; }
+  echo "the package's Python module imports and loads the same $built plugins"
+fi
 echo "the package's reel loads its $built plugins from its own /usr/lib/reel/plugins"

@@ -35,6 +35,7 @@ struct TrainJobOptions {
   bool tty = false;
   std::ostream* progress = nullptr;
   std::function<bool(int64_t step)> should_stop;
+  std::function<void(const TrainEvent&)> on_event;  // TrainerOptions::on_event
   // A world of one rank in this process, whatever the environment and the config's transport and
   // local_ranks say: for runs embedded in another job (a trial of `reel tune`).
   bool single_process = false;

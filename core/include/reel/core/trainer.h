@@ -53,6 +53,18 @@
 
 namespace reel::core {
 
+// What the lead tells an observer (TrainerOptions::on_event) as the run goes: a logged window
+// (kind kLog: the loss, rate and learning rate of the steps since the previous one) or an
+// evaluation (kind kEval: `eval`). The same values the metrics log records.
+struct TrainEvent {
+  enum class Kind { kLog, kEval };
+  Kind kind = Kind::kLog;
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0.0, lr = 0.0, examples_per_sec = 0.0, grad_norm = 0.0;  // kLog
+  EvalMetrics eval;                                                      // kEval
+};
+
 // The trainer section of a run config, checked (reel/core/trainer_options.h builds it).
 struct TrainerOptions {
   int64_t steps = 0;   // step budget; 0: run `epochs` epochs
@@ -88,6 +100,9 @@ struct TrainerOptions {
   // Polled after every step (e.g. a SIGINT flag); true finishes the step, writes a checkpoint
   // and returns with `interrupted` set. Null: never.
   std::function<bool(int64_t step)> should_stop;
+  // Called on the lead's thread after each logged window and each evaluation (an embedding host's
+  // callbacks: the Python module's). It may ask the run to stop through should_stop. Null: none.
+  std::function<void(const TrainEvent&)> on_event;
 };
 
 // One rank's components; none owned, all outlive the call. The arena is finalized and declared
