@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# reel under a real Slurm: Debian's slurmctld and two slurmd, each node a simulated host with its
+# own network namespace, address and host name (tests/slurm/cluster.sh), started here and stopped
+# on exit, also on failure. Small synthetic video-level data and the logistic model.
+#
+#   1. `srun -N2 -n4 reel train` trains over tcp and checkpoints; every rank says where srun put it.
+#   2. A bad srun environment is refused naming the variable, and a step over two nodes without
+#      REEL_SECRET is refused with the line that sets one, before anything trains.
+#   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it.
+#   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
+#      the job requeues itself and resumes, and ends where an uninterrupted run ends.
+#   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete.
+#
+#   tests/slurm/slurm_test.sh BUILD/bin/reel
+# Exit 77 (skip): not root, no namespaces, or Slurm and munge not installed.
+set -euo pipefail
+reel=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+examples=$(cd "$here/../../examples/slurm" && pwd)
+name=reelslurm$$
+work=$(mktemp -d /tmp/reel-slurm.XXXXXX)
+chmod 755 "$work"
+cluster=$work/cluster
+passed=0
+cleanup() {
+  "$here/cluster.sh" down "$name" "$cluster" || true
+  if ((passed)); then rm -rf "$work"; else echo "slurm_test: files kept in $work"; fi
+}
+trap cleanup EXIT
+
+status=0
+"$here/cluster.sh" up "$name" "$cluster" 2 || status=$?
+if ((status == 77)); then
+  echo "SKIP: Slurm cannot run here (see the message above)"
+  exit 77
+fi
+((status == 0)) || exit "$status"
+
+run() { (cd "$work" && "$here/cluster.sh" run "$name" "$cluster" "$@"); }
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.out "$work"/*.log; do [[ -f "$f" ]] && { echo "---- $f"; cat "$f"; }; done
+  exit 1
+}
+expect() {  # FILE TEXT: FILE holds TEXT
+  grep -qF -- "$2" "$1" || fail "$1 does not say '$2'"
+}
+# Waits for batch job ID to end (timeout in seconds); prints its final state.
+wait_job() {
+  local id=$1 limit=$2 state
+  for ((t = 0; t < limit; t++)); do
+    state=$(run scontrol show job "$id" -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$state" in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) echo "$state"; return ;;
+    esac
+    sleep 1
+  done
+  echo "TIMEOUT_WAITING($state)"
+}
+
+"$reel" synth --out "$work/data/train" --videos 384 --classes 8 --level video --shards 4 --seed 1 >/dev/null
+config() {  # STEPS CHECKPOINT_DIR
+  cat <<CONFIG
+data {
+  name: "tfrecord"
+  options { key: "files" value: "$work/data/train/*.tfrecord" }
+  options { key: "level" value: "video" }
+}
+model { name: "logistic" }
+optimizer { name: "sync" options { key: "rule" value: "adam" } }
+trainer {
+  steps: $1
+  batch_size: 16
+  seed: 1
+  num_classes: 8
+  learning_rate { base: 0.05 }
+  log_every_steps: 50
+  checkpoint_every_steps: 50
+  checkpoint_dir: "$2"
+}
+CONFIG
+}
+export REEL_SECRET="slurm-test-$$-$RANDOM"
+
+# 1. srun -N2 -n4 reel train.
+config 30 "$work/ckpt_srun" >"$work/srun.pbtxt"
+run timeout 180 srun -N2 -n4 --label "$reel" train --config "$work/srun.pbtxt" \
+  >"$work/srun_train.log" 2>&1 || fail "srun -N2 -n4 reel train failed"
+for r in 0 1 2 3; do
+  grep -qE "^$r: reel: started by srun \(job [0-9]+, step 0\): rank $r of 4, transport tcp, coordinator node01:[0-9]+$" \
+    "$work/srun_train.log" || fail "rank $r did not say where srun put it"
+done
+expect "$work/srun_train.log" "0: trained 30 steps"
+ls "$work/ckpt_srun" | grep -q . || fail "no checkpoint from srun -N2 -n4"
+echo "ok 1: srun -N2 -n4 reel train trained over tcp across node01 and node02 and checkpointed"
+
+# 2. Bad environments, refused before training.
+config 30 "$work/ckpt_bad" >"$work/bad.pbtxt"
+if run timeout 60 srun -N1 -n2 bash -c "SLURM_PROCID=7 exec '$reel' train --config '$work/bad.pbtxt'" \
+  >"$work/bad_procid.log" 2>&1; then fail "SLURM_PROCID=7 of 2 tasks was accepted"; fi
+expect "$work/bad_procid.log" "SLURM_PROCID=7 is outside the step's SLURM_STEP_NUM_TASKS=2"
+if run timeout 60 srun -N2 -n2 env -u REEL_SECRET "$reel" train --config "$work/bad.pbtxt" \
+  >"$work/bad_secret.log" 2>&1; then fail "a step over two nodes ran without REEL_SECRET"; fi
+expect "$work/bad_secret.log" 'export REEL_SECRET=$(openssl rand -hex 32)'
+[[ ! -e "$work/ckpt_bad" ]] || fail "a refused step wrote a checkpoint"
+echo "ok 2: SLURM_PROCID outside the step and a missing REEL_SECRET are refused, nothing trained"
+
+# 3. A task killed: srun and the surviving ranks name it.
+config 100000000 "$work/ckpt_kill" >"$work/kill.pbtxt"
+(run timeout 180 srun -N2 -n4 --label "$reel" train --config "$work/kill.pbtxt" \
+  >"$work/kill.log" 2>&1 || true) &
+step=$!
+victim=
+for ((t = 0; t < 120 && -z "$victim"; t++)); do
+  sleep 1
+  grep -q "step 50" "$work/kill.log" 2>/dev/null || continue
+  for pid in $(ip netns pids "$name-r2"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=2" &&
+      grep -q train "/proc/$pid/cmdline" 2>/dev/null && victim=$pid
+  done
+done
+[[ -n "$victim" ]] || fail "rank 2 never ran"
+kill -9 "$victim"
+wait "$step"
+expect "$work/kill.log" "task 2: Killed"
+grep -E "^[013]: .*rank 2" "$work/kill.log" >/dev/null || fail "no surviving rank named rank 2"
+echo "ok 3: rank 2 killed: srun and the surviving ranks named it"
+
+# 4. examples/slurm/train.sbatch interrupted by `scancel --signal=TERM`, requeued, resumed.
+steps=3000
+config $steps "$work/ckpt_whole" >"$work/whole.pbtxt"
+config $steps "$work/ckpt_preempted" >"$work/preempted.pbtxt"
+submit() {  # OUTPUT SCRIPT ARGS...: submits an example, prints its job id
+  local out=$1
+  shift
+  run sbatch --parsable --chdir="$work" --output="$out" --export="ALL,REEL=$reel" "$@"
+}
+whole=$(submit "$work/whole.out" "$examples/train.sbatch" "$work/whole.pbtxt")
+[[ $(wait_job "$whole" 300) == COMPLETED ]] || fail "train.sbatch did not complete"
+preempted=$(submit "$work/preempted.out" "$examples/train.sbatch" "$work/preempted.pbtxt")
+for ((t = 0; t < 1200; t++)); do  # until rank 0 has written a checkpoint
+  ls "$work/ckpt_preempted" 2>/dev/null | grep -q . && break
+  sleep 0.1
+done
+run scancel --signal=TERM "$preempted"
+for ((t = 0; t < 120; t++)); do
+  run scontrol show job "$preempted" -o | grep -q "Restarts=1" && break
+  sleep 1
+done
+# Slurm holds a requeued job back for two minutes (its BeginTime); not a test's while.
+run scontrol update JobId="$preempted" StartTime=now
+[[ $(wait_job "$preempted" 300) == COMPLETED ]] || fail "the requeued train.sbatch did not complete"
+expect "$work/preempted.out" "interrupted at step"
+expect "$work/preempted.out" "requeueing job $preempted to resume"
+expect "$work/preempted.out" "run 2, on node[01-02]"
+expect "$work/preempted.out" "trained $steps steps"
+final_loss() { grep -o "trained $steps steps.*final loss [0-9.]*" "$1" | sort -u; }
+[[ -n "$(final_loss "$work/whole.out")" && "$(final_loss "$work/whole.out")" == "$(final_loss "$work/preempted.out")" ]] ||
+  fail "the resumed run ended elsewhere: '$(final_loss "$work/preempted.out")' vs '$(final_loss "$work/whole.out")'"
+echo "ok 4: train.sbatch stopped by scancel --signal=TERM checkpointed, requeued itself and" \
+  "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out"))"
+
+passed=1
