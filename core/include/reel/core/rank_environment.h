@@ -1,10 +1,9 @@
 // Where this process stands in a group of ranks, as launchers say it through the environment.
 //
 // `reel launch` and hand-written scripts set REEL_RANK, REEL_WORLD_SIZE and REEL_COORDINATOR
-// (host:port of rank 0) in the style of torchrun; the reel command sets them for a task of an
-// srun step from Slurm's variables (reel/core/slurm_step.h). MPI launchers (mpirun,
-// `srun --mpi=pmix`) set their own variables instead; then rank and world size are left to the
-// transport to discover (kDiscover in reel/transport.h), because only the MPI runtime knows them.
+// (host:port of rank 0) in the style of torchrun. MPI launchers (mpirun, srun) set their own
+// variables instead; then rank and world size are left to the transport to discover (kDiscover in
+// reel/transport.h), because only the MPI runtime knows them for sure.
 //
 // Parsing is strict: a value that is not a whole decimal number, a rank outside
 // [0, REEL_WORLD_SIZE), or only one of the two variables set is InvalidArgument naming the
