@@ -25,7 +25,8 @@ node_name() { printf 'node%02d' "$1"; }
 write_config() {  # WORK NODES
   local work=$1 nodes=$2 cpus
   cpus=$(nproc)
-  mkdir -p "$work/state" "$work/spool" "$work/log"
+  mkdir -p "$work/state" "$work/log"
+  for ((i = 1; i <= nodes; i++)); do mkdir -p "$work/spool/$(node_name "$i")"; done
   cat >"$work/slurm.conf" <<CONF
 ClusterName=reeltest
 SlurmctldHost=head($("$netns" addr 0))
@@ -75,12 +76,15 @@ hosts_file() {  # NAME NODES: the names of every simulated host, for their /etc/
 # CMD in simulated host I, named HOST, with the cluster's configuration: in the host's network
 # namespace (nsenter, not `ip netns exec`, which would remount /sys and hide the cgroup hierarchy
 # slurmd needs), with a UTS and a mount namespace of its own for its name and /etc/hosts.
+# Each host has a /tmp of its own (WORK/tmp/HOST), as real nodes do: Slurm's PMIx plugin keeps
+# per-step directories there that would collide. So WORK itself must not be under /tmp.
 in_host() {  # NAME WORK I HOST CMD...
   local name=$1 work=$2 i=$3 host=$4
   shift 4
+  mkdir -p "$work/tmp/$host" && chmod 1777 "$work/tmp/$host"
   SLURM_CONF=$work/slurm.conf nsenter --net="/run/netns/$name-r$i" unshare --mount --uts \
-    sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' \
-    "$work/hosts" "$host" "$@"
+    sh -c 'mount --bind "$0" /etc/hosts && mount --bind "$1" /tmp && hostname "$2" &&
+           shift 2 && exec "$@"' "$work/hosts" "$work/tmp/$host" "$host" "$@"
 }
 
 up() {
@@ -90,6 +94,7 @@ up() {
     command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/install-deps.sh)"
   done
   mkdir -p "$work" && chmod 700 "$work"
+  [[ "$(realpath "$work")" != /tmp/* ]] || die "WORK '$work' is under /tmp, which every host has its own of"
   local status=0
   "$netns" up "$name" $((nodes + 1)) >/dev/null || status=$?
   ((status == kSkip)) && skip "no network namespaces"

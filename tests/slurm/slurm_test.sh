@@ -18,13 +18,13 @@ reel=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 examples=$(cd "$here/../../examples/slurm" && pwd)
 name=reelslurm$$
-work=$(mktemp -d /tmp/reel-slurm.XXXXXX)
+work=$(mktemp -d /var/tmp/reel-slurm.XXXXXX)  # not /tmp: every simulated host has its own
 chmod 755 "$work"
 cluster=$work/cluster
 passed=0
 cleanup() {
   "$here/cluster.sh" down "$name" "$cluster" || true
-  if ((passed)); then rm -rf "$work"; else echo "slurm_test: files kept in $work"; fi
+  if ((passed)) && [[ -z "${REEL_SLURM_KEEP:-}" ]]; then rm -rf "$work"; else echo "slurm_test: files kept in $work"; fi
 }
 trap cleanup EXIT
 
@@ -73,7 +73,7 @@ trainer {
   batch_size: 16
   seed: 1
   num_classes: 8
-  learning_rate { base: 0.05 }
+  learning_rate { base: 0.0005 }
   log_every_steps: 50
   checkpoint_every_steps: 50
   checkpoint_dir: "$2"
@@ -111,8 +111,9 @@ config 100000000 "$work/ckpt_kill" >"$work/kill.pbtxt"
   >"$work/kill.log" 2>&1 || true) &
 step=$!
 victim=
-for ((t = 0; t < 120 && -z "$victim"; t++)); do
-  sleep 1
+for ((t = 0; t < 600; t++)); do
+  [[ -z "$victim" ]] || break
+  sleep 0.2
   grep -q "step 50" "$work/kill.log" 2>/dev/null || continue
   for pid in $(ip netns pids "$name-r2"); do
     tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=2" &&
@@ -154,10 +155,63 @@ expect "$work/preempted.out" "interrupted at step"
 expect "$work/preempted.out" "requeueing job $preempted to resume"
 expect "$work/preempted.out" "run 2, on node[01-02]"
 expect "$work/preempted.out" "trained $steps steps"
+expect "$work/preempted.out" "resumed from $work/ckpt_preempted/ckpt-"
 final_loss() { grep -o "trained $steps steps.*final loss [0-9.]*" "$1" | sort -u; }
 [[ -n "$(final_loss "$work/whole.out")" && "$(final_loss "$work/whole.out")" == "$(final_loss "$work/preempted.out")" ]] ||
   fail "the resumed run ended elsewhere: '$(final_loss "$work/preempted.out")' vs '$(final_loss "$work/whole.out")'"
+# Their final checkpoints score the same, to the 6 decimals printed.
+for run_name in whole preempted; do
+  "$reel" eval --checkpoint "$work/ckpt_$run_name" --data "$work/data/train/*.tfrecord" --json \
+    >"$work/final_$run_name.json" 2>/dev/null || fail "reel eval of ckpt_$run_name failed"
+done
+[[ -s "$work/final_whole.json" ]] && cmp -s "$work/final_whole.json" "$work/final_preempted.json" ||
+  fail "the resumed run's final checkpoint scores differently: $(cat "$work"/final_*.json)"
 echo "ok 4: train.sbatch stopped by scancel --signal=TERM checkpointed, requeued itself and" \
-  "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out"))"
+  "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out")) and metrics"
+
+# 5. The other examples: eval (against one process), async training, a search.
+eval_job=$(submit "$work/eval.out" "$examples/eval.sbatch" "$work/ckpt_srun" \
+  "$work/data/train/*.tfrecord" --json)
+"$reel" eval --checkpoint "$work/ckpt_srun" --data "$work/data/train/*.tfrecord" --json \
+  >"$work/eval_alone.json" 2>/dev/null
+[[ $(wait_job "$eval_job" 300) == COMPLETED ]] || fail "eval.sbatch did not complete"
+field() { grep -o "\"$1\": [0-9.]*" "$2" | awk '{print $2}'; }
+for f in videos gap hit_at_1 perr map; do
+  awk -v a="$(field "$f" "$work/eval_alone.json")" -v b="$(field "$f" "$work/eval.out")" \
+    'BEGIN { exit !(a != "" && b != "" && a - b <= 1e-6 && b - a <= 1e-6) }' ||
+    fail "eval.sbatch's $f differs from one process's"
+done
+echo "ok 5a: eval.sbatch over 4 tasks printed one process's metrics"
+
+if "$reel" plugins show async_sgd >/dev/null 2>&1; then
+  config 200 "$work/ckpt_async" |
+    sed 's/optimizer { name: "sync" options { key: "rule" value: "adam" } }/optimizer { name: "async_sgd" options { key: "rule" value: "adagrad" } }/' \
+      >"$work/async.pbtxt"
+  async_job=$(submit "$work/async.out" "$examples/train_async.sbatch" "$work/async.pbtxt")
+  [[ $(wait_job "$async_job" 300) == COMPLETED ]] || fail "train_async.sbatch did not complete"
+  expect "$work/async.out" "served parameters until every worker finished"
+  ls "$work/ckpt_async" | grep -q . || fail "no checkpoint from train_async.sbatch"
+  echo "ok 5b: train_async.sbatch trained with async_sgd (rank 0 serving) and checkpointed"
+else
+  echo "skipped 5b: the async_sgd plugin is not built"
+fi
+
+cat >"$work/search.pbtxt" <<SEARCH
+base {
+  data { name: "tfrecord" options { key: "files" value: "$work/data/train/*.tfrecord" }
+         options { key: "level" value: "video" } }
+  eval_data { name: "tfrecord" options { key: "files" value: "$work/data/train/*.tfrecord" }
+              options { key: "level" value: "video" } }
+  model { name: "logistic" }
+  optimizer { name: "sync" options { key: "rule" value: "adam" } }
+  trainer { steps: 5 batch_size: 16 seed: 4 num_classes: 8 }
+}
+dimension { field: "trainer.learning_rate.base" values: ["0.01", "0.03", "0.1", "0.3"] }
+SEARCH
+tune_job=$(submit "$work/tune.out" "$examples/tune.sbatch" "$work/search.pbtxt" "$work/tune")
+[[ $(wait_job "$tune_job" 300) == COMPLETED ]] || fail "tune.sbatch did not complete"
+[[ $(grep -c '"FINISHED"' "$work/tune/journal.jsonl") == 4 ]] || fail "tune.sbatch did not finish 4 trials"
+[[ -s "$work/tune/best.pbtxt" ]] || fail "tune.sbatch wrote no best.pbtxt"
+echo "ok 5c: tune.sbatch ran 4 trials over the allocation's 3 worker tasks"
 
 passed=1
