@@ -3,7 +3,9 @@
 # own network namespace, address and host name (tests/slurm/cluster.sh), started here and stopped
 # on exit, also on failure. Small synthetic video-level data and the logistic model.
 #
-#   1. `srun -N2 -n4 reel train` trains over tcp and checkpoints; every rank says where srun put it.
+#   1. `srun -N2 -n4 reel train` trains over tcp and checkpoints; every rank says where srun put it;
+#      tasks that Slurm bound to cores of their own (task/affinity) keep them, tasks it did not
+#      bind (--cpu-bind=none) divide their node's.
 #   2. A bad srun environment is refused naming the variable, and a step over two nodes without
 #      REEL_SECRET is refused with the line that sets one, before anything trains.
 #   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it.
@@ -92,7 +94,18 @@ for r in 0 1 2 3; do
 done
 expect "$work/srun_train.log" "0: trained 30 steps"
 ls "$work/ckpt_srun" | grep -q . || fail "no checkpoint from srun -N2 -n4"
+# task/affinity bound each task to a core of its own: no rank shares it.
+if grep -q "share this process's" "$work/srun_train.log"; then fail "ranks bound apart shared cores"; fi
 echo "ok 1: srun -N2 -n4 reel train trained over tcp across node01 and node02 and checkpointed"
+
+# 1b. Not bound (--cpu-bind=none): the two tasks of a node divide its cores.
+run timeout 180 srun -N2 -n4 --cpu-bind=none --label "$reel" train --config "$work/srun.pbtxt" \
+  --set trainer.checkpoint_dir="$work/ckpt_unbound" >"$work/srun_unbound.log" 2>&1 ||
+  fail "srun --cpu-bind=none reel train failed"
+for r in 0 1 2 3; do
+  expect "$work/srun_unbound.log" "$r: reel: 2 ranks share this process's $(nproc) core(s) (REEL_LOCAL_WORLD_SIZE=2"
+done
+echo "ok 1b: unbound, the two tasks of each node divided its $(nproc) cores"
 
 # 2. Bad environments, refused before training.
 config 30 "$work/ckpt_bad" >"$work/bad.pbtxt"
