@@ -8,7 +8,8 @@
 #      bind (--cpu-bind=none) divide their node's.
 #   2. A bad srun environment is refused naming the variable, and a step over two nodes without
 #      REEL_SECRET is refused with the line that sets one, before anything trains.
-#   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it.
+#   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it; under async_sgd
+#      it is dropped and the others train to the end.
 #   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
 #   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete.
@@ -59,6 +60,24 @@ wait_job() {
   done
   echo "TIMEOUT_WAITING($state)"
 }
+
+# Kills task RANK (on node02, namespace NAME-r2) once DIR holds a checkpoint; prints its pid.
+kill_rank_at_checkpoint() {  # DIR RANK
+  local pid
+  for ((t = 0; t < 600; t++)); do
+    sleep 0.2
+    ls "$1" 2>/dev/null | grep -q . || continue
+    for pid in $(ip netns pids "$name-r2"); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$2" &&
+        grep -q train "/proc/$pid/cmdline" 2>/dev/null; then
+        kill -9 "$pid"
+        echo "$pid"
+        return
+      fi
+    done
+  done
+}
+async_optimizer='s/optimizer { name: "sync" options { key: "rule" value: "adam" } }/optimizer { name: "async_sgd" options { key: "rule" value: "adagrad" } }/'
 
 "$reel" synth --out "$work/data/train" --videos 384 --classes 8 --level video --shards 4 --seed 1 >/dev/null
 config() {  # STEPS CHECKPOINT_DIR
@@ -123,22 +142,28 @@ config 100000000 "$work/ckpt_kill" >"$work/kill.pbtxt"
 (run timeout 180 srun -N2 -n4 --label "$reel" train --config "$work/kill.pbtxt" \
   >"$work/kill.log" 2>&1 || true) &
 step=$!
-victim=
-for ((t = 0; t < 600; t++)); do
-  [[ -z "$victim" ]] || break
-  sleep 0.2
-  grep -q "step 50" "$work/kill.log" 2>/dev/null || continue
-  for pid in $(ip netns pids "$name-r2"); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=2" &&
-      grep -q train "/proc/$pid/cmdline" 2>/dev/null && victim=$pid
-  done
-done
+victim=$(kill_rank_at_checkpoint "$work/ckpt_kill" 2)
 [[ -n "$victim" ]] || fail "rank 2 never ran"
-kill -9 "$victim"
 wait "$step"
 expect "$work/kill.log" "task 2: Killed"
 grep -E "^[013]: .*rank 2" "$work/kill.log" >/dev/null || fail "no surviving rank named rank 2"
 echo "ok 3: rank 2 killed: srun and the surviving ranks named it"
+
+# 3b. async_sgd: a worker task killed is dropped; the others finish and rank 0 names it.
+if "$reel" plugins show async_sgd >/dev/null 2>&1; then
+  config 8000 "$work/ckpt_async_kill" | sed "$async_optimizer" >"$work/async_kill.pbtxt"
+  (run timeout 180 srun -N2 -n4 --kill-on-bad-exit=0 --label "$reel" train \
+    --config "$work/async_kill.pbtxt" >"$work/async_kill.log" 2>&1 || true) &
+  step=$!
+  victim=$(kill_rank_at_checkpoint "$work/ckpt_async_kill" 3)
+  [[ -n "$victim" ]] || fail "async rank 3 never ran"
+  wait "$step"
+  expect "$work/async_kill.log" "task 3: Killed"
+  expect "$work/async_kill.log" "0: served parameters until every worker finished"
+  grep -q "^0: .*worker rank 3 was lost" "$work/async_kill.log" || fail "rank 0 did not name rank 3"
+  ls "$work/ckpt_async_kill" | grep -q "ckpt-0000008000" || fail "the async run did not finish"
+  echo "ok 3b: async_sgd worker rank 3 killed: dropped and named, the others trained to the end"
+fi
 
 # 4. examples/slurm/train.sbatch interrupted by `scancel --signal=TERM`, requeued, resumed.
 steps=3000
@@ -197,9 +222,7 @@ done
 echo "ok 5a: eval.sbatch over 4 tasks printed one process's metrics"
 
 if "$reel" plugins show async_sgd >/dev/null 2>&1; then
-  config 200 "$work/ckpt_async" |
-    sed 's/optimizer { name: "sync" options { key: "rule" value: "adam" } }/optimizer { name: "async_sgd" options { key: "rule" value: "adagrad" } }/' \
-      >"$work/async.pbtxt"
+  config 200 "$work/ckpt_async" | sed "$async_optimizer" >"$work/async.pbtxt"
   async_job=$(submit "$work/async.out" "$examples/train_async.sbatch" "$work/async.pbtxt")
   [[ $(wait_job "$async_job" 300) == COMPLETED ]] || fail "train_async.sbatch did not complete"
   expect "$work/async.out" "served parameters until every worker finished"
