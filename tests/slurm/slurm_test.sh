@@ -10,8 +10,10 @@
 #      REEL_SECRET is refused with the line that sets one, before anything trains.
 #   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it; under async_sgd
 #      it is dropped and the others train to the end.
+#   3c. `srun --mpi=pmix` trains over the mpi transport (when the mpi plugin is built).
 #   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
+#   4b. The same from the time limit: `--signal=B:TERM@100` reaches the script, which passes it on.
 #   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete.
 #
 #   tests/slurm/slurm_test.sh BUILD/bin/reel
@@ -165,6 +167,22 @@ if "$reel" plugins show async_sgd >/dev/null 2>&1; then
   echo "ok 3b: async_sgd worker rank 3 killed: dropped and named, the others trained to the end"
 fi
 
+# 3c. srun --mpi=pmix: Open MPI finds rank and size through Slurm's PMIx; transport mpi.
+if "$reel" plugins show mpi >/dev/null 2>&1; then
+  config 30 "$work/ckpt_pmix" >"$work/pmix.pbtxt"
+  run timeout 180 srun --mpi=pmix -N2 -n2 --label "$reel" train --config "$work/pmix.pbtxt" \
+    >"$work/pmix.log" 2>&1 || fail "srun --mpi=pmix reel train failed"
+  for r in 0 1; do
+    grep -qE "^$r: reel: started by srun \(job [0-9]+, step [0-9]+\): rank $r of 2, transport mpi$" \
+      "$work/pmix.log" || fail "rank $r did not say it runs over mpi"
+  done
+  expect "$work/pmix.log" "0: trained 30 steps"
+  ls "$work/ckpt_pmix" | grep -q . || fail "no checkpoint from srun --mpi=pmix"
+  echo "ok 3c: srun --mpi=pmix -N2 -n2 reel train trained over the mpi transport"
+else
+  echo "skipped 3c: the mpi plugin is not built"
+fi
+
 # 4. examples/slurm/train.sbatch interrupted by `scancel --signal=TERM`, requeued, resumed.
 steps=3000
 config $steps "$work/ckpt_whole" >"$work/whole.pbtxt"
@@ -206,6 +224,21 @@ done
   fail "the resumed run's final checkpoint scores differently: $(cat "$work"/final_*.json)"
 echo "ok 4: train.sbatch stopped by scancel --signal=TERM checkpointed, requeued itself and" \
   "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out")) and metrics"
+
+# 4b. The same through the time limit: --signal=B:TERM@100 of a 2-minute job signals the batch
+# script after about 20 s; it passes TERM to the ranks, which checkpoint, and requeues the job.
+config 100000000 "$work/ckpt_limit" >"$work/limit.pbtxt"
+limited=$(submit "$work/limit.out" --time=2 --signal=B:TERM@100 "$examples/train.sbatch" \
+  "$work/limit.pbtxt")
+for ((t = 0; t < 120; t++)); do
+  run scontrol show job "$limited" -o | grep -q "Restarts=1" && break
+  sleep 1
+done
+run scancel "$limited"
+expect "$work/limit.out" "interrupted at step"
+expect "$work/limit.out" "requeueing job $limited to resume"
+ls "$work/ckpt_limit" | grep -q . || fail "no checkpoint before the time limit"
+echo "ok 4b: --signal=B:TERM@100 before the time limit: checkpointed and requeued"
 
 # 5. The other examples: eval (against one process), async training, a search.
 eval_job=$(submit "$work/eval.out" "$examples/eval.sbatch" "$work/ckpt_srun" \
