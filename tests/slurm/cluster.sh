@@ -82,6 +82,7 @@ in_host() {  # NAME WORK I HOST CMD...
   local name=$1 work=$2 i=$3 host=$4
   shift 4
   mkdir -p "$work/tmp/$host" && chmod 1777 "$work/tmp/$host"
+  # shellcheck disable=SC2016 # expanded by the inner sh
   SLURM_CONF=$work/slurm.conf nsenter --net="/run/netns/$name-r$i" unshare --mount --uts \
     sh -c 'mount --bind "$0" /etc/hosts && mount --bind "$1" /tmp && hostname "$2" &&
            shift 2 && exec "$@"' "$work/hosts" "$work/tmp/$host" "$host" "$@"
@@ -127,11 +128,11 @@ up() {
 down() {
   local name=$1 work=$2 f
   for f in "$work"/slurmd-*.pid "$work/slurmctld.pid" "$work/munge/munged.pid"; do
-    [[ -f "$f" ]] && kill "$(cat "$f")" 2>/dev/null || true
+    if [[ -f "$f" ]]; then kill "$(cat "$f")" 2>/dev/null || true; fi
   done
   sleep 1
   for f in "$work"/slurmd-*.pid "$work/slurmctld.pid" "$work/munge/munged.pid"; do
-    [[ -f "$f" ]] && kill -9 "$(cat "$f")" 2>/dev/null || true
+    if [[ -f "$f" ]]; then kill -9 "$(cat "$f")" 2>/dev/null || true; fi
   done
   # Tasks a slurmstepd left behind run in the nodes' namespaces.
   local ns pid

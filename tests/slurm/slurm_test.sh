@@ -63,12 +63,14 @@ wait_job() {
   echo "TIMEOUT_WAITING($state)"
 }
 
+has_files() { compgen -G "$1/*" >/dev/null; }
+
 # Kills task RANK (on node02, namespace NAME-r2) once DIR holds a checkpoint; prints its pid.
 kill_rank_at_checkpoint() {  # DIR RANK
   local pid
   for ((t = 0; t < 600; t++)); do
     sleep 0.2
-    ls "$1" 2>/dev/null | grep -q . || continue
+    has_files "$1" || continue
     for pid in $(ip netns pids "$name-r2"); do
       if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$2" &&
         grep -q train "/proc/$pid/cmdline" 2>/dev/null; then
@@ -114,7 +116,7 @@ for r in 0 1 2 3; do
     "$work/srun_train.log" || fail "rank $r did not say where srun put it"
 done
 expect "$work/srun_train.log" "0: trained 30 steps"
-ls "$work/ckpt_srun" | grep -q . || fail "no checkpoint from srun -N2 -n4"
+has_files "$work/ckpt_srun" || fail "no checkpoint from srun -N2 -n4"
 # task/affinity bound each task to a core of its own: no rank shares it.
 if grep -q "share this process's" "$work/srun_train.log"; then fail "ranks bound apart shared cores"; fi
 echo "ok 1: srun -N2 -n4 reel train trained over tcp across node01 and node02 and checkpointed"
@@ -135,6 +137,7 @@ if run timeout 60 srun -N1 -n2 bash -c "SLURM_PROCID=7 exec '$reel' train --conf
 expect "$work/bad_procid.log" "SLURM_PROCID=7 is outside the step's SLURM_STEP_NUM_TASKS=2"
 if run timeout 60 srun -N2 -n2 env -u REEL_SECRET "$reel" train --config "$work/bad.pbtxt" \
   >"$work/bad_secret.log" 2>&1; then fail "a step over two nodes ran without REEL_SECRET"; fi
+# shellcheck disable=SC2016 # the very line reel prints
 expect "$work/bad_secret.log" 'export REEL_SECRET=$(openssl rand -hex 32)'
 [[ ! -e "$work/ckpt_bad" ]] || fail "a refused step wrote a checkpoint"
 echo "ok 2: SLURM_PROCID outside the step and a missing REEL_SECRET are refused, nothing trained"
@@ -163,7 +166,7 @@ if "$reel" plugins show async_sgd >/dev/null 2>&1; then
   expect "$work/async_kill.log" "task 3: Killed"
   expect "$work/async_kill.log" "0: served parameters until every worker finished"
   grep -q "^0: .*worker rank 3 was lost" "$work/async_kill.log" || fail "rank 0 did not name rank 3"
-  ls "$work/ckpt_async_kill" | grep -q "ckpt-0000008000" || fail "the async run did not finish"
+  [[ -e "$work/ckpt_async_kill/ckpt-0000008000.reelckpt" ]] || fail "the async run did not finish"
   echo "ok 3b: async_sgd worker rank 3 killed: dropped and named, the others trained to the end"
 fi
 
@@ -177,7 +180,7 @@ if "$reel" plugins show mpi >/dev/null 2>&1; then
       "$work/pmix.log" || fail "rank $r did not say it runs over mpi"
   done
   expect "$work/pmix.log" "0: trained 30 steps"
-  ls "$work/ckpt_pmix" | grep -q . || fail "no checkpoint from srun --mpi=pmix"
+  has_files "$work/ckpt_pmix" || fail "no checkpoint from srun --mpi=pmix"
   echo "ok 3c: srun --mpi=pmix -N2 -n2 reel train trained over the mpi transport"
 else
   echo "skipped 3c: the mpi plugin is not built"
@@ -196,7 +199,7 @@ whole=$(submit "$work/whole.out" "$examples/train.sbatch" "$work/whole.pbtxt")
 [[ $(wait_job "$whole" 300) == COMPLETED ]] || fail "train.sbatch did not complete"
 preempted=$(submit "$work/preempted.out" "$examples/train.sbatch" "$work/preempted.pbtxt")
 for ((t = 0; t < 1200; t++)); do  # until rank 0 has written a checkpoint
-  ls "$work/ckpt_preempted" 2>/dev/null | grep -q . && break
+  has_files "$work/ckpt_preempted" && break
   sleep 0.1
 done
 run scancel --signal=TERM "$preempted"
@@ -220,7 +223,8 @@ for run_name in whole preempted; do
   "$reel" eval --checkpoint "$work/ckpt_$run_name" --data "$work/data/train/*.tfrecord" --json \
     >"$work/final_$run_name.json" 2>/dev/null || fail "reel eval of ckpt_$run_name failed"
 done
-[[ -s "$work/final_whole.json" ]] && cmp -s "$work/final_whole.json" "$work/final_preempted.json" ||
+[[ -s "$work/final_whole.json" ]] || fail "reel eval printed nothing"
+cmp -s "$work/final_whole.json" "$work/final_preempted.json" ||
   fail "the resumed run's final checkpoint scores differently: $(cat "$work"/final_*.json)"
 echo "ok 4: train.sbatch stopped by scancel --signal=TERM checkpointed, requeued itself and" \
   "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out")) and metrics"
@@ -237,7 +241,7 @@ done
 run scancel "$limited"
 expect "$work/limit.out" "interrupted at step"
 expect "$work/limit.out" "requeueing job $limited to resume"
-ls "$work/ckpt_limit" | grep -q . || fail "no checkpoint before the time limit"
+has_files "$work/ckpt_limit" || fail "no checkpoint before the time limit"
 echo "ok 4b: --signal=B:TERM@100 before the time limit: checkpointed and requeued"
 
 # 5. The other examples: eval (against one process), async training, a search.
@@ -259,7 +263,7 @@ if "$reel" plugins show async_sgd >/dev/null 2>&1; then
   async_job=$(submit "$work/async.out" "$examples/train_async.sbatch" "$work/async.pbtxt")
   [[ $(wait_job "$async_job" 300) == COMPLETED ]] || fail "train_async.sbatch did not complete"
   expect "$work/async.out" "served parameters until every worker finished"
-  ls "$work/ckpt_async" | grep -q . || fail "no checkpoint from train_async.sbatch"
+  has_files "$work/ckpt_async" || fail "no checkpoint from train_async.sbatch"
   echo "ok 5b: train_async.sbatch trained with async_sgd (rank 0 serving) and checkpointed"
 else
   echo "skipped 5b: the async_sgd plugin is not built"

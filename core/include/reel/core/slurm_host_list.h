@@ -22,6 +22,7 @@
 
 namespace reel::core {
 
+// The most host names (or task counts) a list may expand to.
 inline constexpr size_t kMaxSlurmHosts = 1 << 20;
 
 // The host names of a compressed list, in its order (duplicates kept, as scontrol keeps them).

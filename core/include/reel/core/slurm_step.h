@@ -38,9 +38,12 @@
 
 namespace reel::core {
 
+// The coordinator's ports when Slurm reserved none: kSlurmPortBase + (job * 64 + step) mod
+// kSlurmPortSpan, below Linux's ephemeral ports (32768 and up).
 inline constexpr int kSlurmPortBase = 10000;
-inline constexpr int kSlurmPortSpan = 20000;  // below Linux's ephemeral ports (32768 and up)
+inline constexpr int kSlurmPortSpan = 20000;
 
+// Where srun placed this task, and what to export so that the rest of reel sees it.
 struct SlurmStep {
   long long job_id = 0;
   long long step_id = 0;
