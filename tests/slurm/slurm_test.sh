@@ -26,10 +26,10 @@ name=reelslurm$$
 work=$(mktemp -d /var/tmp/reel-slurm.XXXXXX)  # not /tmp: every simulated host has its own
 chmod 755 "$work"
 cluster=$work/cluster
-passed=0
+keep=1  # the files stay for a look after a failure (and with REEL_SLURM_KEEP=1)
 cleanup() {
   "$here/cluster.sh" down "$name" "$cluster" || true
-  if ((passed)) && [[ -z "${REEL_SLURM_KEEP:-}" ]]; then rm -rf "$work"; else echo "slurm_test: files kept in $work"; fi
+  if ((keep)); then echo "slurm_test: files kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -37,6 +37,7 @@ status=0
 "$here/cluster.sh" up "$name" "$cluster" 2 || status=$?
 if ((status == 77)); then
   echo "SKIP: Slurm cannot run here (see the message above)"
+  keep=0
   exit 77
 fi
 ((status == 0)) || exit "$status"
@@ -287,4 +288,4 @@ tune_job=$(submit "$work/tune.out" "$examples/tune.sbatch" "$work/search.pbtxt" 
 [[ -s "$work/tune/best.pbtxt" ]] || fail "tune.sbatch wrote no best.pbtxt"
 echo "ok 5c: tune.sbatch ran 4 trials over the allocation's 3 worker tasks"
 
-passed=1
+[[ -n "${REEL_SLURM_KEEP:-}" ]] || keep=0
