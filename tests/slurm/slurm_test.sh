@@ -14,7 +14,8 @@
 #   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
 #   4b. The same from the time limit: `--signal=B:TERM@100` reaches the script, which passes it on.
-#   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete.
+#   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete; a search whose
+#      worker task is killed fails that trial only, naming the rank.
 #
 #   tests/slurm/slurm_test.sh BUILD/bin/reel
 # Exit 77 (skip): not root, no namespaces, or Slurm and munge not installed.
@@ -66,20 +67,23 @@ wait_job() {
 
 has_files() { compgen -G "$1/*" >/dev/null; }
 
-# Kills task RANK (on node02, namespace NAME-r2) once DIR holds a checkpoint; prints its pid.
-kill_rank_at_checkpoint() {  # DIR RANK
+# Kills task RANK of a reel command (on node02, namespace NAME-r2); prints its pid, or nothing.
+kill_rank() {  # RANK
   local pid
+  for pid in $(ip netns pids "$name-r2"); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1" &&
+      grep -qa reel "/proc/$pid/cmdline" 2>/dev/null; then
+      kill -9 "$pid"
+      echo "$pid"
+      return
+    fi
+  done
+}
+# Kills task RANK once DIR holds a checkpoint; prints its pid.
+kill_rank_at_checkpoint() {  # DIR RANK
   for ((t = 0; t < 600; t++)); do
     sleep 0.2
-    has_files "$1" || continue
-    for pid in $(ip netns pids "$name-r2"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$2" &&
-        grep -q train "/proc/$pid/cmdline" 2>/dev/null; then
-        kill -9 "$pid"
-        echo "$pid"
-        return
-      fi
-    done
+    has_files "$1" && { kill_rank "$2"; return; }
   done
 }
 async_optimizer='s/optimizer { name: "sync" options { key: "rule" value: "adam" } }/optimizer { name: "async_sgd" options { key: "rule" value: "adagrad" } }/'
@@ -287,5 +291,30 @@ tune_job=$(submit "$work/tune.out" "$examples/tune.sbatch" "$work/search.pbtxt" 
 [[ $(grep -c '"FINISHED"' "$work/tune/journal.jsonl") == 4 ]] || fail "tune.sbatch did not finish 4 trials"
 [[ -s "$work/tune/best.pbtxt" ]] || fail "tune.sbatch wrote no best.pbtxt"
 echo "ok 5c: tune.sbatch ran 4 trials over the allocation's 3 worker tasks"
+
+# 5d. A search whose worker task is killed: its trial fails naming it, the others finish.
+sed 's/steps: 5 /steps: 20000 /' "$work/search.pbtxt" >"$work/search_kill.pbtxt"
+(run timeout 300 srun -N2 -n4 --kill-on-bad-exit=0 --label "$reel" tune \
+  --config "$work/search_kill.pbtxt" --workdir "$work/tune_kill" >"$work/tune_kill.log" 2>&1 ||
+  true) &
+step=$!
+victim=
+for ((t = 0; t < 600; t++)); do
+  sleep 0.2
+  started=$(grep -c '"STARTED"' "$work/tune_kill/journal.jsonl" 2>/dev/null) || started=0
+  ((started >= 3)) || continue
+  victim=$(kill_rank 2)
+  break
+done
+[[ -n "$victim" ]] || fail "tune rank 2 never ran a trial"
+wait "$step"
+expect "$work/tune_kill.log" "task 2: Killed"
+expect "$work/tune_kill.log" "0: results: $work/tune_kill/results.csv"
+journal=$work/tune_kill/journal.jsonl
+(($(grep -c '"FINISHED"' "$journal") + $(grep -c '"FAILED"' "$journal") == 4)) ||
+  fail "the search did not account for its 4 trials"
+(($(grep -c '"FAILED"' "$journal") == 1 && $(grep -c 'worker rank 2 died' "$journal") == 1)) ||
+  fail "the killed worker's trial was not failed naming rank 2"
+echo "ok 5d: a search's worker task killed: its trial failed naming rank 2, the search finished"
 
 [[ -n "${REEL_SLURM_KEEP:-}" ]] || keep=0
