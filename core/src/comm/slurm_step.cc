@@ -64,6 +64,66 @@ Result<int> CoordinatorPort(const GetEnv& getenv, long long job, long long step)
   return kSlurmPortBase + static_cast<int>((job * 64 + step) % kSlurmPortSpan);
 }
 
+// Rank, world, node and local rank from Slurm's variables, checked against each other; the
+// step's hosts in `hosts` and "SLURM_STEP_NODELIST=..." in `list`. Errors name the variables.
+Status ReadPlacement(const GetEnv& getenv, SlurmStep& step, std::vector<std::string>& hosts,
+                     std::string& list) {
+  REEL_ASSIGN_OR_RETURN(auto job_var, Required(getenv, {"SLURM_JOB_ID", "SLURM_JOBID"}));
+  REEL_ASSIGN_OR_RETURN(auto step_var, Required(getenv, {"SLURM_STEP_ID", "SLURM_STEPID"}));
+  REEL_ASSIGN_OR_RETURN(auto rank_var, Required(getenv, {"SLURM_PROCID"}));
+  REEL_ASSIGN_OR_RETURN(auto tasks_var, Required(getenv, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}));
+  REEL_ASSIGN_OR_RETURN(auto local_var, Required(getenv, {"SLURM_LOCALID"}));
+  REEL_ASSIGN_OR_RETURN(auto node_var, Required(getenv, {"SLURM_NODEID"}));
+  REEL_ASSIGN_OR_RETURN(auto list_var, Required(getenv, {"SLURM_STEP_NODELIST", "SLURM_NODELIST"}));
+  REEL_ASSIGN_OR_RETURN(auto counts_var,
+                        Required(getenv, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}));
+  list = Quote(list_var);
+  REEL_ASSIGN_OR_RETURN(step.job_id, WholeNumber(job_var));
+  REEL_ASSIGN_OR_RETURN(step.step_id, WholeNumber(step_var));
+  REEL_ASSIGN_OR_RETURN(step.rank, SmallNumber(rank_var));
+  REEL_ASSIGN_OR_RETURN(step.world_size, SmallNumber(tasks_var));
+  REEL_ASSIGN_OR_RETURN(step.local_rank, SmallNumber(local_var));
+  REEL_ASSIGN_OR_RETURN(step.node, SmallNumber(node_var));
+  if (step.world_size < 1) return InvalidArgumentError(Quote(tasks_var) + ": no tasks");
+  if (step.rank >= step.world_size)
+    return InvalidArgumentError(Quote(rank_var) + " is outside the step's " + Quote(tasks_var));
+
+  Result<std::vector<std::string>> expanded = ExpandSlurmHostList(list_var.second);
+  if (!expanded.ok())
+    return InvalidArgumentError(std::string(list_var.first) + ": " + expanded.status().message());
+  hosts = std::move(*expanded);
+  Result<std::vector<int>> counts = ExpandSlurmTaskCounts(counts_var.second);
+  if (!counts.ok())
+    return InvalidArgumentError(std::string(counts_var.first) + ": " + counts.status().message());
+  step.nodes = static_cast<int>(hosts.size());
+  if (counts->size() != hosts.size())
+    return InvalidArgumentError(Quote(counts_var) + " counts tasks on " +
+                                std::to_string(counts->size()) + " node(s) but " + list +
+                                " names " + std::to_string(step.nodes));
+  long long total = 0;
+  for (int c : *counts) total += c;
+  if (total != step.world_size)
+    return InvalidArgumentError(Quote(counts_var) + " adds up to " + std::to_string(total) +
+                                " tasks, not " + Quote(tasks_var));
+  if (step.node >= step.nodes) return InvalidArgumentError(Quote(node_var) + " is outside " + list);
+  step.local_tasks = (*counts)[step.node];
+  if (step.local_rank >= step.local_tasks)
+    return InvalidArgumentError(Quote(local_var) + " is outside node " + std::to_string(step.node) +
+                                "'s " + std::to_string(step.local_tasks) + " task(s) (" +
+                                Quote(counts_var) + ")");
+  return Status::Ok();
+}
+
+// The tasks sharing this task's `cores`: the node's, scaled by the part of the node's allocation
+// that the task's mask holds (all of it when Slurm bound nothing, 1/tasks when it bound each).
+Result<int> TasksSharingCores(const GetEnv& getenv, const SlurmStep& step, int cores) {
+  const char* on_node = Set(getenv, "SLURM_CPUS_ON_NODE");
+  if (on_node == nullptr) return step.local_tasks;
+  REEL_ASSIGN_OR_RETURN(int allocated, SmallNumber({"SLURM_CPUS_ON_NODE", on_node}));
+  if (allocated < 1 || cores >= allocated) return step.local_tasks;
+  return std::clamp((step.local_tasks * cores + allocated - 1) / allocated, 1, step.local_tasks);
+}
+
 }  // namespace
 
 std::string SlurmStep::Describe() const {
@@ -78,51 +138,12 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
     return std::optional<SlurmStep>();
   if (Set(getenv, "REEL_RANK") || Set(getenv, "REEL_WORLD_SIZE")) return std::optional<SlurmStep>();
   SlurmStep step;
-  REEL_ASSIGN_OR_RETURN(auto job_var, Required(getenv, {"SLURM_JOB_ID", "SLURM_JOBID"}));
-  REEL_ASSIGN_OR_RETURN(auto step_var, Required(getenv, {"SLURM_STEP_ID", "SLURM_STEPID"}));
-  REEL_ASSIGN_OR_RETURN(auto rank_var, Required(getenv, {"SLURM_PROCID"}));
-  REEL_ASSIGN_OR_RETURN(auto tasks_var, Required(getenv, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}));
-  REEL_ASSIGN_OR_RETURN(auto local_var, Required(getenv, {"SLURM_LOCALID"}));
-  REEL_ASSIGN_OR_RETURN(auto node_var, Required(getenv, {"SLURM_NODEID"}));
-  REEL_ASSIGN_OR_RETURN(auto list_var, Required(getenv, {"SLURM_STEP_NODELIST", "SLURM_NODELIST"}));
-  REEL_ASSIGN_OR_RETURN(auto counts_var,
-                        Required(getenv, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}));
-  REEL_ASSIGN_OR_RETURN(step.job_id, WholeNumber(job_var));
-  REEL_ASSIGN_OR_RETURN(step.step_id, WholeNumber(step_var));
-  REEL_ASSIGN_OR_RETURN(step.rank, SmallNumber(rank_var));
-  REEL_ASSIGN_OR_RETURN(step.world_size, SmallNumber(tasks_var));
-  REEL_ASSIGN_OR_RETURN(step.local_rank, SmallNumber(local_var));
-  REEL_ASSIGN_OR_RETURN(step.node, SmallNumber(node_var));
-  if (step.world_size < 1) return InvalidArgumentError(Quote(tasks_var) + ": no tasks");
-  if (step.rank >= step.world_size)
-    return InvalidArgumentError(Quote(rank_var) + " is outside the step's " + Quote(tasks_var));
+  std::vector<std::string> hosts;
+  std::string list;  // "SLURM_STEP_NODELIST=..." for messages
+  REEL_RETURN_IF_ERROR(ReadPlacement(getenv, step, hosts, list));
 
-  Result<std::vector<std::string>> hosts = ExpandSlurmHostList(list_var.second);
-  if (!hosts.ok())
-    return InvalidArgumentError(std::string(list_var.first) + ": " + hosts.status().message());
-  Result<std::vector<int>> counts = ExpandSlurmTaskCounts(counts_var.second);
-  if (!counts.ok())
-    return InvalidArgumentError(std::string(counts_var.first) + ": " + counts.status().message());
-  step.nodes = static_cast<int>(hosts->size());
-  if (counts->size() != hosts->size())
-    return InvalidArgumentError(Quote(counts_var) + " counts tasks on " +
-                                std::to_string(counts->size()) + " node(s) but " + Quote(list_var) +
-                                " names " + std::to_string(step.nodes));
-  long long total = 0;
-  for (int c : *counts) total += c;
-  if (total != step.world_size)
-    return InvalidArgumentError(Quote(counts_var) + " adds up to " + std::to_string(total) +
-                                " tasks, not " + Quote(tasks_var));
-  if (step.node >= step.nodes)
-    return InvalidArgumentError(Quote(node_var) + " is outside " + Quote(list_var));
-  step.local_tasks = (*counts)[step.node];
-  if (step.local_rank >= step.local_tasks)
-    return InvalidArgumentError(Quote(local_var) + " is outside node " + std::to_string(step.node) +
-                                "'s " + std::to_string(step.local_tasks) + " task(s) (" +
-                                Quote(counts_var) + ")");
-
-  const bool several_hosts = std::any_of(hosts->begin(), hosts->end(),
-                                         [&](const std::string& h) { return h != hosts->front(); });
+  const bool several_hosts = std::any_of(hosts.begin(), hosts.end(),
+                                         [&](const std::string& h) { return h != hosts.front(); });
   const auto give = [&](const char* name, std::string value) {
     if (!Set(getenv, name)) step.variables.emplace_back(name, std::move(value));
   };
@@ -135,8 +156,7 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
     } else {
       REEL_ASSIGN_OR_RETURN(int port, CoordinatorPort(getenv, step.job_id, step.step_id));
       // One node: loopback, which the tcp transport accepts without a shared secret.
-      step.coordinator =
-          (several_hosts ? hosts->front() : "127.0.0.1") + ":" + std::to_string(port);
+      step.coordinator = (several_hosts ? hosts.front() : "127.0.0.1") + ":" + std::to_string(port);
     }
     give("REEL_RANK", std::to_string(step.rank));
     give("REEL_WORLD_SIZE", std::to_string(step.world_size));
@@ -145,20 +165,12 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
   }
   give("REEL_LOCAL_RANK", std::to_string(step.local_rank));
   give("REEL_NODE_RANK", std::to_string(step.node));
-  // Tasks sharing this task's cores: the node's, scaled by the part of the node's allocation
-  // that this task's mask holds (all of it when Slurm bound nothing, 1/tasks when it bound each).
-  int sharing = step.local_tasks;
-  if (const char* on_node = Set(getenv, "SLURM_CPUS_ON_NODE")) {
-    REEL_ASSIGN_OR_RETURN(int allocated, SmallNumber({"SLURM_CPUS_ON_NODE", on_node}));
-    if (allocated > 0 && cores < allocated)
-      sharing =
-          std::clamp((step.local_tasks * cores + allocated - 1) / allocated, 1, step.local_tasks);
-  }
+  REEL_ASSIGN_OR_RETURN(int sharing, TasksSharingCores(getenv, step, cores));
   give("REEL_LOCAL_WORLD_SIZE", std::to_string(sharing));
 
   if (step.transport == "tcp" && several_hosts && !Set(getenv, "REEL_SECRET"))
     return InvalidArgumentError(
-        "this srun step spans " + std::to_string(step.nodes) + " nodes (" + Quote(list_var) +
+        "this srun step spans " + std::to_string(step.nodes) + " nodes (" + list +
         ") and REEL_SECRET is not set: its ranks could not authenticate each other over tcp; "
         "in the batch script, before srun: export REEL_SECRET=$(openssl rand -hex 32)");
   return std::optional<SlurmStep>(std::move(step));
