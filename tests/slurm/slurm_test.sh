@@ -10,7 +10,8 @@
 #      REEL_SECRET is refused with the line that sets one, before anything trains.
 #   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it; under async_sgd
 #      it is dropped and the others train to the end.
-#   3c. `srun --mpi=pmix` trains over the mpi transport (when the mpi plugin is built).
+#   3c. `srun --mpi=pmix` trains over the mpi transport, and so does `mpirun` inside sbatch (when
+#      the mpi plugin is built).
 #   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
 #   4b. The same from the time limit: `--signal=B:TERM@100` reaches the script, which passes it on.
@@ -187,8 +188,20 @@ if "$reel" plugins show mpi >/dev/null 2>&1; then
   expect "$work/pmix.log" "0: trained 30 steps"
   has_files "$work/ckpt_pmix" || fail "no checkpoint from srun --mpi=pmix"
   echo "ok 3c: srun --mpi=pmix -N2 -n2 reel train trained over the mpi transport"
+
+  # 3d. mpirun inside sbatch: Open MPI starts its daemons with srun and places the ranks itself;
+  # reel leaves Slurm's variables (the daemons') alone. btl self,tcp: only tcp between the nodes.
+  config 30 "$work/ckpt_mpirun" >"$work/mpirun.pbtxt"
+  mpirun_job=$(run sbatch --parsable -N2 -n4 --chdir="$work" --output="$work/mpirun.out" \
+    --wrap "mpirun --allow-run-as-root -n 4 --mca btl self,tcp '$reel' train --config '$work/mpirun.pbtxt'")
+  [[ $(wait_job "$mpirun_job" 300) == COMPLETED ]] || fail "mpirun inside sbatch failed"
+  [[ $(grep -c "using transport 'mpi'" "$work/mpirun.out") == 4 ]] || fail "mpirun's ranks did not use mpi"
+  expect "$work/mpirun.out" "(OMPI_COMM_WORLD_LOCAL_SIZE=2, 1 in this process)"
+  if grep -q "started by srun" "$work/mpirun.out"; then fail "mpirun's ranks took the daemons' step"; fi
+  has_files "$work/ckpt_mpirun" || fail "no checkpoint from mpirun inside sbatch"
+  echo "ok 3d: mpirun -n 4 inside sbatch -N2 trained over mpi, 2 ranks a node"
 else
-  echo "skipped 3c: the mpi plugin is not built"
+  echo "skipped 3c, 3d: the mpi plugin is not built"
 fi
 
 # 4. examples/slurm/train.sbatch interrupted by `scancel --signal=TERM`, requeued, resumed.

@@ -124,6 +124,17 @@ Result<int> TasksSharingCores(const GetEnv& getenv, const SlurmStep& step, int c
   return std::clamp((step.local_tasks * cores + allocated - 1) / allocated, 1, step.local_tasks);
 }
 
+// mpirun inside a batch job starts its daemons with srun and the ranks from them: the step's
+// variables are then the daemons' (SLURM_PROCID a node's index), not the ranks'. Open MPI's
+// mpirun sets OMPI_COMM_WORLD_RANK, which srun never does; another launcher gives itself away by
+// a rank that is not SLURM_PROCID (`srun --mpi=pmix` sets PMIX_RANK = SLURM_PROCID).
+bool PlacedByMpiLauncher(const GetEnv& getenv) {
+  if (Set(getenv, "OMPI_COMM_WORLD_RANK")) return true;
+  const std::string mpi = MpiLauncherVariable(getenv);
+  const char* procid = Set(getenv, "SLURM_PROCID");
+  return !mpi.empty() && (procid == nullptr || std::string(getenv(mpi.c_str())) != procid);
+}
+
 }  // namespace
 
 std::string SlurmStep::Describe() const {
@@ -137,6 +148,7 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
   if (!Set(getenv, "SLURM_STEP_ID") && !Set(getenv, "SLURM_STEPID"))
     return std::optional<SlurmStep>();
   if (Set(getenv, "REEL_RANK") || Set(getenv, "REEL_WORLD_SIZE")) return std::optional<SlurmStep>();
+  if (PlacedByMpiLauncher(getenv)) return std::optional<SlurmStep>();
   SlurmStep step;
   std::vector<std::string> hosts;
   std::string list;  // "SLURM_STEP_NODELIST=..." for messages

@@ -127,9 +127,22 @@ TEST(SlurmStep, PmixOrAnMpiLauncherMeansMpiWhichPlacesTheRanks) {
   EXPECT_THAT(s.variables, Not(Contains(Pair("REEL_RANK", ::testing::_))));
   EXPECT_THAT(s.Describe(), HasSubstr("rank 3 of 8, transport mpi"));
   // No secret needed: tcp is not used.
-  Vars no_secret = With(Srun(), {{"OMPI_COMM_WORLD_RANK", "3"}});
+  Vars no_secret = With(Srun(), {{"PMI_RANK", "3"}});
   no_secret.erase("REEL_SECRET");
   EXPECT_EQ(Step(no_secret).transport, "mpi");
+}
+
+TEST(SlurmStep, MpirunInsideABatchJobPlacesItsRanksItself) {
+  // Open MPI's mpirun: the step's variables are those of its daemons, one per node.
+  auto step = SlurmStepFromEnvironment(
+      testing::FakeEnvironment(With(Srun(), {{"OMPI_COMM_WORLD_RANK", "3"}})), 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_FALSE(step->has_value());
+  // Another launcher whose rank is not SLURM_PROCID (MPICH's mpiexec through srun).
+  step = SlurmStepFromEnvironment(
+      testing::FakeEnvironment(With(Srun(), {{"PMI_RANK", "5"}, {"SLURM_PROCID", "1"}})), 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_FALSE(step->has_value());
 }
 
 TEST(SlurmStep, OneTaskRunsAlone) {

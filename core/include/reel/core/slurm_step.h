@@ -19,7 +19,8 @@
 //                 the thread budget divides the mask by (core/src/train/thread_budget.h)
 // REEL_* variables the user set win, each over the one it would get; with REEL_RANK or
 // REEL_WORLD_SIZE set another launcher placed the process (`srun reel launch ...`) and Slurm's
-// variables are not read at all.
+// variables are not read at all; nor are they under mpirun inside a batch job
+// (OMPI_COMM_WORLD_RANK set, or an MPI rank that is not SLURM_PROCID): they are its daemons'.
 //
 // Errors are InvalidArgument naming the variable: one missing or not a whole number, a rank
 // outside the step, a node list and task counts that disagree, and a tcp step over several nodes
