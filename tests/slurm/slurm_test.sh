@@ -205,7 +205,7 @@ else
 fi
 
 # 4. examples/slurm/train.sbatch interrupted by `scancel --signal=TERM`, requeued, resumed.
-steps=3000
+steps=6000
 config $steps "$work/ckpt_whole" >"$work/whole.pbtxt"
 config $steps "$work/ckpt_preempted" >"$work/preempted.pbtxt"
 submit() {  # OUTPUT SCRIPT ARGS...: submits an example, prints its job id
@@ -222,10 +222,13 @@ for ((t = 0; t < 1200; t++)); do  # until rank 0 has written a checkpoint
 done
 run scancel --signal=TERM "$preempted"
 for ((t = 0; t < 120; t++)); do
-  run scontrol show job "$preempted" -o | grep -q "Restarts=1" && break
+  run scontrol show job "$preempted" -o | grep -q "JobState=PENDING.*Restarts=1" && break
   sleep 1
 done
-# Slurm holds a requeued job back for two minutes (its BeginTime); not a test's while.
+# Slurm holds a requeued job back for two minutes (its BeginTime), not a test's while; but a
+# restart within the second the nodes revoked the first run's credential is refused ("Job
+# credential revoked"), so a few seconds pass first.
+sleep 3
 run scontrol update JobId="$preempted" StartTime=now
 [[ $(wait_job "$preempted" 300) == COMPLETED ]] || fail "the requeued train.sbatch did not complete"
 expect "$work/preempted.out" "interrupted at step"
