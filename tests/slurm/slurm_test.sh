@@ -14,7 +14,7 @@
 #      the mpi plugin is built).
 #   4. examples/slurm/train.sbatch, interrupted by `scancel --signal=TERM`: rank 0 checkpoints,
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
-#   4b. The same from the time limit: `--signal=B:TERM@100` reaches the script, which passes it on.
+#   4b. The same from the time limit: `--signal=B:TERM@75` reaches the script, which passes it on.
 #   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete; a search whose
 #      worker task is killed fails that trial only, naming the rank.
 #
@@ -250,10 +250,11 @@ cmp -s "$work/final_whole.json" "$work/final_preempted.json" ||
 echo "ok 4: train.sbatch stopped by scancel --signal=TERM checkpointed, requeued itself and" \
   "resumed to the uninterrupted run's final loss ($(final_loss "$work/whole.out")) and metrics"
 
-# 4b. The same through the time limit: --signal=B:TERM@100 of a 2-minute job signals the batch
-# script after about 20 s; it passes TERM to the ranks, which checkpoint, and requeues the job.
+# 4b. The same through the time limit: --signal=B:TERM@75 of a 2-minute job signals the batch
+# script 45 s after the start, or up to about 30 s sooner (slurmctld checks the limits now and
+# then), when the ranks train; it passes TERM to them, they checkpoint, and it requeues the job.
 config 100000000 "$work/ckpt_limit" >"$work/limit.pbtxt"
-limited=$(submit "$work/limit.out" --time=2 --signal=B:TERM@100 "$examples/train.sbatch" \
+limited=$(submit "$work/limit.out" --time=2 --signal=B:TERM@75 "$examples/train.sbatch" \
   "$work/limit.pbtxt")
 for ((t = 0; t < 120; t++)); do
   run scontrol show job "$limited" -o | grep -q "Restarts=1" && break
@@ -263,7 +264,7 @@ run scancel "$limited"
 expect "$work/limit.out" "interrupted at step"
 expect "$work/limit.out" "requeueing job $limited to resume"
 has_files "$work/ckpt_limit" || fail "no checkpoint before the time limit"
-echo "ok 4b: --signal=B:TERM@100 before the time limit: checkpointed and requeued"
+echo "ok 4b: --signal=B:TERM@75 before the time limit: checkpointed and requeued"
 
 # 5. The other examples: eval (against one process), async training, a search.
 eval_job=$(submit "$work/eval.out" "$examples/eval.sbatch" "$work/ckpt_srun" \
