@@ -15,6 +15,7 @@ packages=(
   # tests and benchmarks
   git  # scripts/check-paths.sh reads the tracked files
   iproute2  # tests/netns: ip netns, veth, bridge and tc tbf for simulated hosts
+  slurmctld slurmd slurm-client munge  # tests/slurm: a Slurm cluster of simulated hosts
   debootstrap  # scripts/fresh-machine-check.sh builds an empty Debian root
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev  # bench/allreduce: Gloo's TCP ring, the peer of reel tcp

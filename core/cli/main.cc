@@ -14,6 +14,7 @@ extern char** environ;
 
 #include "cli.h"
 #include "reel/core/host.h"
+#include "srun_task.h"
 
 namespace reel::cli {
 namespace {
@@ -124,6 +125,13 @@ int Run(int argc, char** argv) {
     if (wants_help) {
       env.out << "usage: " << c.usage << "\n" << c.summary << "\n";
       return 0;
+    }
+    if (RunsAsRanks(name)) {
+      // Before the command starts any thread: a task of an srun step gets its REEL_* variables.
+      if (Status placed = PlaceSrunTask(env); !placed.ok()) {
+        env.err << "reel " << name << ": " << placed << "\n";
+        return 2;
+      }
     }
     return Finish(env, name, c.usage, c.run(env, args));
   }

@@ -1,0 +1,26 @@
+#include "srun_task.h"
+
+#include <cstdlib>
+
+#include "reel/core/slurm_step.h"
+#include "reel/host_cores.h"
+
+namespace reel::cli {
+
+bool RunsAsRanks(const std::string& command) {
+  return command == "train" || command == "eval" || command == "predict" || command == "tune";
+}
+
+Status PlaceSrunTask(CliEnv& env) {
+  REEL_ASSIGN_OR_RETURN(
+      std::optional<core::SlurmStep> step,
+      core::SlurmStepFromEnvironment(core::ProcessEnvironment(), reel::CoresAvailable()));
+  if (!step) return Status::Ok();
+  for (const auto& [name, value] : step->variables)
+    if (::setenv(name.c_str(), value.c_str(), /*overwrite=*/0) != 0)
+      return InternalError("setenv " + name + " failed");
+  env.err << "reel: " << step->Describe() << "\n";
+  return Status::Ok();
+}
+
+}  // namespace reel::cli
