@@ -22,6 +22,7 @@ void RunAndReport(const TransportUnderTest& transport, int threads, int min_rank
 // Defined in each test file, so that LinkSuite() pulls every one of them into a test binary.
 int PointToPointTestsLinked();
 int CollectiveTestsLinked();
+int CollectiveArgumentTestsLinked();
 int SplitTestsLinked();
 
 }  // namespace reel::conformance

@@ -1,6 +1,8 @@
 // The conformance suite's point-to-point cases: ordering, any-source receives, two threads on
-// different tags, large and empty messages, the tag space, deadlines, and peers that leave.
+// different tags, large and empty messages, the largest message, the tag space, deadlines, and
+// peers that leave.
 #include <gmock/gmock.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstring>
@@ -34,6 +36,20 @@ Status ExpectCode(const Status& s, StatusCode code, const std::string& what) {
   if (s.code() == code) return Status::Ok();
   return InternalError(what + ": expected " + std::string(StatusCodeName(code)) + ", got " +
                        s.ToString());
+}
+
+// A message over kMaxMessageBytes is refused at once, before a byte is read: the bytes are an
+// address range reserved without memory (mmap, no page is ever touched).
+TEST_P(TransportConformance, AMessageOverTheLargestIsRefusedAtOnce) {
+  const size_t bytes = kMaxMessageBytes + 1;
+  void* range = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(range, MAP_FAILED);
+  OnRanks(2, 2, [&](Communicator& c) -> Status {
+    const std::span<const std::byte> huge(static_cast<const std::byte*>(range), bytes);
+    return ExpectCode(c.Send(1 - c.rank() % 2, 1, huge, Far()), StatusCode::kInvalidArgument,
+                      "Send of kMaxMessageBytes + 1 bytes");
+  });
+  munmap(range, bytes);
 }
 
 TEST_P(TransportConformance, MessagesKeepTheirOrderPerSourceAndTag) {

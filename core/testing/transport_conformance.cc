@@ -222,7 +222,8 @@ int LinkSuite(const TransportUnderTest& transport) {
   }();
   (void)registered;
   (void)transport;
-  return PointToPointTestsLinked() + CollectiveTestsLinked() + SplitTestsLinked();
+  return PointToPointTestsLinked() + CollectiveTestsLinked() + CollectiveArgumentTestsLinked() +
+         SplitTestsLinked();
 }
 
 }  // namespace reel::conformance

@@ -2,6 +2,7 @@
 #include "reel/core/collectives.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "reel/collective_agreement.h"
 #include "reel/ring_allreduce.h"
 
 namespace reel::core {
@@ -89,7 +91,9 @@ class HelperThread {
 // send from the same place is done.
 //
 // Three parties: SendAll() and ReceiveAll() run on helper threads, ReduceAll() on the caller (it
-// receives too when there is one chunk per step). The first failure stops all three.
+// receives too when there is one chunk per step). The first failure stops all three: nothing is
+// sent after it. The ranks agreed on the size and operation before (collective_agreement.h), so
+// every rank cuts the same chunks.
 class RingAllReducePipeline {
  public:
   // About this many bytes per message: large enough that a message's fixed costs vanish, small
@@ -97,11 +101,9 @@ class RingAllReducePipeline {
   static constexpr size_t kChunkBytes = size_t{256} << 10;
   // Received reduce-scatter chunks that may wait for their reduction.
   static constexpr int64_t kSlots = 4;
-  // The element count after the first chunk (a uint64 in two floats' room).
-  static constexpr size_t kCountFloats = sizeof(uint64_t) / sizeof(float);
 
   RingAllReducePipeline(Communicator& backend, std::span<float> data, ReduceOp op, int tag,
-                        Deadline deadline, std::vector<float>& scratch, std::vector<float>& first)
+                        Deadline deadline, std::vector<float>& scratch)
       : backend_(backend),
         data_(data),
         op_(op),
@@ -113,10 +115,9 @@ class RingAllReducePipeline {
         chunks_(schedule_.chunks()),
         units_(schedule_.units()),
         slot_floats_(schedule_.max_chunk()),
-        scratch_(scratch),
-        first_(first) {
+        scratch_(scratch) {
     const size_t slots = chunks_ == 1 ? 1 : static_cast<size_t>(kSlots);
-    if (scratch_.size() < slots * SlotStride()) scratch_.resize(slots * SlotStride());
+    if (scratch_.size() < slots * slot_floats_) scratch_.resize(slots * slot_floats_);
   }
 
   size_t units_per_step() const { return chunks_; }
@@ -124,13 +125,8 @@ class RingAllReducePipeline {
   Status SendAll() {
     const int right = static_cast<int>((r_ + 1) % n_);
     for (int64_t u = 0; u < units_; ++u) {
-      // After a failure here, what is ready still goes: a neighbour waiting for it then fails on
-      // its own (e.g. on sizes that disagree) instead of at its deadline.
-      if (!WaitFor([&] { return reduced_ >= u - static_cast<int64_t>(chunks_) + 1; },
-                   /*even_after_failure=*/true))
-        break;
+      if (!WaitFor([&] { return reduced_ >= u - static_cast<int64_t>(chunks_) + 1; })) break;
       std::span<const float> chunk = Chunk(u, /*sent=*/true);
-      if (u == 0) chunk = WithCount(chunk);
       Status s = backend_.Send(right, tag_, std::as_bytes(chunk), deadline_);
       if (!s.ok()) return Fail(std::move(s));
       std::lock_guard<std::mutex> lock(mu_);
@@ -177,11 +173,10 @@ class RingAllReducePipeline {
 
   // The part of the caller's buffer that unit `u` sends (or, allgathering, receives into).
   std::span<float> Chunk(int64_t u, bool sent) const { return schedule_.Chunk(data_, u, sent); }
-  // A received chunk, with room for the count after it.
-  size_t SlotStride() const { return slot_floats_ + kCountFloats; }
+  // Where a received reduce-scatter chunk waits for its reduction.
   std::span<float> Slot(int64_t u) {
     const size_t slot = chunks_ == 1 ? 0 : static_cast<size_t>(u % kSlots);
-    return std::span<float>(scratch_).subspan(slot * SlotStride(), SlotStride());
+    return std::span<float>(scratch_).subspan(slot * slot_floats_, slot_floats_);
   }
 
   Status ReceiveUnit(int64_t u) {
@@ -189,7 +184,7 @@ class RingAllReducePipeline {
     std::span<float> into = Chunk(u, /*sent=*/false);
     const size_t floats = into.size();
     if (Reducing(u)) {
-      into = Slot(u).first(floats + (u == 0 ? kCountFloats : 0));
+      into = Slot(u).first(floats);
     } else {
       // An allgathered chunk overwrites what reduce-scatter sent from there (unit u - (n-1) *
       // chunks). The peer cannot have the final value before that send is done, but wait for it
@@ -198,31 +193,10 @@ class RingAllReducePipeline {
       if (!WaitFor([&] { return sent_ > earlier; })) return status();
     }
     Status s = backend_.RecvInto(left, tag_, std::as_writable_bytes(into), deadline_);
-    if (s.code() == StatusCode::kInvalidArgument)
-      s = s.WithContext("chunk of " + std::to_string(floats) +
-                        " floats (do all ranks pass the same size?)");
-    if (s.ok() && u == 0) {
-      uint64_t count;
-      std::memcpy(&count, into.data() + floats, sizeof count);
-      if (count != data_.size())
-        s = InvalidArgumentError("rank " + std::to_string(left) + " reduces " +
-                                 std::to_string(count) + " floats, this rank " +
-                                 std::to_string(data_.size()) +
-                                 " (do all ranks pass the same size?)");
-    }
-    return s.ok() ? s : Fail(std::move(s));
-  }
-
-  // The first message also carries the sender's element count, so ranks that disagree about the
-  // size fail at once, all of them: their chunks could otherwise have equal sizes (a corrupt
-  // result), or a rank whose left neighbour agrees with it would wait for messages the failed
-  // ones no longer send. Costs one copy of one chunk.
-  std::span<const float> WithCount(std::span<const float> chunk) {
-    first_.assign(chunk.begin(), chunk.end());
-    first_.resize(chunk.size() + kCountFloats);
-    const uint64_t count = data_.size();
-    std::memcpy(first_.data() + chunk.size(), &count, sizeof count);
-    return first_;
+    if (!s.ok())
+      return Fail(s.WithContext("chunk of " + std::to_string(floats) + " floats from rank " +
+                                std::to_string(left)));
+    return s;
   }
 
   // Records the first failure and wakes the other parties; returns `s`.
@@ -232,13 +206,12 @@ class RingAllReducePipeline {
     cv_.notify_all();
     return s;
   }
-  // Waits until `ready` or a failure. True to go on: nothing failed, or (`even_after_failure`)
-  // `ready` holds all the same.
+  // Waits until `ready` or a failure. True to go on: nothing failed.
   template <typename Ready>
-  bool WaitFor(Ready ready, bool even_after_failure = false) {
+  bool WaitFor(Ready ready) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return ready() || !failed_.ok(); });
-    return failed_.ok() || (even_after_failure && ready());
+    return failed_.ok();
   }
 
   Communicator& backend_;
@@ -252,7 +225,6 @@ class RingAllReducePipeline {
   const int64_t units_;
   const size_t slot_floats_;
   std::vector<float>& scratch_;
-  std::vector<float>& first_;  // the first chunk and the count, as sent
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t sent_ = 0, received_ = 0, reduced_ = 0;  // units done; guarded by mu_
@@ -345,11 +317,15 @@ class SubGroupBackend final : public Communicator {
 
 class RingCommunicator final : public Communicator {
  public:
-  RingCommunicator(std::unique_ptr<Communicator> backend, TagPlan tags, bool splittable)
+  // `report_failure`: set when a collective of this communicator fails (a sub-group's tells its
+  // parent, whose next sub-group would reuse the same tags).
+  RingCommunicator(std::unique_ptr<Communicator> backend, TagPlan tags, bool splittable,
+                   std::shared_ptr<std::atomic<bool>> report_failure = nullptr)
       : backend_(std::move(backend)),
         caps_(backend_->capabilities()),
         tags_(tags),
-        splittable_(splittable) {}
+        splittable_(splittable),
+        report_failure_(std::move(report_failure)) {}
 
   int rank() const override { return backend_->rank(); }
   int size() const override { return backend_->size(); }
@@ -368,39 +344,57 @@ class RingCommunicator final : public Communicator {
     return backend_->RecvInto(source, tag, out, deadline);
   }
 
+  // Every collective: refused for good after a failure (reel/transport.h), forwarded if native,
+  // else the ranks agree on its arguments (collective_agreement.h) before any data moves, so
+  // arguments that disagree, or that every rank passes but none may, are InvalidArgument on
+  // every rank with nothing moved.
   Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override {
-    if (caps_.native_allreduce) return backend_->AllReduce(data, op, deadline);
-    const int tag = NextTag();
-    if (size() == 1 || data.empty()) return Status::Ok();
-    return Context(RingAllReduce(data, op, tag, deadline),
-                   "AllReduce of " + std::to_string(data.size()) + " floats");
+    REEL_RETURN_IF_ERROR(Usable("AllReduce", caps_.native_allreduce));
+    if (caps_.native_allreduce) return Native(backend_->AllReduce(data, op, deadline));
+    if (size() == 1) return Status::Ok();
+    const std::string what = "AllReduce of " + std::to_string(data.size()) + " floats";
+    REEL_RETURN_IF_ERROR(Agree(agreement::AllReduceArgs(data.size(), op), deadline, what));
+    if (data.empty()) return Status::Ok();
+    return Failed(RingAllReduce(data, op, tag_, deadline), what);
   }
   Status Broadcast(std::span<std::byte> data, int root, Deadline deadline) override {
-    if (caps_.native_broadcast) return backend_->Broadcast(data, root, deadline);
+    REEL_RETURN_IF_ERROR(Usable("Broadcast", caps_.native_broadcast));
+    if (caps_.native_broadcast) return Native(backend_->Broadcast(data, root, deadline));
+    const std::string what =
+        "Broadcast of " + std::to_string(data.size()) + " bytes from rank " + std::to_string(root);
+    if (size() > 1)
+      REEL_RETURN_IF_ERROR(Agree(agreement::BroadcastArgs(data.size(), root), deadline, what));
     if (root < 0 || root >= size())
       return InvalidArgumentError(Where() + ": Broadcast from root " + std::to_string(root) +
                                   " outside [0, " + std::to_string(size()) + ")");
-    const int tag = NextTag();
     if (size() == 1 || data.empty()) return Status::Ok();
-    return Context(
-        ChainBroadcast(data, root, tag, deadline),
-        "Broadcast of " + std::to_string(data.size()) + " bytes from rank " + std::to_string(root));
+    return Failed(ChainBroadcast(data, root, tag_, deadline), what);
   }
   Status AllGather(std::span<const std::byte> in, std::span<std::byte> out,
                    Deadline deadline) override {
-    if (caps_.native_allgather) return backend_->AllGather(in, out, deadline);
-    if (out.size() != in.size() * static_cast<size_t>(size()))
+    REEL_RETURN_IF_ERROR(Usable("AllGather", caps_.native_allgather));
+    if (caps_.native_allgather) return Native(backend_->AllGather(in, out, deadline));
+    const bool out_fits = out.size() == in.size() * static_cast<size_t>(size());
+    const std::string what = "AllGather of " + std::to_string(in.size()) + " bytes per rank";
+    // A wrong output on some ranks only is a disagreement too: the others must not start.
+    agreement::Args args = agreement::AllGatherArgs(in.size());
+    if (!out_fits) args.detail = kWrongOutput;
+    if (size() > 1) REEL_RETURN_IF_ERROR(Agree(args, deadline, what));
+    if (!out_fits)
       return InvalidArgumentError(Where() + ": AllGather output has " + std::to_string(out.size()) +
                                   " bytes, expected " + std::to_string(size()) + " x " +
                                   std::to_string(in.size()));
-    const int tag = NextTag();
-    return Context(RingAllGather(in, out, tag, deadline),
-                   "AllGather of " + std::to_string(in.size()) + " bytes per rank");
+    if (in.size() > kMaxMessageBytes)
+      return InvalidArgumentError(Where() + ": " + what + ": at most " +
+                                  std::to_string(kMaxMessageBytes) + " (kMaxMessageBytes)");
+    return Failed(RingAllGather(in, out, tag_, deadline), what);
   }
+  // The agreement is a barrier: every rank hears from every other.
   Status Barrier(Deadline deadline) override {
-    if (caps_.native_barrier) return backend_->Barrier(deadline);
-    const int tag = NextTag();
-    return Context(DisseminationBarrier(tag, deadline), "Barrier");
+    REEL_RETURN_IF_ERROR(Usable("Barrier", caps_.native_barrier));
+    if (caps_.native_barrier) return Native(backend_->Barrier(deadline));
+    if (size() == 1) return Status::Ok();
+    return Agree(agreement::BarrierArgs(), deadline, "Barrier");
   }
 
   Result<std::unique_ptr<Communicator>> Split(int color, int key, Deadline deadline) override {
@@ -418,6 +412,11 @@ class RingCommunicator final : public Communicator {
       return FailedPreconditionError(Where() +
                                      ": Split while an earlier sub-group of this "
                                      "communicator is alive (one at a time shares its tags)");
+    if (subgroup_failed_->load())
+      return FailedPreconditionError(Where() +
+                                     ": Split after a collective of an earlier sub-group failed "
+                                     "(its messages may linger on the sub-group tags, which a new "
+                                     "one would reuse)");
     const int32_t mine[2] = {color, key};
     std::vector<int32_t> all(2 * static_cast<size_t>(size()));
     REEL_RETURN_IF_ERROR(AllGather(std::as_bytes(std::span<const int32_t>(mine)),
@@ -436,7 +435,7 @@ class RingCommunicator final : public Communicator {
     return std::unique_ptr<Communicator>(
         new RingCommunicator(std::make_unique<SubGroupBackend>(backend_.get(), std::move(members),
                                                                sub_rank, std::move(alive)),
-                             kSubgroupTags, /*splittable=*/false));
+                             kSubgroupTags, /*splittable=*/false, subgroup_failed_));
   }
 
  private:
@@ -445,9 +444,6 @@ class RingCommunicator final : public Communicator {
   static constexpr size_t kBroadcastChunk = size_t{1} << 20;
 
   std::string Where() const { return "rank " + std::to_string(rank()); }
-  Status Context(Status s, const std::string& what) const {
-    return s.ok() ? s : s.WithContext(Where() + ": " + what);
-  }
   Status CheckUserTag(const char* call, int tag) const {
     if (tag >= 0 && tag < tags_.user_end) return Status::Ok();
     return InvalidArgumentError(Where() + ": " + call + " with tag " + std::to_string(tag) +
@@ -456,6 +452,57 @@ class RingCommunicator final : public Communicator {
   }
   int NextTag() {
     return static_cast<int>(tags_.collective_begin + (seq_++ % tags_.collective_count));
+  }
+
+  // AllGatherArgs' detail when this rank's output has the wrong size.
+  static constexpr int32_t kWrongOutput = 1;
+
+  // FailedPrecondition once a collective failed (reel/transport.h: its messages may linger on
+  // tags that later collectives reuse). A `forwarded` (native) call is left to the backend, which
+  // keeps the same contract for its own failures (and may lift it, as mpi does after a Barrier),
+  // unless one of the ring's failed: the backend knows nothing of those.
+  Status Usable(const char* collective, bool forwarded) const {
+    if (collectives_failed_.empty() || (forwarded && !ring_failed_)) return Status::Ok();
+    return FailedPreconditionError(Where() + ": " + collective +
+                                   ": this communicator's collectives are unusable since one "
+                                   "failed (" +
+                                   collectives_failed_ + "); connect a new communicator");
+  }
+  // Records a failure of a collective that may have moved data (so every later one is refused),
+  // with context.
+  Status Failed(Status s, const std::string& what) {
+    if (s.ok()) return s;
+    s = s.WithContext(Where() + ": " + what);
+    if (collectives_failed_.empty()) {
+      collectives_failed_ = s.message();
+      ring_failed_ = true;
+      if (report_failure_) report_failure_->store(true);
+    }
+    return s;
+  }
+  // A native collective's result, recorded for the ring's collectives if it failed other than by
+  // InvalidArgument (which moved nothing, reel/transport.h).
+  Status Native(Status s) {
+    if (!s.ok() && s.code() != StatusCode::kInvalidArgument && collectives_failed_.empty())
+      collectives_failed_ = s.message();
+    return s;
+  }
+  // Takes this call's tag (tag_) and gathers every rank's arguments on it: InvalidArgument (and
+  // the communicator in step) if they differ; a failure of the messages is recorded as Failed.
+  Status Agree(const agreement::Args& mine, Deadline deadline, const std::string& what) {
+    tag_ = NextTag();
+    Result<std::vector<agreement::Args>> all = agreement::GatherArgs(
+        rank(), size(), mine,
+        [&](int dest, std::span<const std::byte> bytes) {
+          return backend_->Send(dest, tag_, bytes, deadline);
+        },
+        [&](int source) -> Result<std::vector<std::byte>> {
+          REEL_ASSIGN_OR_RETURN(Message m, backend_->Recv(source, tag_, deadline));
+          return std::move(m.payload);
+        });
+    if (!all.ok()) return Failed(all.status(), what);
+    Status agreed = agreement::CheckAgreement(*all);
+    return agreed.ok() ? agreed : agreed.WithContext(Where() + ": " + what);
   }
   int Right(int k = 1) const { return (rank() + k) % size(); }
   int Left(int k = 1) const { return (rank() - k % size() + size()) % size(); }
@@ -473,7 +520,7 @@ class RingCommunicator final : public Communicator {
   }
 
   Status RingAllReduce(std::span<float> data, ReduceOp op, int tag, Deadline deadline) {
-    RingAllReducePipeline pipeline(*backend_, data, op, tag, deadline, scratch_, first_chunk_);
+    RingAllReducePipeline pipeline(*backend_, data, op, tag, deadline, scratch_);
     // Messages of one chunk need no receiving thread: this one receives and reduces in turn.
     const bool receive_here = pipeline.units_per_step() == 1;
     sender_.Post([&pipeline] { return pipeline.SendAll(); });
@@ -517,26 +564,20 @@ class RingCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  // Round k: tell rank + 2^k, hear from rank - 2^k; after ceil(log2 n) rounds every rank has
-  // (transitively) heard from every other, so all have arrived.
-  Status DisseminationBarrier(int tag, Deadline deadline) {
-    for (int k = 1; k < size(); k <<= 1) {
-      PostSend(Right(k), tag, {}, deadline);
-      Result<Message> m = backend_->Recv(Left(k), tag, deadline);
-      REEL_RETURN_IF_ERROR(FinishStep(m.ok() ? Status::Ok() : m.status()));
-    }
-    return Status::Ok();
-  }
-
   std::unique_ptr<Communicator> backend_;
   const CommunicatorCapabilities caps_;
   const TagPlan tags_;
   const bool splittable_;
   std::weak_ptr<void> sub_alive_;  // the sub-group Split() built over point-to-point, if alive
+  // Set by a sub-group built over point-to-point when one of its collectives fails.
+  std::shared_ptr<std::atomic<bool>> subgroup_failed_ = std::make_shared<std::atomic<bool>>(false);
+  const std::shared_ptr<std::atomic<bool>> report_failure_;  // this one's parent's, or null
   int64_t seq_ = 0;
-  // The allreduce's received chunks and its first sent one, kept between calls so that no step
-  // allocates.
-  std::vector<float> scratch_, first_chunk_;
+  int tag_ = 0;                     // the running collective's (Agree takes it)
+  std::string collectives_failed_;  // the first failure of a collective, if any
+  bool ring_failed_ = false;        // ... and it was one of the ring's
+  // The allreduce's received chunks, kept between calls so that no step allocates.
+  std::vector<float> scratch_;
   // Declared last: their threads stop before backend_ goes away.
   HelperThread sender_;
   HelperThread receiver_;  // the pipelined allreduce's receives

@@ -207,6 +207,10 @@ class InprocCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override {
+    if (data.size() > kMaxMessageBytes)  // the promise of every backend (reel/transport.h)
+      return InvalidArgumentError("rank " + std::to_string(rank_) + ": Send of " +
+                                  std::to_string(data.size()) + " bytes: at most " +
+                                  std::to_string(kMaxMessageBytes) + " (kMaxMessageBytes)");
     return group_->Send(rank_, dest, tag, data, deadline);  // waits only over the budget
   }
   Result<Message> Recv(int source, int tag, Deadline deadline) override {

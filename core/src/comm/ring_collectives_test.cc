@@ -92,8 +92,8 @@ TEST(RingCollectives, TagErrorNamesTheReservedRange) {
 }
 
 // Large allreduces travel in chunks of 256 KiB (65536 floats). Here rank 0's segments are 8 such
-// chunks and rank 1's 9: every message has the same size, so only the sizes sent ahead of the
-// chunks tell the ranks apart. Both must refuse, naming the sizes, not return a corrupt sum.
+// chunks and rank 1's 9: every message would have the same size, so only the agreement before the
+// chunks tells the ranks apart. Both must refuse, naming the sizes, not return a corrupt sum.
 TEST(RingCollectives, PipelinedAllReduceRefusesRanksThatDisagreeOnTheSize) {
   auto comms = RingGroup(2);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
@@ -104,11 +104,12 @@ TEST(RingCollectives, PipelinedAllReduceRefusesRanksThatDisagreeOnTheSize) {
     EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << st[r];
     EXPECT_THAT(st[r].message(), HasSubstr("same size")) << "rank " << r;
   }
-  EXPECT_THAT(st[0].message(), HasSubstr("rank 1 reduces 1179648 floats, this rank 1048576"));
+  for (int r : {0, 1})
+    EXPECT_THAT(st[r].message(), HasSubstr("AllReduce (sum) of 1048576 floats on rank 0; "
+                                           "AllReduce (sum) of 1179648 floats on rank 1"));
 }
 
-// A rank that never joins a pipelined allreduce: the others' sending, receiving and reducing
-// parties all stop at the deadline instead of waiting for ever.
+// A rank that never joins an allreduce: the others stop at the deadline in the agreement.
 TEST(RingCollectives, PipelinedAllReduceEndsAtItsDeadlineWhenARankStaysAway) {
   auto comms = RingGroup(3);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
@@ -120,6 +121,75 @@ TEST(RingCollectives, PipelinedAllReduceEndsAtItsDeadlineWhenARankStaysAway) {
     EXPECT_EQ(st[r].code(), StatusCode::kDeadlineExceeded) << "rank " << r << ": " << st[r];
     EXPECT_THAT(st[r].message(), HasSubstr("AllReduce of 3145728 floats")) << "rank " << r;
   }
+}
+
+// Drops every message of more than `keep_up_to` bytes it is asked to send: a rank that agrees on
+// a collective and then stops sending its data.
+class DroppingBackend final : public Communicator {
+ public:
+  DroppingBackend(std::unique_ptr<Communicator> inner, size_t keep_up_to)
+      : inner_(std::move(inner)), keep_up_to_(keep_up_to) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(int d, int t, std::span<const std::byte> b, Deadline dl) override {
+    return b.size() > keep_up_to_ ? Status::Ok() : inner_->Send(d, t, b, dl);
+  }
+  Result<Message> Recv(int s, int t, Deadline dl) override { return inner_->Recv(s, t, dl); }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  size_t keep_up_to_;
+};
+
+// Rank 2 agrees and then sends no chunk: every party of every rank's pipeline stops at the
+// deadline, and every later collective is refused at once (its tags come round again: a stale
+// chunk must never be taken for a later call's).
+TEST(RingCollectives, PipelinedAllReduceStoppedMidwayEndsAtItsDeadlineAndRefusesLaterCalls) {
+  auto raw = CreateInprocGroup(3);
+  ASSERT_TRUE(raw.ok());
+  conformance::Communicators comms;
+  for (auto& c : *raw) {
+    if (c->rank() == 2) c = std::make_unique<DroppingBackend>(std::move(c), 1024);
+    comms.push_back(WithRingCollectives(std::move(c)));
+  }
+  std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
+    std::vector<float> data(size_t{3} << 20, 1.0f);
+    Status failed = c.AllReduce(data, ReduceOp::kSum, DeadlineIn(500ms));
+    if (failed.code() != StatusCode::kDeadlineExceeded)
+      return InternalError("the stopped allreduce: " + failed.ToString());
+    std::vector<float> again(size_t{3} << 20, 1.0f);
+    Status later = c.AllReduce(again, ReduceOp::kSum, DeadlineIn(60s));
+    if (later.code() != StatusCode::kFailedPrecondition)
+      return InternalError("the allreduce after it: " + later.ToString());
+    return Status::Ok();
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
+// A sub-group built over point-to-point whose collective failed leaves messages on the sub-group
+// tags: its parent then builds no other sub-group (which would reuse them), but its own
+// collectives go on.
+TEST(RingCollectives, AfterASubGroupCollectiveFailedTheParentBuildsNoOtherSubGroup) {
+  auto comms = RingGroup(3);
+  std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
+    {
+      REEL_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub,
+                            c.Split(0, c.rank(), DeadlineIn(60s)));
+      if (c.rank() != 2) {  // rank 2 stays out of the sub-group's barrier
+        Status s = sub->Barrier(DeadlineIn(200ms));
+        if (s.code() != StatusCode::kDeadlineExceeded)
+          return InternalError("the sub-group barrier without rank 2: " + s.ToString());
+      }
+    }
+    REEL_RETURN_IF_ERROR(c.Barrier(DeadlineIn(60s)).WithContext("the parent's barrier"));
+    if (c.rank() == 2) return Status::Ok();  // its sub-group failed nowhere
+    Result<std::unique_ptr<Communicator>> again = c.Split(0, c.rank(), DeadlineIn(60s));
+    if (again.status().code() != StatusCode::kFailedPrecondition)
+      return InternalError("Split after a failed sub-group collective: " +
+                           again.status().ToString());
+    return Status::Ok();
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
 }
 
 }  // namespace

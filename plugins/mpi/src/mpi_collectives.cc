@@ -255,12 +255,14 @@ Status MpiCommunicator::BlockingAllReduce(std::span<float> data, ReduceOp op, De
   return Status::Ok();
 }
 
+// A root outside the group is refused after the agreement, so that every rank refuses it (a rank
+// refusing alone would leave the others waiting in the agreement until their deadline).
 Status MpiCommunicator::Broadcast(std::span<std::byte> data, int root, Deadline deadline) {
+  REEL_RETURN_IF_ERROR(
+      Agree("Broadcast", {{"size", static_cast<int64_t>(data.size())}, {"root", root}}, deadline));
   if (root < 0 || root >= size_)
     return InvalidArgumentError(Where() + ": Broadcast from root " + std::to_string(root) +
                                 " outside [0, " + std::to_string(size_) + ")");
-  REEL_RETURN_IF_ERROR(
-      Agree("Broadcast", {{"size", static_cast<int64_t>(data.size())}, {"root", root}}, deadline));
   Watched watched(watchdog_, deadline, "Broadcast", data.size(), "bytes");
   for (size_t at = 0; at < data.size(); at += kMaxPiece) {
     const int n = static_cast<int>(std::min(kMaxPiece, data.size() - at));
@@ -271,9 +273,16 @@ Status MpiCommunicator::Broadcast(std::span<std::byte> data, int root, Deadline 
   return Status::Ok();
 }
 
+// As Broadcast's root, a wrong output is refused after the agreement, in which it counts as an
+// argument: a rank with a wrong output among ranks without one is a disagreement.
 Status MpiCommunicator::AllGather(std::span<const std::byte> in, std::span<std::byte> out,
                                   Deadline deadline) {
-  if (out.size() != in.size() * static_cast<size_t>(size_))
+  const bool out_fits = out.size() == in.size() * static_cast<size_t>(size_);
+  REEL_RETURN_IF_ERROR(Agree("AllGather",
+                             {{"size", static_cast<int64_t>(in.size())},
+                              {"output size (1: n x size, 0: another)", out_fits ? 1 : 0}},
+                             deadline));
+  if (!out_fits)
     return InvalidArgumentError(Where() + ": AllGather of " + std::to_string(in.size()) +
                                 " bytes per rank needs " +
                                 std::to_string(in.size() * static_cast<size_t>(size_)) +
@@ -281,7 +290,6 @@ Status MpiCommunicator::AllGather(std::span<const std::byte> in, std::span<std::
   if (in.size() > kMaxPiece)  // pieces would interleave the ranks' blocks wrongly
     return InvalidArgumentError(Where() + ": AllGather of " + std::to_string(in.size()) +
                                 " bytes per rank: at most " + std::to_string(kMaxPiece));
-  REEL_RETURN_IF_ERROR(Agree("AllGather", {{"size", static_cast<int64_t>(in.size())}}, deadline));
   const int n = static_cast<int>(in.size());
   Watched watched(watchdog_, deadline, "AllGather", in.size(), "bytes per rank");
   return MpiStatus(Locked([&] {

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "reel/collective_agreement.h"
 #include "reel/ring_allreduce.h"
 #include "tcp_communicator.h"
 
@@ -305,21 +306,57 @@ class TcpCommunicator::RingAllReduce {
   size_t frame_done_ = 0, frame_total_ = 0;
 };
 
+// Every call, an empty one too, takes the next collective number and agrees on its arguments
+// (reel/collective_agreement.h) on that number's frames before any data moves: ranks that
+// disagree all return InvalidArgument with their data and the group in step. Any other failure
+// leaves the collectives failed for good (reel/transport.h).
 Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
-  if (world_ == 1 || data.empty()) return Status::Ok();
+  if (world_ == 1) return Status::Ok();
   std::lock_guard<std::mutex> one_at_a_time(collective_mu_);
+  const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
+  if (!collectives_failed_.empty())
+    return FailedPreconditionError(
+        what + ": this communicator's collectives are unusable since one failed (" +
+        collectives_failed_ + "); connect a new communicator");
   const uint32_t seq = collective_seq_++;
   if (const uint64_t stale = mailbox_.StartCollective(seq); stale > 0)
     Log("dropped " + std::to_string(stale) +
         " message(s) of earlier allreduces that failed on this rank");
-  const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
-  Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
-  Result<std::unique_lock<DeadlineMutex>> reading =
-      Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline);
-  if (!reading.ok()) return reading.status().WithContext(what);
-  Status s = RingAllReduce(*this, data, op, seq, deadline).Run();
-  GiveBack(left, std::move(*reading));
-  return s.ok() ? s : s.WithContext(what);
+  Status s = AgreeOnArguments(agreement::AllReduceArgs(data.size(), op), seq, deadline);
+  if (s.code() == StatusCode::kInvalidArgument) return s.WithContext(what);  // nothing moved
+  if (s.ok() && !data.empty()) {
+    Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
+    Result<std::unique_lock<DeadlineMutex>> reading =
+        Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline);
+    if (reading.ok()) {
+      s = RingAllReduce(*this, data, op, seq, deadline).Run();
+      GiveBack(left, std::move(*reading));
+    } else {
+      s = reading.status();
+    }
+  }
+  if (s.ok()) return s;
+  s = s.WithContext(what);
+  collectives_failed_ = s.message();
+  return s;
+}
+
+Status TcpCommunicator::AgreeOnArguments(const agreement::Args& mine, uint32_t seq,
+                                         Deadline deadline) {
+  Result<std::vector<agreement::Args>> all = agreement::GatherArgs(
+      rank_, world_, mine,
+      [&](int dest, std::span<const std::byte> bytes) {
+        return SendFrame(dest, FrameType::kCollective, seq & kCollectiveSeqMask, bytes, deadline,
+                         Where() + ": arguments of collective " + std::to_string(seq) +
+                             " to rank " + std::to_string(dest));
+      },
+      [&](int source) -> Result<std::vector<std::byte>> {
+        REEL_ASSIGN_OR_RETURN(Message m,
+                              mailbox_.Recv(source, Mailbox::CollectiveTag(seq), deadline));
+        return std::move(m.payload);
+      });
+  if (!all.ok()) return all.status();
+  return agreement::CheckAgreement(*all);
 }
 
 }  // namespace reel::tcp

@@ -102,10 +102,20 @@ Status TcpCommunicator::Send(int dest, int tag, std::span<const std::byte> data,
     return InvalidArgumentError(what + ": rank outside [0, " + std::to_string(world_) + ")");
   if (tag < 0 || tag > kMaxTag)
     return InvalidArgumentError(what + ": tag outside [0, " + std::to_string(kMaxTag) + "]");
+  if (data.size() > kMaxMessageBytes)
+    return InvalidArgumentError(what + ": " + std::to_string(data.size()) +
+                                " bytes is more than a message holds (kMaxMessageBytes, " +
+                                std::to_string(kMaxMessageBytes) + ")");
   if (dest == rank_) {
     mailbox_.DeliverCopy(rank_, tag, data);
     return Status::Ok();
   }
+  return SendFrame(dest, FrameType::kData, static_cast<uint32_t>(tag), data, deadline, what);
+}
+
+Status TcpCommunicator::SendFrame(int dest, FrameType type, uint32_t tag,
+                                  std::span<const std::byte> data, Deadline deadline,
+                                  const std::string& what) {
   Peer& peer = *peers_[static_cast<size_t>(dest)];
   if (Status s = mailbox_.PeerStatus(dest); !s.ok()) return s.WithContext(what);
   std::unique_lock<DeadlineMutex> lock(peer.write_mu, std::defer_lock);
@@ -113,8 +123,7 @@ Status TcpCommunicator::Send(int dest, int tag, std::span<const std::byte> data,
     lock.lock();
   else if (!lock.try_lock_until(deadline))
     return DeadlineExceededError(what + ": passed its deadline waiting for an earlier send to it");
-  const auto header = EncodeFrameHeader(
-      {FrameType::kData, static_cast<uint32_t>(rank_), static_cast<uint32_t>(tag), data.size()});
+  const auto header = EncodeFrameHeader({type, static_cast<uint32_t>(rank_), tag, data.size()});
   return WriteFrame(peer, header, data, deadline, what);
 }
 

@@ -11,7 +11,9 @@
 // thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
 // Send and Recv may be called from any threads at once; sends to one rank are serialised.
 //
-// AllReduce is native (allreduce.cc): a ring whose calling thread drives both of its
+// AllReduce is native (allreduce.cc): once the ranks agreed on its arguments
+// (reel/collective_agreement.h, on the call's collective frames), a ring whose calling thread
+// drives both of its
 // connections in one poll loop, writing to the right and reading from the left, with no thread
 // hand-off per chunk. For the call it takes the left neighbour's incoming connection over from the
 // io thread (Borrow/GiveBack: the connection's FrameReader carries on where the other stopped),
@@ -33,6 +35,7 @@
 #include "blocking_io.h"
 #include "frame_reader.h"
 #include "mailbox.h"
+#include "reel/collective_agreement.h"
 #include "tcp_transport.h"
 #include "waiting.h"
 
@@ -121,6 +124,13 @@ class TcpCommunicator final : public Communicator {
   // receive fill its budget. A caller reading for a receive of its own reads past the budget.
   enum class ReadResult { kGot, kEmpty, kEnded, kFull };
   ReadResult ReadOnce(Peer& peer, bool within_budget = false);
+  // Writes one frame of `type` to rank `dest` (not this rank), waiting for an earlier sender to
+  // it until `deadline`; `what` prefixes errors.
+  Status SendFrame(int dest, FrameType type, uint32_t tag, std::span<const std::byte> data,
+                   Deadline deadline, const std::string& what);
+  // Every rank's arguments of collective `seq`, on its frames: OK if they agree, InvalidArgument
+  // naming what each rank passed if not, else why the messages failed. REQUIRES: collective_mu_.
+  Status AgreeOnArguments(const agreement::Args& mine, uint32_t seq, Deadline deadline);
   // The io thread's way to take read_mu: waits on `resume` while a collective holds it.
   asio::awaitable<std::unique_lock<DeadlineMutex>> LockReading(Peer* peer);
   // A collective takes `peer`'s incoming connection for the calling thread (Unavailable if its
@@ -198,6 +208,7 @@ class TcpCommunicator final : public Communicator {
   std::atomic<bool> closing_{false};
   std::mutex collective_mu_;     // one AllReduce at a time
   uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
+  std::string collectives_failed_;  // the first failure of a collective; guarded by collective_mu_
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
   // How long AllReduce polls once nothing moves, and whether it yields the core between polls;

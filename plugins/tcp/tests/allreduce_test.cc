@@ -100,8 +100,8 @@ TEST(TcpAllReduce, UserMessagesDuringAnAllReduceReachTheirReceivers) {
   for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
 }
 
-// The conformance suite leaves this to the ring (a native allreduce may not promise it); this
-// one does: the first message carries the sender's element count.
+// Also in the conformance suite (collective_argument_tests.cc); here with 2 and 3 ranks: the
+// agreement before the ring (reel/collective_agreement.h) tells every rank.
 TEST(TcpAllReduce, RanksThatDisagreeAboutTheSizeAllFail) {
   for (int n : {2, 3}) {
     conformance::Communicators comms = Group(n);
@@ -117,10 +117,10 @@ TEST(TcpAllReduce, RanksThatDisagreeAboutTheSizeAllFail) {
   }
 }
 
-// After an allreduce that failed (the ranks disagree about the size), rank 1's first step is
-// left over at rank 0 (rank 0 stopped reading at the first chunk). Those frames must reach no
-// later collective: not the core's Broadcast, whose first tag is the one native allreduces once
-// shared with it, nor the next allreduce; that one drops them.
+// After an allreduce refused because the ranks disagree about the size (4 MiB on rank 1: 8
+// chunks), nothing of it may reach a later collective: not the core's Broadcast, whose first tag
+// is the one native allreduces once shared with it, nor the next allreduce. (The agreement sends
+// no chunk before the ranks agree; before it, rank 1's first step was left over at rank 0.)
 TEST(TcpAllReduce, ALeftoverOfAFailedAllReduceReachesNoLaterCollective) {
   conformance::Communicators comms = Group(2);
   ASSERT_EQ(comms.size(), 2u);
@@ -148,9 +148,8 @@ TEST(TcpAllReduce, ALeftoverOfAFailedAllReduceReachesNoLaterCollective) {
   for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
 }
 
-// Rank 2 stays away: ranks 0 and 1 get through part of the ring (1 reads 0's first step) and
-// then wait until their deadline. Afterwards the connections they borrowed and wrote work for
-// point-to-point as before.
+// Rank 2 stays away: ranks 0 and 1 wait for it until their deadline (in the agreement before the
+// ring). Afterwards the connections work for point-to-point as before.
 // With and without busy waiting (allreduce_spin_us) before a sleep.
 class TcpAllReduceWaiting : public ::testing::TestWithParam<int> {  // microseconds of spin
  protected:

@@ -10,7 +10,17 @@
 //
 // Every blocking call takes a deadline; a call past it returns DeadlineExceeded, a vanished peer
 // Unavailable naming the rank. Messages between one pair of ranks with the same tag arrive in
-// the order sent.
+// the order sent; a message holds at most kMaxMessageBytes.
+//
+// Collectives whose arguments disagree (one rank's size, operation, root or collective differs
+// from another's, an empty buffer among full ones) fail on every rank with InvalidArgument,
+// before any rank's data is touched. A collective that returns InvalidArgument moved nothing: the
+// communicator stays usable. After any other failure of a collective on a rank (a deadline, a
+// peer gone), that communicator's collectives (and Split) return FailedPrecondition on that rank
+// from then on, naming the first failure, because messages of the failed call may still be on
+// their way and would be taken for a later call's; point-to-point calls are unaffected. (A
+// backend may lift this once it knows the failed call completed on every rank, as mpi does for a
+// Barrier; an mpi option that trades these checks away says so.) To go on, connect anew.
 //
 // Conformance: the suite in reel/testing/transport_conformance.h (library reel::transport_testing)
 // checks all of this for a backend, with ranks as threads or one rank per process.
@@ -63,6 +73,11 @@ constexpr int kCollectiveTagBase = 16384;
 constexpr int kSubgroupTagBase = 24576;
 constexpr int kSubgroupUserTags = 1024;
 
+// The largest point-to-point message every backend carries (INT_MAX bytes, what one MPI message
+// of bytes holds): a Send of more returns InvalidArgument at once. Collectives cut larger buffers
+// into messages themselves, except AllGather, whose per-rank block must fit one message.
+constexpr size_t kMaxMessageBytes = 2147483647;
+
 // How Allreduce combines the ranks' values, element by element.
 enum class ReduceOp { kSum, kMax, kMin };
 
@@ -107,7 +122,8 @@ class Communicator {
 
   virtual CommunicatorCapabilities capabilities() const { return {}; }
 
-  // Collectives: every rank calls them with the same sizes, in the same order.
+  // Collectives: every rank calls them with the same arguments, in the same order; see the file
+  // comment for arguments that disagree and for the communicator after a failed collective.
   // In place: afterwards every rank holds the elementwise reduction of all ranks' `data`.
   virtual Status AllReduce(std::span<float> /*data*/, ReduceOp /*op*/, Deadline /*deadline*/) {
     return UnimplementedError("AllReduce");
@@ -156,7 +172,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   // Joins the group as ctx.rank. Blocks until the group is formed or the deadline passes.
-  virtual Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx, Deadline deadline) = 0;
+  virtual Result<std::unique_ptr<Communicator>> Connect(const TransportContext& ctx,
+                                                        Deadline deadline) = 0;
 };
 
 }  // namespace reel
