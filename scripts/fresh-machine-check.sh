@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's two commands on a machine where only the repository exists: builds a minimal Debian
 # root with debootstrap (same mirror and suite as this host's apt sources), copies this working
-# tree's tracked files into it (/reel), and runs `bash scripts/demo.sh`, then
-# `bash scripts/test.sh` inside with chroot. Prints the time of each phase and the CTest summaries.
+# tree's tracked files into it as a clone under root's home (~/reel), and runs
+# `bash scripts/demo.sh`, then `bash scripts/test.sh` there with chroot, in the README's order (the
+# demo's build and ccache's ~/.cache beside the clone are what the tests then start from). Prints the time of each phase and the CTest summaries.
 # Takes about an hour on 2 cores: too slow for every CI run, run it by hand (as root).
 #
 # usage: scripts/fresh-machine-check.sh [--reuse] [--only deps|demo|test|deb] [--deb] [--clean] [ROOT]
@@ -209,9 +210,10 @@ if command -v npm >/dev/null && cafile=$(npm config get cafile 2>/dev/null) && [
 fi
 [[ -n ${REEL_JOBS:-} ]] && pass_env+=("REEL_JOBS=$REEL_JOBS")
 # The tracked files of the working tree (uncommitted edits included; no build or other untracked
-# directories), indexed in a new git repository as a clone would be (check-paths reads the index).
-# At the top level (/reel): its parent is /, so naming it here trips no check-paths rule.
-mkdir -p "$root/reel"
+# directories), indexed in a new git repository as a clone would be (check-paths reads the index),
+# under root's home as a newcomer's clone would be.
+home=/root clone=/root/reel
+mkdir -p "$root$clone"
 if [[ -n $install_deb ]]; then  # only the package goes in
   mkdir -p "$root/reel-pkg" && cp "$install_deb" "$root/reel-pkg/"
 else
@@ -220,11 +222,11 @@ git -C "$repo" ls-files -z | (cd "$repo" && while IFS= read -r -d '' f; do
   [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done) >"$files"
 # A reused root keeps only its build directories (for an incremental build): files that the
 # tree has moved or deleted since must not linger beside the new ones.
-find "$root/reel" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
-tar -C "$repo" --null -T "$files" -cf - | tar -C "$root/reel" -xf -
-rm -rf "$root/reel/.git"
-git -C "$root/reel" init -q
-git -C "$root/reel" add --pathspec-from-file="$files" --pathspec-file-nul
+find "$root$clone" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
+tar -C "$repo" --null -T "$files" -cf - | tar -C "$root$clone" -xf -
+rm -rf "$root$clone/.git"
+git -C "$root$clone" init -q
+git -C "$root$clone" add --pathspec-from-file="$files" --pathspec-file-nul
 rm -f "$files"
 fi
 # The root is a mount point of its own: `ip netns exec` remounts / as a slave in a new mount
@@ -242,10 +244,10 @@ phase_done prepare ok
 # --- 3. the README's commands ---------------------------------------------------------------------
 log_dir=$root/var/log/reel-fresh-check
 mkdir -p "$log_dir"
-run_in_root() {  # run_in_root NAME COMMAND: in /reel as a fresh root login would, timed lines
+run_in_root() {  # run_in_root NAME COMMAND: in the clone as a fresh root login would, timed lines
   chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root LANG=C.UTF-8 TERM=dumb "${pass_env[@]}" \
-    /bin/bash -c "cd /reel && $2" 2>&1 |
+    HOME=$home LANG=C.UTF-8 TERM=dumb "${pass_env[@]}" \
+    /bin/bash -c "cd $clone && $2" 2>&1 |
     while IFS= read -r line; do printf '[%s] %s\n' "$(date +%T)" "$line"; done | tee "$log_dir/$1.log" &
   # In the background so a TERM to this script runs the cleanup at once (a foreground pipeline
   # would delay the trap until it ends); with pipefail this is the command's status.
@@ -266,7 +268,7 @@ for p in "${phases[@]}"; do
     demo | test) run_in_root "$p" "bash scripts/$p.sh" || rc=$? ;;
     deps)  # as test.sh begins, then the s3rver it installed must start (it refuses an unfixed one)
       run_in_root deps "scripts/install-deps.sh && scripts/check-paths.sh &&
-        export REEL_S3RVER_DIR=/root/.cache/reel/s3rver && scripts/install-s3rver.sh &&
+        export REEL_S3RVER_DIR=\$HOME/.cache/reel/s3rver && scripts/install-s3rver.sh &&
         grep -rl 'reel: scripts/s3rver-fixes.js applied' \$REEL_S3RVER_DIR --include=*.js | head -3" || rc=$?
       ;;
     deb)
