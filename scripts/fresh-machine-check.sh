@@ -89,13 +89,14 @@ summary() {
     grep -E "tests passed|tests failed out of|Total Test time|The following tests FAILED|^\[[0-9:]+\][[:space:]]+[0-9]+ - " \
       "$log_dir/test.log" | sed 's/^/    /' || true
   fi
-  echo "  packages in scripts/install-deps.sh at this run:"
-  sed -n '/^packages=(/,/^)/p' "$repo/scripts/install-deps.sh" | grep -v '^packages=(\|^)' |
+  echo "  packages in scripts/install-deps.sh (both parts) at this run:"
+  sed -n '/^[a-z_]*packages=(/,/^)/p' "$repo/scripts/install-deps.sh" | grep -v '^[a-z_]*packages=(\|^)' |
     sed 's/#.*//' | tr -s ' \n' ' ' | sed 's/^ //' | fold -s -w 90 | sed 's/^/    /'
   echo
 }
 # --- mounts, removed on any exit ------------------------------------------------------------------
 mounted=()
+# shellcheck disable=SC2317 # run by the EXIT trap below
 cleanup() {
   local rc=$?
   if ((rc != 0 && !summary_printed)); then
@@ -104,9 +105,9 @@ cleanup() {
   fi
   # Processes still running inside the root (a test's server, a hung run) were started by this
   # script: end them by id so the mounts can go.
-  local pid
-  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-    [[ $(readlink "/proc/$pid/root" 2>/dev/null) == "$root" ]] && kill -9 "$pid" 2>/dev/null || true
+  local proc
+  for proc in /proc/[0-9]*; do
+    if [[ $(readlink "$proc/root" 2>/dev/null) == "$root" ]]; then kill -9 "${proc#/proc/}" 2>/dev/null || true; fi
   done
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
@@ -177,9 +178,10 @@ phase "prepare: trust, apt configuration, the tree"
 # apt: the host's sources (only what apt reads), the keyrings they name, its configuration.
 rm -f "$root/etc/apt/sources.list"
 for f in $host_sources; do cp -L "$f" "$root$f"; done
-for k in $(grep -h -o -E 'signed-by[=:][[:space:]]*[^] ]+' -i $host_sources 2>/dev/null | sed -E 's/^[^=:]*[=:][[:space:]]*//'); do
-  [[ -f $k ]] && install -D -m 644 "$k" "$root$k"
-done
+# shellcheck disable=SC2086 # host_sources: the file names ls gave, one a word
+while IFS= read -r k; do
+  [[ ! -f $k ]] || install -D -m 644 "$k" "$root$k"
+done < <(grep -h -o -E 'signed-by[=:][[:space:]]*[^] ]+' -i $host_sources 2>/dev/null | sed -E 's/^[^=:]*[=:][[:space:]]*//')
 cp -a /etc/apt/trusted.gpg.d/. "$root/etc/apt/trusted.gpg.d/" 2>/dev/null || true
 cp -a /etc/apt/apt.conf.d/. "$root/etc/apt/apt.conf.d/"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
@@ -194,7 +196,8 @@ while IFS='=' read -r name value; do
   [[ $name =~ (^|_)(SSL|CA|CAS|CERT|CERTS|CAINFO|CAFILE|CAPATH|BUNDLE|ROOTS)(_|$) ]] || continue
   [[ $value == /* && -e $value ]] || continue
   if [[ -d $value ]]; then
-    mkdir -p "$root$value" && cp -a -L "$value/." "$root$value/" 2>/dev/null || true
+    mkdir -p "$root$value"
+    cp -a -L "$value/." "$root$value/" 2>/dev/null || true
   else
     install -D -m 644 "$value" "$root$value"
   fi
