@@ -5,7 +5,7 @@
 # `reel demo` (e.g. --workdir DIR, --set trainer.steps=200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --build  # what building and running reel needs; the tests add more
 # The flags scripts/test.sh builds build/ with (line tables only, -g1), so that running both, as
 # the README says, compiles the library and plugins once.
 REEL_BUILD_DIR=build scripts/build.sh -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_PLUGINS=ON -DREEL_BUILD_BENCH=OFF -DREEL_SANITIZE=OFF \
