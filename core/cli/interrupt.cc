@@ -1,5 +1,7 @@
 #include "interrupt.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
 
@@ -14,7 +16,22 @@ extern "C" void OnStopSignal(int) {
   std::signal(SIGTERM, SIG_DFL);
 }
 
+// Only async-signal-safe calls: write and _exit.
+extern "C" void ExitInterrupted(int sig) {
+  static constexpr char kInt[] = "reel: interrupted (SIGINT)\n";
+  static constexpr char kTerm[] = "reel: interrupted (SIGTERM)\n";
+  const bool term = sig == SIGTERM;
+  ssize_t written = ::write(2, term ? kTerm : kInt, term ? sizeof(kTerm) - 1 : sizeof(kInt) - 1);
+  (void)written;
+  ::_exit(130);
+}
+
 }  // namespace
+
+void ExitOnInterrupt() {
+  std::signal(SIGINT, ExitInterrupted);
+  std::signal(SIGTERM, ExitInterrupted);
+}
 
 InterruptScope::InterruptScope() {
   g_requested.store(false);
