@@ -15,7 +15,11 @@ function(reel_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
-  target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
+  # Every symbol resolved at link time, except in clang's sanitizer builds: there the runtime
+  # (__asan_*, __tsan_*) is linked into the executable alone, which provides it to the modules.
+  if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND (REEL_SANITIZE OR REEL_TSAN OR REEL_FUZZ)))
+    target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
+  endif()
   if(installable)
     install(TARGETS reel_plugin_${name} LIBRARY DESTINATION lib/reel/plugins)
     set_property(GLOBAL APPEND PROPERTY REEL_INSTALLED_TARGETS reel_plugin_${name})

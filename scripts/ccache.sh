@@ -4,7 +4,7 @@
 # (a developer's worktrees; CI's fresh clone of a commit that was built here before). Objects are
 # keyed by their preprocessed source and flags, so a changed header or flag recompiles as before.
 # Sets ccache_args (cmake arguments); REEL_CCACHE=0 builds without it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # ccache_args: read by the scripts that source this file
 if [[ "${REEL_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null 2>&1; then
   # Paths inside the clone, and the build directory itself, hash alike in every clone (the line
   # tables of a cached object may then name the clone that first compiled it).

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Fails, naming file and line, when a tracked file refers to a path outside the repository, so a
 # clone with nothing beside it builds, tests and runs its configs. Flagged:
-#  - an absolute path to the checkout itself or to something beside it (a sibling that exists);
+#  - an absolute path into the checkout itself (it names where this clone happens to be);
 #  - a relative path whose parent-directory steps climb above the repository root, taken from the
 #    file's own directory, or from the anchor a known variable names ("${CMAKE_SOURCE_DIR}/" is the
 #    root; "${CMAKE_CURRENT_SOURCE_DIR}/" and "$(dirname "$0")/" are the file's directory);
 #  - a plain relative path that names nothing in the tree from the file's directory but, taken
 #    from the root (configs are run from there), climbs out to something that exists.
-# Paths from anchors the tree does not define ("$ORIGIN/", "<exe>/", "$HOME/") are not judged.
+# Paths from anchors the tree does not define ("$ORIGIN/", "<exe>/", "$HOME/") are not judged, nor
+# absolute paths elsewhere: the outcome depends on the tree and where it is, never on what else
+# exists beside it (a home's .cache, made by a build, is not the tree's business).
 # Binary files are skipped. Usage: scripts/check-paths.sh [REPO]  (default: this repository).
 # Needs git (tracked files only: build trees and other untracked files are never read) and python3.
 set -euo pipefail
@@ -20,10 +22,9 @@ python3 - "$top" <<'EOF'
 import os, re, subprocess, sys
 
 root = os.path.realpath(sys.argv[1])
-parent = os.path.dirname(root)
-# "<parent>/<name>" where name exists beside the checkout (the checkout's own name included);
-# other paths under the parent (say /tmp/reel_test_x when the checkout is in /tmp) are not siblings.
-sibling_re = re.compile(re.escape(parent) + r"/([^/\s'\"`<>(),;=|&*?\[{$]+)") if parent != "/" else None
+# The checkout's own absolute path, alone or followed by a path inside it (not "<root>-other").
+# Unless the checkout is / (nothing to tell apart from a system path).
+own_re = re.compile(re.escape(root) + r"(?=$|[/\s'\"`<>(),;=|&])") if root != "/" else None
 # Path-like tokens: everything up to whitespace, quotes, brackets and separators of the
 # languages in the tree; '$', '{' and '}' stay so "${VAR}/x" is one token.
 token_re = re.compile(r"[^\s'\"`<>(),;=|&]+")
@@ -83,7 +84,7 @@ def problem(token, context, file_dir):
         return None
     first = parts.index("..")
     if token.startswith("/") and first != 1:
-        return None  # an absolute path elsewhere on the system; the parent rule covers siblings
+        return None  # an absolute path elsewhere on the system: not judged (see above)
     if token.startswith("/") or any(dynamic_re.search(p) for p in parts[:first]):
         anchored = context + "/".join(parts[:first])
         anchors = [(m.start(), []) for m in root_anchor_re.finditer(anchored)]
@@ -118,11 +119,9 @@ for name in names:
     rel = os.fsdecode(name)
     file_dir = [c for c in os.path.dirname(rel).split("/") if c]
     for number, line in enumerate(text.splitlines(), 1):
-        sibling = next((m.group(1) for m in sibling_re.finditer(line)
-                        if os.path.exists(os.path.join(parent, m.group(1)))), None) if sibling_re else None
-        if sibling is not None:
-            print(f"{rel}:{number}: absolute path to {os.path.join(parent, sibling)} (outside the repository)",
-                  file=sys.stderr)
+        if own_re and own_re.search(line):
+            print(f"{rel}:{number}: absolute path to this checkout ({root}): use a path relative to "
+                  "the tree", file=sys.stderr)
             bad += 1
             continue
         for m in token_re.finditer(line):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's two commands on a machine where only the repository exists: builds a minimal Debian
 # root with debootstrap (same mirror and suite as this host's apt sources), copies this working
-# tree's tracked files into it (/reel), and runs `bash scripts/demo.sh`, then
-# `bash scripts/test.sh` inside with chroot. Prints the time of each phase and the CTest summaries.
+# tree's tracked files into it as a clone under root's home (~/reel), and runs
+# `bash scripts/demo.sh`, then `bash scripts/test.sh` there with chroot, in the README's order (the
+# demo's build and ccache's ~/.cache beside the clone are what the tests then start from). Prints the time of each phase and the CTest summaries.
 # Takes about an hour on 2 cores: too slow for every CI run, run it by hand (as root).
 #
 # usage: scripts/fresh-machine-check.sh [--reuse] [--only deps|demo|test|deb] [--deb] [--clean] [ROOT]
@@ -88,13 +89,14 @@ summary() {
     grep -E "tests passed|tests failed out of|Total Test time|The following tests FAILED|^\[[0-9:]+\][[:space:]]+[0-9]+ - " \
       "$log_dir/test.log" | sed 's/^/    /' || true
   fi
-  echo "  packages in scripts/install-deps.sh at this run:"
-  sed -n '/^packages=(/,/^)/p' "$repo/scripts/install-deps.sh" | grep -v '^packages=(\|^)' |
+  echo "  packages in scripts/install-deps.sh (both parts) at this run:"
+  sed -n '/^[a-z_]*packages=(/,/^)/p' "$repo/scripts/install-deps.sh" | grep -v '^[a-z_]*packages=(\|^)' |
     sed 's/#.*//' | tr -s ' \n' ' ' | sed 's/^ //' | fold -s -w 90 | sed 's/^/    /'
   echo
 }
 # --- mounts, removed on any exit ------------------------------------------------------------------
 mounted=()
+# shellcheck disable=SC2317 # run by the EXIT trap below
 cleanup() {
   local rc=$?
   if ((rc != 0 && !summary_printed)); then
@@ -103,9 +105,9 @@ cleanup() {
   fi
   # Processes still running inside the root (a test's server, a hung run) were started by this
   # script: end them by id so the mounts can go.
-  local pid
-  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-    [[ $(readlink "/proc/$pid/root" 2>/dev/null) == "$root" ]] && kill -9 "$pid" 2>/dev/null || true
+  local proc
+  for proc in /proc/[0-9]*; do
+    if [[ $(readlink "$proc/root" 2>/dev/null) == "$root" ]]; then kill -9 "${proc#/proc/}" 2>/dev/null || true; fi
   done
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
@@ -176,9 +178,10 @@ phase "prepare: trust, apt configuration, the tree"
 # apt: the host's sources (only what apt reads), the keyrings they name, its configuration.
 rm -f "$root/etc/apt/sources.list"
 for f in $host_sources; do cp -L "$f" "$root$f"; done
-for k in $(grep -h -o -E 'signed-by[=:][[:space:]]*[^] ]+' -i $host_sources 2>/dev/null | sed -E 's/^[^=:]*[=:][[:space:]]*//'); do
-  [[ -f $k ]] && install -D -m 644 "$k" "$root$k"
-done
+# shellcheck disable=SC2086 # host_sources: the file names ls gave, one a word
+while IFS= read -r k; do
+  [[ ! -f $k ]] || install -D -m 644 "$k" "$root$k"
+done < <(grep -h -o -E 'signed-by[=:][[:space:]]*[^] ]+' -i $host_sources 2>/dev/null | sed -E 's/^[^=:]*[=:][[:space:]]*//')
 cp -a /etc/apt/trusted.gpg.d/. "$root/etc/apt/trusted.gpg.d/" 2>/dev/null || true
 cp -a /etc/apt/apt.conf.d/. "$root/etc/apt/apt.conf.d/"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
@@ -193,7 +196,8 @@ while IFS='=' read -r name value; do
   [[ $name =~ (^|_)(SSL|CA|CAS|CERT|CERTS|CAINFO|CAFILE|CAPATH|BUNDLE|ROOTS)(_|$) ]] || continue
   [[ $value == /* && -e $value ]] || continue
   if [[ -d $value ]]; then
-    mkdir -p "$root$value" && cp -a -L "$value/." "$root$value/" 2>/dev/null || true
+    mkdir -p "$root$value"
+    cp -a -L "$value/." "$root$value/" 2>/dev/null || true
   else
     install -D -m 644 "$value" "$root$value"
   fi
@@ -209,9 +213,10 @@ if command -v npm >/dev/null && cafile=$(npm config get cafile 2>/dev/null) && [
 fi
 [[ -n ${REEL_JOBS:-} ]] && pass_env+=("REEL_JOBS=$REEL_JOBS")
 # The tracked files of the working tree (uncommitted edits included; no build or other untracked
-# directories), indexed in a new git repository as a clone would be (check-paths reads the index).
-# At the top level (/reel): its parent is /, so naming it here trips no check-paths rule.
-mkdir -p "$root/reel"
+# directories), indexed in a new git repository as a clone would be (check-paths reads the index),
+# under root's home as a newcomer's clone would be.
+home=/root clone=/root/reel
+mkdir -p "$root$clone"
 if [[ -n $install_deb ]]; then  # only the package goes in
   mkdir -p "$root/reel-pkg" && cp "$install_deb" "$root/reel-pkg/"
 else
@@ -220,11 +225,11 @@ git -C "$repo" ls-files -z | (cd "$repo" && while IFS= read -r -d '' f; do
   [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done) >"$files"
 # A reused root keeps only its build directories (for an incremental build): files that the
 # tree has moved or deleted since must not linger beside the new ones.
-find "$root/reel" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
-tar -C "$repo" --null -T "$files" -cf - | tar -C "$root/reel" -xf -
-rm -rf "$root/reel/.git"
-git -C "$root/reel" init -q
-git -C "$root/reel" add --pathspec-from-file="$files" --pathspec-file-nul
+find "$root$clone" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
+tar -C "$repo" --null -T "$files" -cf - | tar -C "$root$clone" -xf -
+rm -rf "$root$clone/.git"
+git -C "$root$clone" init -q
+git -C "$root$clone" add --pathspec-from-file="$files" --pathspec-file-nul
 rm -f "$files"
 fi
 # The root is a mount point of its own: `ip netns exec` remounts / as a slave in a new mount
@@ -242,10 +247,10 @@ phase_done prepare ok
 # --- 3. the README's commands ---------------------------------------------------------------------
 log_dir=$root/var/log/reel-fresh-check
 mkdir -p "$log_dir"
-run_in_root() {  # run_in_root NAME COMMAND: in /reel as a fresh root login would, timed lines
+run_in_root() {  # run_in_root NAME COMMAND: in the clone as a fresh root login would, timed lines
   chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root LANG=C.UTF-8 TERM=dumb "${pass_env[@]}" \
-    /bin/bash -c "cd /reel && $2" 2>&1 |
+    HOME=$home LANG=C.UTF-8 TERM=dumb "${pass_env[@]}" \
+    /bin/bash -c "cd $clone && $2" 2>&1 |
     while IFS= read -r line; do printf '[%s] %s\n' "$(date +%T)" "$line"; done | tee "$log_dir/$1.log" &
   # In the background so a TERM to this script runs the cleanup at once (a foreground pipeline
   # would delay the trap until it ends); with pipefail this is the command's status.
@@ -266,7 +271,7 @@ for p in "${phases[@]}"; do
     demo | test) run_in_root "$p" "bash scripts/$p.sh" || rc=$? ;;
     deps)  # as test.sh begins, then the s3rver it installed must start (it refuses an unfixed one)
       run_in_root deps "scripts/install-deps.sh && scripts/check-paths.sh &&
-        export REEL_S3RVER_DIR=/root/.cache/reel/s3rver && scripts/install-s3rver.sh &&
+        export REEL_S3RVER_DIR=\$HOME/.cache/reel/s3rver && scripts/install-s3rver.sh &&
         grep -rl 'reel: scripts/s3rver-fixes.js applied' \$REEL_S3RVER_DIR --include=*.js | head -3" || rc=$?
       ;;
     deb)

@@ -45,13 +45,9 @@ plugins="tfrecord;s3"
 [[ -d plugins/tcp ]] && plugins+=";tcp"
 if ((!no_build)); then
   source scripts/ccache.sh
-  # Line tables only (-g1): a crash's stack still names file and line, at a fraction of the
-  # compile time of full debug info.
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_args[@]}" \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DREEL_FUZZ=ON \
-    -DREEL_BUILD_TESTS=OFF -DREEL_BUILD_BENCH=OFF -DREEL_PLUGINS="$plugins" \
-    -DCMAKE_UNITY_BUILD=ON >/dev/null
+  # CMakePresets.json's fuzz preset: clang, line tables only (-g1: a crash's stack still names
+  # file and line, at a fraction of the compile time of full debug info), unity batches.
+  cmake --preset fuzz -B "$build" "${ccache_args[@]}" -DREEL_PLUGINS="$plugins" >/dev/null
   cmake --build "$build" -j"$jobs" --target reel_fuzzers
 fi
 ((build_only)) && exit 0

@@ -97,9 +97,8 @@ export REEL_S3RVER_DIR="${REEL_S3RVER_DIR:-${HOME:-/root}/.cache/reel/s3rver}"
 scripts/install-s3rver.sh
 
 jobs=${REEL_JOBS:-$(nproc)}
-release_flags="-O2 -g1 -DNDEBUG"  # scripts/demo.sh builds build/ with the same
-asan_flags="-O1 -g1 -DNDEBUG"
-tsan_flags="-O1 -g1 -DNDEBUG"
+# Each phase is a preset of CMakePresets.json (folder, compiler, flags, targets, test filter and
+# sanitizer options): `cmake --workflow --preset asan` runs that phase alone.
 phase_start=$SECONDS
 phase_cpu=0
 times_file=$(mktemp)
@@ -127,38 +126,32 @@ phase() {
 asan_plugins=${REEL_ASAN_PLUGINS-}
 asan_labels=${REEL_ASAN_LABELS-}
 if [[ -z "$asan_plugins" && -z "$asan_labels" ]]; then
-  # The Python module's tests (label python) run here: an interpreter cannot load a sanitizer
-  # build's extension, so the sanitizer builds leave the module out.
-  release_tests=(-R '^sdk_install_debian_package$|^python_') asan_tests=()
-  release_targets="reel_installables reel_benches"
+  # The release preset's: the Debian package's test and the Python module's (an interpreter
+  # cannot load a sanitizer build's extension, so the sanitizer builds leave the module out).
+  release_tests=() asan_tests=()
+  release_targets=  # the release preset's: reel_installables reel_benches
 else
-  release_tests=() asan_tests=(${asan_labels:+-L "$asan_labels"}) release_targets=
+  release_tests=(-R .) asan_tests=(${asan_labels:+-L "$asan_labels"}) release_targets=all
 fi
-phase "build (RelWithDebInfo, $release_flags${release_targets:+; targets: $release_targets})"
-REEL_BUILD_DIR=build REEL_BUILD_TARGETS="$release_targets" scripts/build.sh -DREEL_BUILD_TESTS=ON \
-  -DREEL_BUILD_PLUGINS=ON -DREEL_PLUGINS= -DREEL_BUILD_BENCH=ON -DREEL_SANITIZE=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$release_flags"
+phase "build (preset release, gcc${release_targets:+; targets: $release_targets})"
+REEL_PRESET=release REEL_BUILD_TARGETS="$release_targets" scripts/build.sh
 phase "tests${release_tests[*]:+ (${release_tests[*]})}"
-ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 "${release_tests[@]}"
+ctest --preset release -j"$jobs" "${release_tests[@]}"
 
 # Under ASan + UBSan, sdk_install_debian_package is not even registered: it packages the build with
 # cpack and runs the packaged reel, and nobody ships a sanitizer runtime. The out-of-tree builds of
 # the other install tests get the sanitizer flags, a longer timeout and a COST that starts them
 # first (sdk/tests/install/CMakeLists.txt).
-phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (plugins: ${asan_plugins:-all}, $asan_flags)"
-REEL_BUILD_DIR=build-asan scripts/build.sh -DREEL_SANITIZE=ON -DREEL_BUILD_TESTS=ON \
-  -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=$asan_plugins" -DREEL_BUILD_BENCH=OFF \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$asan_flags" -DREEL_TEST_COMPILE_OPTIONS=-O0 \
-  -DCMAKE_UNITY_BUILD=ON
+# With clang (preset asan), so that the release build (gcc) and this one cover both compilers.
+phase "build under AddressSanitizer + UndefinedBehaviorSanitizer (preset asan, clang; plugins: ${asan_plugins:-all})"
+REEL_PRESET=asan scripts/build.sh "-DREEL_PLUGINS=$asan_plugins"
 phase "tests under AddressSanitizer + UndefinedBehaviorSanitizer (${asan_tests[*]:-all})"
-# intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes some dynamic TLS blocks (those of
-# libraries loaded with dlopen: the plugins, oneDNN, libgomp) for glibc 2.19's layout and reads
-# the two words before them as an address and a size; LeakSanitizer's tracer then crashes at exit
-# ("Tracer caught signal 11" in every test that loads a model plugin: `reel plugins check` of
-# moe crashes without it and passes with it). Static TLS is still scanned.
-ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1 \
-  LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-  ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 900 "${asan_tests[@]}"
+# The preset's ASAN_OPTIONS carry intercept_tls_get_addr=0: GCC 12's sanitizer runtime took some
+# dynamic TLS blocks (of libraries loaded with dlopen: the plugins, oneDNN, the OpenMP runtime) for
+# glibc 2.19's layout and LeakSanitizer's tracer crashed at exit ("Tracer caught signal 11").
+# Clang 14's runtime is the same code (compiler-rt) with the same default, so the flag stays.
+# LSAN_OPTIONS: scripts/lsan.supp.
+ctest --preset asan -j"$jobs" "${asan_tests[@]}"
 
 # ThreadSanitizer over the concurrent parts: the core (inproc transport, ring collectives, the
 # sync optimizer, ranks as threads, the trainer's and tuner's threads (the distributed executor:
@@ -173,7 +166,7 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 # async_sgd). Left out: the tcp tests run by `reel launch` (one rank per process: the conformance
 # suite, the automatic AllReduce waiting; their binaries are not built here) and the
 # network-namespace runs (label netns: their heartbeat timeouts are set for uninstrumented ranks)
-# and the mpi rank stopped after arrival (it reduces 512 MiB a rank, too much for TSan's shadow memory).
+# and the mpi rank stopped after arrival (512 MiB a rank: too much for TSan's shadow memory).
 # Any report fails its test: TSan makes the process exit 66 (under mpirun: that rank, so mpirun
 # fails). scripts/tsan.supp holds the reports inside glibc (dynamic TLS blocks freed under ld.so's
 # lock) and inside Open MPI (not instrumented: its lock-free lists and its lock order, by
@@ -185,19 +178,12 @@ ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktr
 # region's threads and the caller's next use of its stack; on one thread TSan still checks
 # everything else those tests do.
 tsan_labels=${REEL_TSAN_LABELS-core|sdk|tcp|mpi|tfrecord|async_sgd}
-phase "build under ThreadSanitizer (core, sdk, tcp, mpi, tfrecord, async_sgd tests, $tsan_flags)"
-tsan_targets="reel_core_tests reel_sdk_tests reel_tcp_tests tfrecord_tests reel_plugin_tcp
-  reel_mpi_conformance_tests reel_mpi_tests reel_mpi_watchdog_test reel_mpi_late_arrival_test
-  reel_plugin_mpi reel
-  reel_async_sgd_tests reel_async_sgd_train_tests"
-REEL_BUILD_DIR=build-tsan REEL_BUILD_TARGETS="$tsan_targets" scripts/build.sh -DREEL_TSAN=ON \
-  -DREEL_BUILD_TESTS=ON -DREEL_BUILD_PLUGINS=ON "-DREEL_PLUGINS=tcp;mpi;tfrecord;moe;async_sgd" \
-  -DREEL_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$tsan_flags" \
-  -DREEL_TEST_COMPILE_OPTIONS=-O0 -DCMAKE_UNITY_BUILD=ON
+phase "build under ThreadSanitizer (preset tsan: core, sdk, tcp, mpi, tfrecord, async_sgd tests)"
+REEL_PRESET=tsan scripts/build.sh
 phase "tests under ThreadSanitizer (labels: $tsan_labels)"
-OMP_NUM_THREADS=1 TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$PWD/scripts/tsan.supp" \
-  ctest --test-dir build-tsan -j"$jobs" --output-on-failure --timeout 900 -L "$tsan_labels" \
-  -LE netns -E '^tcp_conformance_world_|^tcp_waiting_launch_|^mpi_stopped_after_arrival_|OnOpenMpThreads'
+# The preset's filter leaves out what the paragraph above says, and sets OMP_NUM_THREADS=1 and
+# TSAN_OPTIONS (scripts/tsan.supp).
+ctest --preset tsan -j"$jobs" -L "$tsan_labels"
 
 phase "fuzz targets, ${REEL_FUZZ_SECONDS:-15} s each"
 scripts/fuzz.sh --seconds "${REEL_FUZZ_SECONDS:-15}" --jobs "$jobs"  # a target a core

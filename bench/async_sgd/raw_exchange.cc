@@ -217,7 +217,11 @@ double PushPullSpin(Fds fd, const Shape& s) {
 // Returns calls per second over `iters` timed calls (one warm-up).
 double AllReduce(Fds fd, int mine, const Shape& s) {
   std::vector<float> x(s.floats, 0.25f), in(s.floats / 2 + 1);
-  const auto [own_at, own_len, other_at, other_len] = HalvesOf(mine, s.floats);
+  // Plain variables, not a structured binding: the lambdas below use them, and clang before 16
+  // cannot capture a binding.
+  const Halves h = HalvesOf(mine, s.floats);
+  const size_t own_at = h.own_at, own_len = h.own_len, other_at = h.other_at,
+               other_len = h.other_len;
   auto call = [&] {
     std::atomic<size_t> summed{0};
     std::thread sender([&] {
@@ -245,7 +249,11 @@ double AllReduce(Fds fd, int mine, const Shape& s) {
 
 double AllReduceSpin(Fds fd, int mine, const Shape& s) {
   std::vector<float> x(s.floats, 0.25f), in(s.floats);
-  const auto [own_at, own_len, other_at, other_len] = HalvesOf(mine, s.floats);
+  // Plain variables, not a structured binding: the lambdas below use them, and clang before 16
+  // cannot capture a binding.
+  const Halves h = HalvesOf(mine, s.floats);
+  const size_t own_at = h.own_at, own_len = h.own_len, other_at = h.other_at,
+               other_len = h.other_len;
   auto call = [&] {
     // sends: other half, then own half as far as summed; receives: the other's contribution to
     // own half (summed per chunk), then the other half in place.

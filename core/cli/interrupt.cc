@@ -23,7 +23,22 @@ extern "C" void OnStopSignal(int) {
   sem_post(&g_wake);
 }
 
+// Only async-signal-safe calls: write and _exit.
+extern "C" void ExitInterrupted(int sig) {
+  static constexpr char kInt[] = "reel: interrupted (SIGINT)\n";
+  static constexpr char kTerm[] = "reel: interrupted (SIGTERM)\n";
+  const bool term = sig == SIGTERM;
+  ssize_t written = ::write(2, term ? kTerm : kInt, term ? sizeof(kTerm) - 1 : sizeof(kInt) - 1);
+  (void)written;
+  ::_exit(130);
+}
+
 }  // namespace
+
+void ExitOnInterrupt() {
+  std::signal(SIGINT, ExitInterrupted);
+  std::signal(SIGTERM, ExitInterrupted);
+}
 
 InterruptScope::InterruptScope() {
   g_requested.store(false);

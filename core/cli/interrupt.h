@@ -15,6 +15,10 @@
 // that gap — `reel launch` stopping the ranks a failed rank left behind — end the process
 // silently, before it says why it failed.
 //
+// Outside a scope, from the start of main (ExitOnInterrupt), SIGINT and SIGTERM end reel at once
+// with status 130 and a line on stderr: every interrupted reel command, core or plugin, exits
+// 130 on either signal, as the README says.
+//
 // Thread-safety: one scope at a time, created and destroyed on the main thread; Requested() and
 // Poll() may be called from any thread.
 #ifndef REEL_CORE_CLI_INTERRUPT_H_
@@ -24,6 +28,9 @@
 #include <thread>
 
 namespace reel::cli {
+
+// Installs the handler that ends the process with status 130 on SIGINT or SIGTERM.
+void ExitOnInterrupt();
 
 class InterruptScope {
  public:

@@ -83,5 +83,39 @@ TEST(InterruptScopeDeathTest, WorkThatPollsOwnsTheStop) {
       ::testing::ExitedWithCode(0), "checkpoint written");
 }
 
+// Outside a scope (every command before its work, and commands without a scope such as eval and
+// predict), either signal ends the process at once with status 130, as README.md says.
+TEST(ExitOnInterruptDeathTest, SigintExits130) {
+  EXPECT_EXIT(
+      {
+        ExitOnInterrupt();
+        std::raise(SIGINT);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(130), "reel: interrupted \\(SIGINT\\)");
+}
+
+TEST(ExitOnInterruptDeathTest, SigtermExits130) {
+  EXPECT_EXIT(
+      {
+        ExitOnInterrupt();
+        std::raise(SIGTERM);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(130), "reel: interrupted \\(SIGTERM\\)");
+}
+
+// A scope takes over: the first signal is a request again, not an exit.
+TEST(ExitOnInterruptDeathTest, AScopeTurnsTheSignalIntoARequest) {
+  EXPECT_EXIT(
+      {
+        ExitOnInterrupt();
+        InterruptScope scope;
+        std::raise(SIGTERM);
+        std::_Exit(InterruptScope::Requested() ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace reel::cli

@@ -13,6 +13,7 @@
 extern char** environ;
 
 #include "cli.h"
+#include "interrupt.h"
 #include "reel/core/host.h"
 #include "srun_task.h"
 
@@ -70,6 +71,7 @@ void WholeLinesOnStderr() {
 }
 
 int Run(int argc, char** argv) {
+  ExitOnInterrupt();  // status 130 on SIGINT or SIGTERM, whatever the command (interrupt.h)
   WholeLinesOnStderr();
   std::vector<std::string> plugin_dirs, storage_flags, rest;
   for (int i = 1; i < argc; ++i) {

@@ -430,7 +430,7 @@ SuperviseOutcome Supervisor::Wait() {
   if (first_failure_)
     outcome.exit_code = first_failure_->ExitCode();
   else if (interrupted_by_ != 0)
-    outcome.exit_code = 128 + interrupted_by_;
+    outcome.exit_code = 130;  // as every interrupted reel command, on SIGINT or SIGTERM
   else if (stranded_fails)
     outcome.exit_code = 128 + stranded_.front().signal;
   else if (!has_rank0 && tolerated_.size() + stranded_.size() == o_.ranks.size())

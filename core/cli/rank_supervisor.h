@@ -10,7 +10,8 @@
 //     others); the exit code is then rank 0's, or, on a node without rank 0, non-zero only when
 //     every rank failed;
 //   - SIGINT or SIGTERM reaches the supervisor -> forwarded to every running rank (a second one
-//     is forwarded too), the supervisor waits for all of them; exit code 128 + that signal.
+//     is forwarded too), the supervisor waits for all of them; exit code 130, on either signal,
+//     as every interrupted reel command.
 //   - a rank stopped by a signal (SIGSTOP) is reported when it stops and when it continues; if
 //     another rank fails while it is stopped, the outcome names it beside the failed rank, and
 //     every SIGTERM or SIGINT sent to a stopped rank is followed by SIGCONT so it can act on it.

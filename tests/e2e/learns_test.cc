@@ -16,7 +16,7 @@ const std::string kYt8m = std::string(REEL_DATA_DIR) + "/yt8m";
 constexpr int kClasses = 8;
 
 // Split synthetic data: even classes show their pattern only in rgb, odd ones only in audio.
-// One synth run (one set of class patterns), split by shard: four to train, one held out.
+// One synth run (one set of class patterns) with a held-out split: train/ and test/.
 class LearnsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -25,13 +25,15 @@ class LearnsTest : public ::testing::Test {
                         "--out",
                         *dir_,
                         "--videos",
-                        "400",
+                        "320",
+                        "--test-videos",
+                        "80",
                         "--classes",
                         std::to_string(kClasses),
                         "--level",
                         "frame",
                         "--shards",
-                        "5",
+                        "4",
                         "--min-frames",
                         "4",
                         "--max-frames",
@@ -42,17 +44,20 @@ class LearnsTest : public ::testing::Test {
                         "11",
                         "--split"});
     ASSERT_EQ(r.code, 0) << r.err;
-    auto files = ListDir(*dir_);
-    ASSERT_EQ(files.size(), 5u);
-    test_ = new std::string(files.back());
-    files.pop_back();
-    baseline_ = FrequencyBaselineGap(Labels(files), Labels({*test_}), kClasses);
+    train_files_ = new std::vector<std::string>(ListDir(*dir_ + "/train"));
+    test_files_ = new std::vector<std::string>(ListDir(*dir_ + "/test"));
+    ASSERT_EQ(train_files_->size(), 4u);
+    ASSERT_EQ(test_files_->size(), 4u);
+    test_ = new std::string(*dir_ + "/test/*.tfrecord");
+    baseline_ = FrequencyBaselineGap(Labels(*train_files_), Labels(*test_files_), kClasses);
     std::cout << "frequency baseline GAP: " << baseline_ << "\n";
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
     delete test_;
+    delete train_files_;
+    delete test_files_;
   }
 
   // Trains `config` briefly and returns the held-out GAP reported by `reel eval --json`.
@@ -64,7 +69,7 @@ class LearnsTest : public ::testing::Test {
                                      kRepo + "/configs/" + config + ".pbtxt",
                                      "--quiet",
                                      "--set",
-                                     "data.options.files=" + *dir_ + "/train000[0-3].tfrecord",
+                                     "data.options.files=" + *dir_ + "/train/*.tfrecord",
                                      "--set",
                                      "eval_data.options.files=" + *test_,
                                      "--set",
@@ -100,12 +105,25 @@ class LearnsTest : public ::testing::Test {
   }
 
   static std::string* dir_;
-  static std::string* test_;
+  static std::string* test_;  // a pattern: the held-out shards
+  static std::vector<std::string>* train_files_;
+  static std::vector<std::string>* test_files_;
   static double baseline_;
 };
 std::string* LearnsTest::dir_ = nullptr;
 std::string* LearnsTest::test_ = nullptr;
+std::vector<std::string>* LearnsTest::train_files_ = nullptr;
+std::vector<std::string>* LearnsTest::test_files_ = nullptr;
 double LearnsTest::baseline_ = 0.0;
+
+// The held-out split is other videos: no id of test/ is in train/ (`reel synth --test-videos`).
+TEST_F(LearnsTest, HeldOutVideosAreNotTrainingVideos) {
+  const auto train = LabelsById(*train_files_);
+  const auto test = LabelsById(*test_files_);
+  EXPECT_EQ(train.size(), 320u);
+  EXPECT_EQ(test.size(), 80u);
+  for (const auto& [id, labels] : test) EXPECT_EQ(train.count(id), 0u) << id << " is in both";
+}
 
 TEST_F(LearnsTest, FrameModelsBeatBaselineAndTwoStreamBeatsEachStream) {
   const double video = TrainAndEval("bilstm_video", {"model.options.hidden=16"});

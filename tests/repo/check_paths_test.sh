@@ -28,8 +28,8 @@ expect_flagged "$r" bench/s3/run.sh:1
 # A nested file whose steps climb above the root (line 2: the line is named, not just the file).
 r=$(new_repo repo); put "$r" a/b/notes.md "$(printf 'fine\nsee %s/%s/%s/elsewhere/file' $up $up $up)"
 expect_flagged "$r" a/b/notes.md:2
-# An absolute path into the checkout's parent directory.
-r=$(new_repo repo); put "$r" tests/t.cc "const char* kData = \"$work/sibling/data\";"
+# An absolute path into the checkout itself (where this clone happens to be).
+r=$(new_repo repo); put "$r" tests/t.cc "const char* kData = \"$work/repo/data\";"
 expect_flagged "$r" tests/t.cc:1
 # A folder that is not a git checkout is an error, not a pass (the check reads tracked files).
 if bash "$check" "$work/sibling" >/dev/null 2>&1; then
@@ -50,6 +50,23 @@ printf 'bad\0%s/sibling/data\n' "$up" >"$r/blob.bin" && git -C "$r" add blob.bin
 put "$r" README.md "see docs/x.md"
 printf '%s/sibling/data\n' "$up" >"$r/untracked.txt"
 expect_clean "$r" "in-tree steps, \$ORIGIN and <exe> anchors, system paths, binary and untracked files"
+
+# A clone under a home, beside the .cache a build made there (ccache's): an absolute path to
+# that cache, or to any other folder beside the clone, is not the tree's business (the check once
+# took whatever existed beside the checkout for a sibling it must not name).
+mkdir -p "$work/home/.cache/reel/s3rver" "$work/home/other"
+r=$(new_repo home/proj)
+put "$r" scripts/x.sh "export REEL_S3RVER_DIR=$work/home/.cache/reel/s3rver; ls $work/home/other"
+put "$r" README.md "Clone it as $work/home/proj-2 too."
+expect_clean "$r" "a clone under a home with .cache beside it, naming paths beside it"
+# The real tree, cloned under a home with a .cache beside it.
+git -C "$src" ls-files -z | (cd "$src" && while IFS= read -r -d '' f; do
+  [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done) >"$work/files"
+mkdir -p "$work/home/clone"
+tar -C "$src" --null -T "$work/files" -cf - | tar -C "$work/home/clone" -xf -
+git -C "$work/home/clone" init -q
+git -C "$work/home/clone" add --pathspec-from-file="$work/files" --pathspec-file-nul
+expect_clean "$work/home/clone" "this repository's tracked files, cloned under a home with .cache beside it"
 
 # The real tree.
 expect_clean "$src" "this repository"

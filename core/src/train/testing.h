@@ -101,7 +101,7 @@ class TinySource : public DataSource {
  public:
   TinySource(int videos, int dim, int classes, int batch, uint64_t seed, ShardSpec shard,
              bool shuffle = true)
-      : dim_(dim), classes_(classes), batch_(batch), seed_(seed), shuffle_(shuffle) {
+      : dim_(dim), batch_(batch), seed_(seed), shuffle_(shuffle) {
     std::mt19937 rng(1234);  // the dataset itself does not depend on the run's seed
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (int v = 0; v < videos; ++v) {
@@ -162,7 +162,7 @@ class TinySource : public DataSource {
     std::vector<int32_t> labels;
   };
   int64_t dim_;
-  int classes_, batch_;
+  int batch_;
   uint64_t seed_;
   bool shuffle_;
   std::vector<Video> videos_;

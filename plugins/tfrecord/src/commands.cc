@@ -82,13 +82,15 @@ class SynthCommand : public Command {
   std::string Usage() const override {
     return "reel synth --out DIR --videos N --classes C --level frame|video --shards K [--seed S] "
            "[--min-frames F] [--max-frames F] [--max-labels L] [--split] [--noise X] "
-           "[--amplitude A] [--prefix P] [--compression none|zlib|gzip]";
+           "[--amplitude A] [--prefix P] [--compression none|zlib|gzip] [--test-videos T]\n"
+           "  --test-videos T: also T held-out videos of the same planted signal; then the "
+           "shards go to DIR/train/ and DIR/test/";
   }
   Status Run(const std::vector<std::string>& args, CommandContext& ctx) override {
     REEL_ASSIGN_OR_RETURN(Args a, ParseArgs(args,
                                             {"out", "videos", "classes", "level", "shards", "seed",
                                              "min-frames", "max-frames", "max-labels", "noise",
-                                             "amplitude", "prefix", "compression"},
+                                             "amplitude", "prefix", "compression", "test-videos"},
                                             {"split"}));
     if (!a.positional.empty())
       return InvalidArgumentError("synth takes no positional arguments ('" + a.positional[0] +
@@ -107,6 +109,7 @@ class SynthCommand : public Command {
     REEL_ASSIGN_OR_RETURN(o.noise, FloatFlag(a, "noise", o.noise));
     REEL_ASSIGN_OR_RETURN(o.amplitude, FloatFlag(a, "amplitude", o.amplitude));
     o.prefix = StrFlag(a, "prefix", o.prefix);
+    REEL_ASSIGN_OR_RETURN(o.test_videos, IntFlag(a, "test-videos", o.test_videos));
     o.split = StrFlag(a, "split", "false") == "true";
     std::string level = StrFlag(a, "level", "frame");
     if (level != "frame" && level != "video")
@@ -116,7 +119,13 @@ class SynthCommand : public Command {
     if (comp == "auto") return InvalidArgumentError("flag --compression: say none, zlib or gzip");
     REEL_ASSIGN_OR_RETURN(o.compression, recordio::ParseCompression(comp, ""));
     REEL_ASSIGN_OR_RETURN(auto uris, WriteSynthetic(*ctx.storage, o));
-    if (ctx.out)
+    if (ctx.out && o.test_videos > 0)
+      *ctx.out << "wrote " << o.videos << " training and " << o.test_videos << " held-out " << level
+               << "-level videos (" << o.classes << " classes"
+               << (o.split ? ", split rgb/audio" : "") << ") to " << o.shards
+               << " shard(s) each: " << uris.front() << " ... and "
+               << uris[static_cast<size_t>(o.shards)] << " ...\n";
+    else if (ctx.out)
       *ctx.out << "wrote " << o.videos << " " << level << "-level videos (" << o.classes
                << " classes" << (o.split ? ", split rgb/audio" : "") << ") to " << uris.size()
                << " shard(s): " << (uris.empty() ? "" : uris.front())

@@ -79,6 +79,30 @@ void SetLabels(const SynthVideo& v, reel::tf::Features* features) {
   for (int64_t c : v.labels) labels->add_value(c);
 }
 
+// Videos first..first+count-1, round-robin over o.shards files named <stem>NNNN<suffix>.
+Result<std::vector<std::string>> WriteShards(Storage& storage, const SynthOptions& o,
+                                             const std::string& stem, int64_t first,
+                                             int64_t count) {
+  std::string suffix = o.compression == recordio::Compression::kGzip   ? ".tfrecord.gz"
+                       : o.compression == recordio::Compression::kZlib ? ".tfrecord.zlib"
+                                                                       : ".tfrecord";
+  std::vector<std::string> uris;
+  for (int64_t k = 0; k < o.shards; ++k) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "%04lld", static_cast<long long>(k));
+    std::string uri = stem + name + suffix;
+    REEL_ASSIGN_OR_RETURN(auto file, storage.OpenWrite(uri));
+    REEL_ASSIGN_OR_RETURN(auto writer, recordio::RecordWriter::Create(
+                                           std::move(file), {.compression = o.compression}));
+    for (int64_t v = k; v < count; v += o.shards)
+      REEL_RETURN_IF_ERROR(
+          writer->Write(MakeSyntheticVideo(o, first + v).payload).WithContext(uri));
+    REEL_RETURN_IF_ERROR(writer->Close().WithContext(uri));
+    uris.push_back(uri);
+  }
+  return uris;
+}
+
 }  // namespace
 
 SynthVideo MakeSyntheticVideo(const SynthOptions& o, int64_t index) {
@@ -143,24 +167,18 @@ Result<std::vector<std::string>> WriteSynthetic(StorageResolver& resolver, const
   if (o.rgb_dim < 1 || o.audio_dim < 1) return bad("feature sizes must be >= 1");
   if (o.noise < 0 || o.amplitude < 0) return bad("--noise and --amplitude must be >= 0");
   if (o.split && o.classes < 2) return bad("--split needs at least 2 classes");
+  if (o.test_videos < 0) return bad("--test-videos must be >= 0");
   REEL_ASSIGN_OR_RETURN(Storage * storage, resolver.ForUri(o.out));
   REEL_RETURN_IF_ERROR(storage->CreateDir(o.out));
-  std::string suffix = o.compression == recordio::Compression::kGzip   ? ".tfrecord.gz"
-                       : o.compression == recordio::Compression::kZlib ? ".tfrecord.zlib"
-                                                                       : ".tfrecord";
-  std::vector<std::string> uris;
-  for (int64_t k = 0; k < o.shards; ++k) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "%04lld", static_cast<long long>(k));
-    std::string uri = o.out + (o.out.back() == '/' ? "" : "/") + o.prefix + name + suffix;
-    REEL_ASSIGN_OR_RETURN(auto file, storage->OpenWrite(uri));
-    REEL_ASSIGN_OR_RETURN(auto writer, recordio::RecordWriter::Create(
-                                           std::move(file), {.compression = o.compression}));
-    for (int64_t v = k; v < o.videos; v += o.shards)
-      REEL_RETURN_IF_ERROR(writer->Write(MakeSyntheticVideo(o, v).payload).WithContext(uri));
-    REEL_RETURN_IF_ERROR(writer->Close().WithContext(uri));
-    uris.push_back(uri);
-  }
+  const std::string out = o.out + (o.out.back() == '/' ? "" : "/");
+  if (o.test_videos == 0) return WriteShards(*storage, o, out + o.prefix, 0, o.videos);
+  REEL_RETURN_IF_ERROR(storage->CreateDir(out + "train"));
+  REEL_RETURN_IF_ERROR(storage->CreateDir(out + "test"));
+  REEL_ASSIGN_OR_RETURN(auto uris,
+                        WriteShards(*storage, o, out + "train/" + o.prefix, 0, o.videos));
+  REEL_ASSIGN_OR_RETURN(auto test,
+                        WriteShards(*storage, o, out + "test/test", o.videos, o.test_videos));
+  uris.insert(uris.end(), test.begin(), test.end());
   return uris;
 }
 

@@ -11,6 +11,10 @@
 //
 // Records go round-robin to `shards` files named <out>/<prefix>NNNN.tfrecord (".gz" / ".zlib"
 // appended when compressed). Output is a deterministic function of the options.
+//
+// test_videos > 0: a held-out split of the same planted signal. Videos 0..videos-1 go to
+// <out>/train/<prefix>NNNN, videos videos..videos+test_videos-1 (other ids, other frames, the
+// same class patterns) to <out>/test/testNNNN, each over `shards` files.
 // Thread-safety: WriteSynthetic may run concurrently for different outputs.
 #ifndef REEL_PLUGINS_TFRECORD_SRC_SYNTH_H_
 #define REEL_PLUGINS_TFRECORD_SRC_SYNTH_H_
@@ -42,6 +46,7 @@ struct SynthOptions {
   double noise = 0.8;      // sigma
   bool split = false;
   std::string prefix = "train";
+  int64_t test_videos = 0;  // > 0: <out>/train/ and a held-out <out>/test/ (see above)
   recordio::Compression compression = recordio::Compression::kNone;
 };
 

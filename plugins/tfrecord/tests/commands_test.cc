@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -180,6 +182,63 @@ TEST_F(CommandsTest, SynthSignalIsRecoverable) {
   EXPECT_GE(correct, 27);
 }
 
+// video-level means of every record in `path`, by id, with the first label.
+std::map<std::string, std::pair<int64_t, std::vector<float>>> MeanRgbById(const std::string& path) {
+  std::map<std::string, std::pair<int64_t, std::vector<float>>> out;
+  reel::testing::LocalStorage storage;
+  auto file = storage.OpenRead(path);
+  EXPECT_TRUE(file.ok()) << path;
+  if (!file.ok()) return out;
+  recordio::RecordReader reader(file->get());
+  std::string payload;
+  while (reader.ReadRecord(&payload).ok()) {
+    reel::tf::Example ex;
+    EXPECT_TRUE(ex.ParseFromString(payload));
+    const auto& f = ex.features().feature();
+    const auto& v = f.at("mean_rgb").float_list().value();
+    out[f.at("id").bytes_list().value(0)] = {f.at("labels").int64_list().value(0),
+                                             {v.begin(), v.end()}};
+  }
+  return out;
+}
+
+// --test-videos: train/ and test/ hold other videos (other ids) of the same planted signal, so
+// class centroids of train/ label test/ well above chance (1 in 4).
+TEST_F(CommandsTest, SynthTestVideosAreAHeldOutSplitOfTheSameSignal) {
+  auto synth = MakeSynthCommand();
+  Status s =
+      Run(*synth, {"--out", dir_.path(), "--videos", "40", "--test-videos", "40", "--classes", "4",
+                   "--level", "video", "--shards", "1", "--max-labels", "1", "--noise", "1.5"});
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(out_.str(), HasSubstr("wrote 40 training and 40 held-out video-level videos"));
+  const auto train = MeanRgbById(dir_ / "train/train0000.tfrecord");
+  const auto test = MeanRgbById(dir_ / "test/test0000.tfrecord");
+  ASSERT_EQ(train.size(), 40u);
+  ASSERT_EQ(test.size(), 40u);
+  std::vector<std::vector<double>> centroid(4, std::vector<double>(1024, 0.0));
+  for (const auto& [id, video] : train)
+    for (int d = 0; d < 1024; ++d) centroid[video.first][d] += video.second[d];
+  int correct = 0;
+  for (const auto& [id, video] : test) {
+    EXPECT_EQ(train.count(id), 0u) << id << " is in train/ and test/";
+    int best = 0;
+    double best_score = -1e30;
+    for (int c = 0; c < 4; ++c) {
+      double dot = 0;
+      for (int d = 0; d < 1024; ++d) dot += centroid[c][d] * video.second[d];
+      if (dot > best_score) best_score = dot, best = c;
+    }
+    correct += best == video.first;
+  }
+  EXPECT_GE(correct, 36);
+  // Nothing beside train/ and test/.
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+    entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"test", "train"}));
+}
+
 TEST_F(CommandsTest, SynthRejectsBadFlags) {
   auto synth = MakeSynthCommand();
   EXPECT_EQ(Run(*synth, {"--videos", "3"}).code(), StatusCode::kInvalidArgument);  // no --out
@@ -191,6 +250,9 @@ TEST_F(CommandsTest, SynthRejectsBadFlags) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Run(*synth, {"--out", dir_.path(), "--shards", "0"}).code(),
             StatusCode::kInvalidArgument);
+  Status s = Run(*synth, {"--out", dir_.path(), "--test-videos", "-1"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--test-videos must be >= 0"));
   EXPECT_FALSE(synth->Usage().empty());
 }
 

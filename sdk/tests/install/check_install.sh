@@ -67,7 +67,7 @@ test "$out" = "foo bar 38 bytes"
 # ... and pkg-config finds it too.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # shellcheck disable=SC2086 # flag lists (CXXFLAGS/LDFLAGS: a sanitizer build's, see CMakeLists.txt)
-g++ ${CXXFLAGS:-} "$here/recordio_plugin/masked_crc.cc" -o "$work/masked_crc" \
+"${CXX:-g++}" ${CXXFLAGS:-} "$here/recordio_plugin/masked_crc.cc" -o "$work/masked_crc" \
   $(pkg-config --cflags reel-recordio) $(pkg-config --libs reel-recordio) ${LDFLAGS:-}
 test "$("$work/masked_crc")" = "0xfebe8a61 0xfebe8a61"
 echo "installed reel::recordio links into a plugin (CMake) and a program (pkg-config)"
