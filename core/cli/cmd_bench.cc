@@ -272,8 +272,8 @@ Status OptimizerBench(Bench& b) {
     std::vector<ParamArena> arenas(static_cast<size_t>(n));
     std::vector<core::Owned<Optimizer>> optimizers;
     for (int r = 0; r < n; ++r) {
-      REEL_ASSIGN_OR_RETURN(auto o, b.registry.CreateOptimizer(b.entry.info.name, b.options,
-                                                               OptimizerContext{r, n}));
+      REEL_ASSIGN_OR_RETURN(
+          auto o, b.registry.CreateOptimizer(b.entry.info.name, b.options, OptimizerContext{r, n}));
       optimizers.push_back(std::move(o));
       REEL_RETURN_IF_ERROR(arenas[static_cast<size_t>(r)].Declare("w", {params}).status());
       arenas[static_cast<size_t>(r)].Finalize();

@@ -30,8 +30,7 @@ Result<std::vector<Rank>> MakeRanks(const Registry& registry, const ComponentEnt
   std::vector<Rank> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     Rank& rank = ranks[static_cast<size_t>(r)];
-    REEL_ASSIGN_OR_RETURN(rank.optimizer, registry.CreateOptimizer(entry.info.name,
-                                                                   options.options,
+    REEL_ASSIGN_OR_RETURN(rank.optimizer, registry.CreateOptimizer(entry.info.name, options.options,
                                                                    OptimizerContext{r, n}));
     REEL_RETURN_IF_ERROR(rank.arena->Declare("w", {kParams}).status());
     rank.arena->Finalize();

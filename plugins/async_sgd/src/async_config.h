@@ -22,7 +22,7 @@ struct AsyncConfig {
   // Downpour's client (Dean et al. 2012): every step's gradient also updates the local copy (plain
   // sgd at the step's rate); a push carries the sum of the gradients since the last push.
   bool apply_locally = false;
-  bool locking = true;     // false: Hogwild updates (sgd only)
+  bool locking = true;  // false: Hogwild updates (sgd only)
   bool staleness_aware = false;
   int64_t max_staleness = 0;        // 0: no bound
   bool overlap = false;             // a step's push and pull run while the next step computes

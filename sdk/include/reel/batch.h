@@ -27,10 +27,11 @@ struct Feature {
 
 // B videos: ids, features by name and labels (see the file comment for the layout).
 struct Batch {
-  std::vector<std::string> ids;            // [B]
+  std::vector<std::string> ids;             // [B]
   std::map<std::string, Feature> features;  // by feature name
-  std::vector<int64_t> label_offsets{0};    // [B + 1]; labels of video b are [offsets[b], offsets[b+1])
-  std::vector<int32_t> label_ids;           // class ids, each in [0, num_classes)
+  std::vector<int64_t> label_offsets{
+      0};                          // [B + 1]; labels of video b are [offsets[b], offsets[b+1])
+  std::vector<int32_t> label_ids;  // class ids, each in [0, num_classes)
 
   int64_t size() const { return static_cast<int64_t>(ids.size()); }
 
@@ -46,8 +47,8 @@ struct Batch {
     if (it != features.end()) return &it->second;
     std::string have;
     for (const auto& [k, v] : features) have += (have.empty() ? "" : ", ") + k;
-    return NotFoundError("batch has no feature '" + name + "' (it has: " +
-                         (have.empty() ? "none" : have) + ")");
+    return NotFoundError("batch has no feature '" + name +
+                         "' (it has: " + (have.empty() ? "none" : have) + ")");
   }
 };
 
@@ -56,7 +57,8 @@ inline Status ValidateBatch(const Batch& batch, int64_t num_classes) {
   const int64_t n = batch.size();
   if (static_cast<int64_t>(batch.label_offsets.size()) != n + 1 || batch.label_offsets[0] != 0 ||
       batch.label_offsets.back() != static_cast<int64_t>(batch.label_ids.size()))
-    return InvalidArgumentError("batch label offsets do not match its " + std::to_string(n) + " videos");
+    return InvalidArgumentError("batch label offsets do not match its " + std::to_string(n) +
+                                " videos");
   for (int64_t b = 0; b < n; ++b) {
     if (batch.label_offsets[b + 1] < batch.label_offsets[b])
       return InvalidArgumentError("batch label offsets decrease at video '" + batch.ids[b] + "'");
@@ -68,16 +70,16 @@ inline Status ValidateBatch(const Batch& batch, int64_t num_classes) {
   for (const auto& [name, f] : batch.features) {
     if (f.values.rank() != 3 || f.values.dim(0) != n)
       return InvalidArgumentError("feature '" + name + "' has shape " +
-                                  ShapeToString(f.values.shape()) + ", want [" +
-                                  std::to_string(n) + ", T, D]");
+                                  ShapeToString(f.values.shape()) + ", want [" + std::to_string(n) +
+                                  ", T, D]");
     if (static_cast<int64_t>(f.lengths.size()) != n)
       return InvalidArgumentError("feature '" + name + "' has " + std::to_string(f.lengths.size()) +
                                   " lengths for " + std::to_string(n) + " videos");
     for (int64_t b = 0; b < n; ++b)
       if (f.lengths[b] < 1 || f.lengths[b] > f.values.dim(1))
         return InvalidArgumentError("feature '" + name + "' of video '" + batch.ids[b] +
-                                    "' has length " + std::to_string(f.lengths[b]) +
-                                    ", want 1.." + std::to_string(f.values.dim(1)));
+                                    "' has length " + std::to_string(f.lengths[b]) + ", want 1.." +
+                                    std::to_string(f.values.dim(1)));
   }
   return Status::Ok();
 }

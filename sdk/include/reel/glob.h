@@ -45,15 +45,33 @@ inline bool GlobMatch(std::string_view pattern, std::string_view text) {
       continue;
     }
     if (p < pattern.size() && text[t] != '/') {
-      if (pattern[p] == '?') { ++p; ++t; continue; }
+      if (pattern[p] == '?') {
+        ++p;
+        ++t;
+        continue;
+      }
       if (pattern[p] == '[') {
         size_t pp = p;
         int m = match_class(pp, text[t]);
-        if (m == 1) { p = pp; ++t; continue; }
-        if (m == -1 && text[t] == '[') { ++p; ++t; continue; }
-      } else if (pattern[p] == text[t]) { ++p; ++t; continue; }
+        if (m == 1) {
+          p = pp;
+          ++t;
+          continue;
+        }
+        if (m == -1 && text[t] == '[') {
+          ++p;
+          ++t;
+          continue;
+        }
+      } else if (pattern[p] == text[t]) {
+        ++p;
+        ++t;
+        continue;
+      }
     } else if (p < pattern.size() && pattern[p] == '/' && text[t] == '/') {
-      ++p; ++t; star_p = std::string_view::npos;
+      ++p;
+      ++t;
+      star_p = std::string_view::npos;
       continue;
     }
     // Backtrack: let the last '*' swallow one more character, but never a '/'.

@@ -30,11 +30,16 @@ enum class OptionType { kBool, kInt, kFloat, kString, kStringList };
 // "bool", "int", "float", "string", "string list": how schemas and errors name a type.
 inline std::string_view OptionTypeName(OptionType t) {
   switch (t) {
-    case OptionType::kBool: return "bool";
-    case OptionType::kInt: return "int";
-    case OptionType::kFloat: return "float";
-    case OptionType::kString: return "string";
-    case OptionType::kStringList: return "string list";
+    case OptionType::kBool:
+      return "bool";
+    case OptionType::kInt:
+      return "int";
+    case OptionType::kFloat:
+      return "float";
+    case OptionType::kString:
+      return "string";
+    case OptionType::kStringList:
+      return "string list";
   }
   return "?";
 }
@@ -170,15 +175,16 @@ inline Result<Options> ParseOptions(const OptionSchema& schema,
     if (!known) {
       std::string names;
       for (const auto& spec : schema) names += (names.empty() ? "" : ", ") + spec.name;
-      return prefix(InvalidArgumentError("unknown option '" + key + "' (known: " +
-                                         (names.empty() ? "none" : names) + ")"));
+      return prefix(InvalidArgumentError("unknown option '" + key +
+                                         "' (known: " + (names.empty() ? "none" : names) + ")"));
     }
   }
   Options out;
   for (const auto& spec : schema) {
     auto it = given.find(spec.name);
     if (it == given.end() && spec.required)
-      return prefix(InvalidArgumentError("missing required option '" + spec.name + "' (" + spec.help + ")"));
+      return prefix(
+          InvalidArgumentError("missing required option '" + spec.name + "' (" + spec.help + ")"));
     const std::string& text = it == given.end() ? spec.default_value : it->second;
     Result<OptionValue> v = ParseOptionValue(spec, text);
     if (!v.ok()) return prefix(v.status());

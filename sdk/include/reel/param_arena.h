@@ -43,11 +43,13 @@ class ParamArena {
 
   // Declares a block. Errors: a duplicate name, a non-positive dimension, or a finalized arena.
   Result<BlockId> Declare(std::string name, Shape shape) {
-    if (finalized_) return FailedPreconditionError("parameter '" + name + "' declared after Finalize()");
+    if (finalized_)
+      return FailedPreconditionError("parameter '" + name + "' declared after Finalize()");
     for (const auto& b : blocks_)
       if (b.name == name) return AlreadyExistsError("parameter '" + name + "' declared twice");
     for (int64_t d : shape)
-      if (d <= 0) return InvalidArgumentError("parameter '" + name + "' has shape " + ShapeToString(shape));
+      if (d <= 0)
+        return InvalidArgumentError("parameter '" + name + "' has shape " + ShapeToString(shape));
     Block b{std::move(name), std::move(shape), total_, 0};
     b.size = NumElements(b.shape);
     total_ += (b.size + kAlign - 1) / kAlign * kAlign;

@@ -20,15 +20,14 @@
 #ifndef REEL_PLUGIN_H_
 #define REEL_PLUGIN_H_
 
+#include <boost/config.hpp>
+#include <boost/dll/alias.hpp>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <variant>
-
-#include <boost/config.hpp>
-#include <boost/dll/alias.hpp>
 
 #include "reel/command.h"
 #include "reel/data_source.h"
@@ -48,12 +47,18 @@ enum class ComponentKind { kStorage, kDataSource, kModel, kOptimizer, kTransport
 // The kind as `reel plugins` prints it: "storage", "data", "model", ...
 inline const char* ComponentKindName(ComponentKind k) {
   switch (k) {
-    case ComponentKind::kStorage: return "storage";
-    case ComponentKind::kDataSource: return "data";
-    case ComponentKind::kModel: return "model";
-    case ComponentKind::kOptimizer: return "optimizer";
-    case ComponentKind::kTransport: return "transport";
-    case ComponentKind::kCommand: return "command";
+    case ComponentKind::kStorage:
+      return "storage";
+    case ComponentKind::kDataSource:
+      return "data";
+    case ComponentKind::kModel:
+      return "model";
+    case ComponentKind::kOptimizer:
+      return "optimizer";
+    case ComponentKind::kTransport:
+      return "transport";
+    case ComponentKind::kCommand:
+      return "command";
   }
   return "?";
 }
@@ -62,7 +67,8 @@ inline const char* ComponentKindName(ComponentKind k) {
 using StorageFactory = std::function<Result<std::unique_ptr<Storage>>(const Options&)>;
 using DataSourceFactory =
     std::function<Result<std::unique_ptr<DataSource>>(const Options&, const DataSourceContext&)>;
-using ModelFactory = std::function<Result<std::unique_ptr<Model>>(const Options&, const ModelContext&)>;
+using ModelFactory =
+    std::function<Result<std::unique_ptr<Model>>(const Options&, const ModelContext&)>;
 using OptimizerFactory =
     std::function<Result<std::unique_ptr<Optimizer>>(const Options&, const OptimizerContext&)>;
 using TransportFactory = std::function<Result<std::unique_ptr<Transport>>(const Options&)>;
@@ -80,13 +86,32 @@ struct ComponentInfo {
 };
 
 // The factory type of component kind T: Registrar::Add<T> takes one.
-template <typename T> struct FactoryFor;
-template <> struct FactoryFor<Storage> { using type = StorageFactory; };
-template <> struct FactoryFor<DataSource> { using type = DataSourceFactory; };
-template <> struct FactoryFor<Model> { using type = ModelFactory; };
-template <> struct FactoryFor<Optimizer> { using type = OptimizerFactory; };
-template <> struct FactoryFor<Transport> { using type = TransportFactory; };
-template <> struct FactoryFor<Command> { using type = CommandFactory; };
+template <typename T>
+struct FactoryFor;
+template <>
+struct FactoryFor<Storage> {
+  using type = StorageFactory;
+};
+template <>
+struct FactoryFor<DataSource> {
+  using type = DataSourceFactory;
+};
+template <>
+struct FactoryFor<Model> {
+  using type = ModelFactory;
+};
+template <>
+struct FactoryFor<Optimizer> {
+  using type = OptimizerFactory;
+};
+template <>
+struct FactoryFor<Transport> {
+  using type = TransportFactory;
+};
+template <>
+struct FactoryFor<Command> {
+  using type = CommandFactory;
+};
 
 // The host's side of registration. Thread-safety: called from the loading thread only.
 class BOOST_SYMBOL_VISIBLE Registrar {
@@ -97,7 +122,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
   // providers), InvalidArgument for an empty name.
   template <typename T, typename F>
   Status Add(ComponentInfo info, F factory) {
-    return AddComponent(std::move(info), AnyFactory(Guard(typename FactoryFor<T>::type(std::move(factory)))));
+    return AddComponent(std::move(info),
+                        AnyFactory(Guard(typename FactoryFor<T>::type(std::move(factory)))));
   }
 
  protected:
@@ -143,8 +169,8 @@ using RegisterFn = Status (*)(Registrar&) noexcept;
 // before trusting the layout of anything else.
 struct PluginDescriptor {
   uint32_t abi_version;
-  const char* sdk_version;   // REEL_SDK_VERSION the plugin was built with, "MAJOR.MINOR.PATCH"
-  const char* build_tag;     // REEL_BUILD_TAG: compiler and C++ runtime ABI
+  const char* sdk_version;  // REEL_SDK_VERSION the plugin was built with, "MAJOR.MINOR.PATCH"
+  const char* build_tag;    // REEL_BUILD_TAG: compiler and C++ runtime ABI
   const char* name;
   const char* version;
   const char* description;
@@ -161,28 +187,24 @@ inline constexpr const char* kPluginEntrySymbol = "reel_plugin_entry";
 
 // Defines the plugin's entry point (see the file comment): once per plugin, at global scope of one
 // of its source files.
-#define REEL_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FN)                                  \
-  namespace {                                                                                \
-  ::reel::Status reel_plugin_register_(::reel::Registrar& r) noexcept {                     \
-    try {                                                                                    \
-      return REGISTER_FN(r);                                                                 \
-    } catch (const std::exception& e) {                                                      \
-      return ::reel::InternalError(std::string("plugin registration threw: ") + e.what());  \
-    } catch (...) {                                                                          \
-      return ::reel::InternalError("plugin registration threw a non-standard exception");   \
-    }                                                                                        \
-  }                                                                                          \
-  const ::reel::PluginDescriptor* reel_plugin_descriptor_() noexcept {                      \
-    static const ::reel::PluginDescriptor descriptor{::reel::kPluginAbiVersion,             \
-                                                     REEL_SDK_VERSION,                       \
-                                                     REEL_BUILD_TAG,                         \
-                                                     NAME,                                   \
-                                                     VERSION,                                \
-                                                     DESCRIPTION,                            \
-                                                     &reel_plugin_register_};                \
-    return &descriptor;                                                                      \
-  }                                                                                          \
-  }                                                                                          \
+#define REEL_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FN)                                     \
+  namespace {                                                                                    \
+  ::reel::Status reel_plugin_register_(::reel::Registrar& r) noexcept {                          \
+    try {                                                                                        \
+      return REGISTER_FN(r);                                                                     \
+    } catch (const std::exception& e) {                                                          \
+      return ::reel::InternalError(std::string("plugin registration threw: ") + e.what());       \
+    } catch (...) {                                                                              \
+      return ::reel::InternalError("plugin registration threw a non-standard exception");        \
+    }                                                                                            \
+  }                                                                                              \
+  const ::reel::PluginDescriptor* reel_plugin_descriptor_() noexcept {                           \
+    static const ::reel::PluginDescriptor descriptor{                                            \
+        ::reel::kPluginAbiVersion, REEL_SDK_VERSION, REEL_BUILD_TAG, NAME, VERSION, DESCRIPTION, \
+        &reel_plugin_register_};                                                                 \
+    return &descriptor;                                                                          \
+  }                                                                                              \
+  }                                                                                              \
   BOOST_DLL_ALIAS(reel_plugin_descriptor_, reel_plugin_entry)
 
 #endif  // REEL_PLUGIN_H_

@@ -21,18 +21,18 @@ namespace reel {
 // What kind of failure a Status reports; callers branch on the code, people read the message.
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,    // the caller passed something wrong: a bad option, shape or config
-  kNotFound = 2,           // a file, object, component or key does not exist
-  kOutOfRange = 3,         // clean end of data (end of an epoch or a stream), not an error
-  kDataLoss = 4,           // corruption: CRC mismatch, truncated record, unparsable payload
-  kUnavailable = 5,        // a peer or server is gone or unreachable; retrying may help
-  kDeadlineExceeded = 6,   // a blocking call ran past its deadline
-  kFailedPrecondition = 7, // the system is not in a state that allows the call
-  kPermissionDenied = 8,   // credentials refused
-  kUnimplemented = 9,      // an optional capability the component does not provide
-  kInternal = 10,          // a bug: an invariant broke
-  kAlreadyExists = 11,     // a name is taken (e.g. two plugins registering one component)
-  kCancelled = 12,         // the operation was interrupted (e.g. SIGINT)
+  kInvalidArgument = 1,     // the caller passed something wrong: a bad option, shape or config
+  kNotFound = 2,            // a file, object, component or key does not exist
+  kOutOfRange = 3,          // clean end of data (end of an epoch or a stream), not an error
+  kDataLoss = 4,            // corruption: CRC mismatch, truncated record, unparsable payload
+  kUnavailable = 5,         // a peer or server is gone or unreachable; retrying may help
+  kDeadlineExceeded = 6,    // a blocking call ran past its deadline
+  kFailedPrecondition = 7,  // the system is not in a state that allows the call
+  kPermissionDenied = 8,    // credentials refused
+  kUnimplemented = 9,       // an optional capability the component does not provide
+  kInternal = 10,           // a bug: an invariant broke
+  kAlreadyExists = 11,      // a name is taken (e.g. two plugins registering one component)
+  kCancelled = 12,          // the operation was interrupted (e.g. SIGINT)
 };
 
 // Upper-case name of a code, e.g. "DATA_LOSS".
@@ -44,7 +44,8 @@ class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) {
-    if (code != StatusCode::kOk) state_ = std::make_shared<const State>(State{code, std::move(message)});
+    if (code != StatusCode::kOk)
+      state_ = std::make_shared<const State>(State{code, std::move(message)});
   }
 
   static Status Ok() { return Status(); }
@@ -79,24 +80,36 @@ class [[nodiscard]] Status {
 inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 // Constructors named after the codes, e.g. DataLossError("file.tfrecord: offset 12: bad CRC").
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-inline Status FailedPreconditionError(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-inline Status PermissionDeniedError(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status DeadlineExceededError(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
+inline Status FailedPreconditionError(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status AlreadyExistsError(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
+inline Status AlreadyExistsError(std::string m) {
+  return {StatusCode::kAlreadyExists, std::move(m)};
+}
 inline Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 // A value or the Status explaining why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "a Result built from a Status must hold an error");
     if (status_.ok()) status_ = InternalError("Result constructed from an OK status");
@@ -106,9 +119,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
 
   // REQUIRES: ok().
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -124,19 +146,32 @@ class [[nodiscard]] Result {
 
 inline std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case StatusCode::kDataLoss: return "DATA_LOSS";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kCancelled: return "CANCELLED";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case StatusCode::kDataLoss:
+      return "DATA_LOSS";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kCancelled:
+      return "CANCELLED";
   }
   return "UNKNOWN";
 }
@@ -161,10 +196,10 @@ inline std::string Status::ToString() const {
 #define REEL_STATUS_CONCAT_(a, b) REEL_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function if it is not OK.
-#define REEL_RETURN_IF_ERROR(expr)                      \
-  do {                                                  \
-    ::reel::Status reel_status_ = (expr);               \
-    if (!reel_status_.ok()) return reel_status_;        \
+#define REEL_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::reel::Status reel_status_ = (expr);        \
+    if (!reel_status_.ok()) return reel_status_; \
   } while (false)
 
 // `REEL_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its error.

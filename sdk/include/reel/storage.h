@@ -22,7 +22,7 @@ namespace reel {
 
 // One object a Glob found.
 struct ObjectInfo {
-  std::string uri;   // full URI (or path, as the user wrote it) of the object
+  std::string uri;  // full URI (or path, as the user wrote it) of the object
   uint64_t size = 0;
 };
 
@@ -86,15 +86,17 @@ inline Result<std::string> ReadAll(Storage& storage, std::string_view uri) {
   REEL_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   std::string out(size, '\0');
   REEL_ASSIGN_OR_RETURN(size_t n, file->Read(0, std::as_writable_bytes(std::span<char>(out))));
-  if (n != size) return DataLossError(std::string(uri) + ": short read (" + std::to_string(n) +
-                                      " of " + std::to_string(size) + " bytes)");
+  if (n != size)
+    return DataLossError(std::string(uri) + ": short read (" + std::to_string(n) + " of " +
+                         std::to_string(size) + " bytes)");
   return out;
 }
 
 // Writes `data` as the whole object `uri`, visible at once when this returns OK.
 inline Status WriteAll(Storage& storage, std::string_view uri, std::string_view data) {
   REEL_ASSIGN_OR_RETURN(auto file, storage.OpenWrite(uri));
-  REEL_RETURN_IF_ERROR(file->Append(std::as_bytes(std::span<const char>(data.data(), data.size()))));
+  REEL_RETURN_IF_ERROR(
+      file->Append(std::as_bytes(std::span<const char>(data.data(), data.size()))));
   return file->Close();
 }
 

@@ -24,7 +24,8 @@
 
 // The C++ runtime ABI: standard library and its string/list ABI. Plugins must match the host.
 #if defined(_GLIBCXX_RELEASE)
-#define REEL_CXX_RUNTIME_ "libstdc++" REEL_STRINGIFY_(_GLIBCXX_RELEASE) "/cxx11abi=" REEL_STRINGIFY_(_GLIBCXX_USE_CXX11_ABI)
+#define REEL_CXX_RUNTIME_ \
+  "libstdc++" REEL_STRINGIFY_(_GLIBCXX_RELEASE) "/cxx11abi=" REEL_STRINGIFY_(_GLIBCXX_USE_CXX11_ABI)
 #elif defined(_LIBCPP_VERSION)
 #define REEL_CXX_RUNTIME_ "libc++/abi=" REEL_STRINGIFY_(_LIBCPP_ABI_VERSION)
 #else
