@@ -43,7 +43,7 @@ constexpr char kSearch[] = R"(
   execution { parallel: 1 }
 )";
 
-std::string Scratch(const std::string& name) {
+std::string AshaScratch(const std::string& name) {
   fs::path p = fs::path(::testing::TempDir()) / ("asha_" + name);
   fs::remove_all(p);
   return p.string();
@@ -74,7 +74,7 @@ TEST(AshaTest, EveryRungPlansTheScheduleForTheFullBudgetAndBestIsFromTheTopRung)
   ASSERT_TRUE(f.ok()) << f.status();
   Recorder rec;
   TuneOptions o;
-  o.workdir = Scratch("schedule");
+  o.workdir = AshaScratch("schedule");
   auto r = RunTune(*f, o, rec.Runner());
   ASSERT_TRUE(r.ok()) << r.status();
   std::set<int64_t> budgets;
@@ -104,7 +104,7 @@ TEST(AshaTest, ABaseThatPlansItsOwnScheduleKeepsIt) {
   ASSERT_TRUE(f.ok()) << f.status();
   Recorder rec;
   TuneOptions o;
-  o.workdir = Scratch("own_schedule");
+  o.workdir = AshaScratch("own_schedule");
   ASSERT_TRUE(RunTune(*f, o, rec.Runner()).ok());
   for (const config::RunConfig& c : rec.seen)
     EXPECT_EQ(c.trainer().learning_rate().total_steps(), 40);
@@ -144,7 +144,7 @@ TEST(AshaTest, ABadBaseFailsOnceBeforeAnyTrialAndLeavesNoJournal) {
   ASSERT_TRUE(f.ok()) << f.status();
   Recorder rec;
   TuneOptions o;
-  o.workdir = Scratch("bad_base");
+  o.workdir = AshaScratch("bad_base");
   int checks = 0;
   o.check_config = [&](const ConfigFile& base) {
     ++checks;
