@@ -130,7 +130,7 @@ Status RegisterTestComponents(Registrar& r) {
       });
 }
 
-std::unique_ptr<Host> MakeHost() {
+std::unique_ptr<Host> MakeJobHost() {
   HostOptions options;
   options.load_plugins = false;
   auto host = std::move(Host::Create(options).value());
@@ -196,7 +196,7 @@ Result<TrainResult> Train(Host& host, const std::string& text,
 }
 
 TEST(TrainJob, RanksAsThreadsThroughTheRegistryDefaults) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   EXPECT_EQ(host->registry().DefaultName(ComponentKind::kTransport), "inproc");
   EXPECT_EQ(host->registry().DefaultName(ComponentKind::kOptimizer), "sync");
   EXPECT_EQ(host->registry().DefaultName(ComponentKind::kModel), "");
@@ -209,7 +209,7 @@ TEST(TrainJob, RanksAsThreadsThroughTheRegistryDefaults) {
 // Ranks that share a host divide its cores (train/thread_budget.h): each rank's model is told its
 // share and runs on an OpenMP team of that size, and the run says so first.
 TEST(TrainJob, RanksOnOneHostShareItsCores) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   auto probed = [](std::string text) {
     return text.replace(text.find("tiny_linear"), 11, "threads_probe");
   };
@@ -251,7 +251,7 @@ TEST(TrainJob, RanksOnOneHostShareItsCores) {
 }
 
 TEST(TrainJob, AProcessCountThatIsNotANumberIsRefusedBeforeTraining) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   auto r = Train(*host, Text("steps: 2 batch_size: 4"), {{"REEL_LOCAL_WORLD_SIZE", "two"}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
@@ -259,7 +259,7 @@ TEST(TrainJob, AProcessCountThatIsNotANumberIsRefusedBeforeTraining) {
 }
 
 TEST(TrainJob, ARankThatStopsAnsweringIsAnErrorNamingItWithinTheTimeout) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   // Rank 1 stalls until rank 0 has given up; with the default timeout (minutes) this test would
   // outlast CTest's, so passing proves the transport section's timeout reaches the trainer.
   auto r = Train(*host, Text("steps: 20 batch_size: 4 local_ranks: 2",
@@ -273,7 +273,7 @@ TEST(TrainJob, ARankThatStopsAnsweringIsAnErrorNamingItWithinTheTimeout) {
 }
 
 TEST(TrainJob, ARankThatFailsIsTheReportedCauseNotItsPeersLoss) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   auto r = Train(*host, Text("steps: 20 batch_size: 4 local_ranks: 3",
                              "options { key: \"fail_rank\" value: \"2\" }"));
   ASSERT_FALSE(r.ok());
@@ -282,7 +282,7 @@ TEST(TrainJob, ARankThatFailsIsTheReportedCauseNotItsPeersLoss) {
 }
 
 TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
-  auto host = MakeHost();  // no mpi plugin loaded here: the choice shows in the error
+  auto host = MakeJobHost();  // no mpi plugin loaded here: the choice shows in the error
   std::ostringstream progress;
   TrainJobOptions job;
   job.env = testing::FakeEnvironment({{"OMPI_COMM_WORLD_RANK", "0"}});
@@ -296,7 +296,7 @@ TEST(TrainJob, UnderMpirunWithoutATransportSectionItUsesMpiAndSaysSoFirst) {
 }
 
 TEST(TrainJob, MalformedLauncherVariablesAndTimeoutsAreRefusedNamingThem) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   TrainJobOptions job;
   job.env = testing::FakeEnvironment({{"REEL_RANK", "abc"}, {"REEL_WORLD_SIZE", "2"}});
   auto r = RunTrainJob(*host, Config(Text("steps: 2")), job);
@@ -311,7 +311,7 @@ TEST(TrainJob, MalformedLauncherVariablesAndTimeoutsAreRefusedNamingThem) {
 }
 
 TEST(TrainJob, ASingleProcessJobIsAWorldOfOneWhateverTheLauncherSays) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   TrainJobOptions job;
   job.single_process = true;  // as a trial of `reel tune` inside a launched worker
   job.env = testing::FakeEnvironment(
@@ -374,7 +374,7 @@ void ExpectSameMetrics(const TrainResult& got, const TrainResult& want) {
 }
 
 TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   const TempDir one("one"), four("four");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("eq-one")));
   ASSERT_TRUE(single.ok()) << single.status();
@@ -389,7 +389,7 @@ TEST(TrainJob, FourThreadRanksEqualOneRankWithFourTimesTheBatch) {
 // on each rank's own: clipping every rank's gradient first would average four clipped vectors,
 // which is not the clipped gradient of the whole batch.
 TEST(TrainJob, FourThreadRanksWithABindingClipEqualOneRankWithFourTimesTheBatch) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   const TempDir one("clip-one"), four("clip-four"), free("clip-free");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("clip-one"), kBindingClip));
   ASSERT_TRUE(single.ok()) << single.status();
@@ -410,7 +410,7 @@ TEST(TrainJob, FourThreadRanksWithABindingClipEqualOneRankWithFourTimesTheBatch)
 }
 
 TEST(TrainJob, TwoProcessesOfTwoLocalRanksEqualOneRankWithFourTimesTheBatch) {
-  auto host = MakeHost();
+  auto host = MakeJobHost();
   const TempDir one("nxm-one"), grid("nxm-grid");
   auto single = Train(*host, EquivalenceConfig(8, 1, one, InprocWorld("nxm-one")));
   ASSERT_TRUE(single.ok()) << single.status();
