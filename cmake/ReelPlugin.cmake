@@ -17,7 +17,9 @@ function(reel_add_plugin name)
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
   # Every symbol resolved at link time, except in clang's sanitizer builds: there the runtime
   # (__asan_*, __tsan_*) is linked into the executable alone, which provides it to the modules.
-  if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND (REEL_SANITIZE OR REEL_TSAN OR REEL_FUZZ)))
+  # A build against the installed SDK says so through its flags (CXXFLAGS=-fsanitize=...).
+  if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND
+          (REEL_SANITIZE OR REEL_TSAN OR REEL_FUZZ OR CMAKE_CXX_FLAGS MATCHES "-fsanitize=")))
     target_link_options(reel_plugin_${name} PRIVATE -Wl,--no-undefined)
   endif()
   if(installable)

@@ -6,7 +6,8 @@
 //     naming the ranks still missing);
 //   - messages between a pair of ranks with one tag arrive in the order sent; a receive from
 //     kAnySource takes the oldest message with that tag;
-//   - tags outside [0, kMaxTag] and ranks outside [0, size()) are InvalidArgument at once;
+//   - tags outside [0, kMaxTag], ranks outside [0, size()) and messages over kMaxMessageBytes are
+//     InvalidArgument at once;
 //   - every wait honours its deadline (DeadlineExceeded naming the peer and the tag), and a rank
 //     that left (its communicator destroyed) is Unavailable naming it, never a hang;
 //   - collectives are left to the host, which runs its ring algorithms over Send and Recv.
@@ -49,6 +50,10 @@ class LocalCommunicator final : public reel::Communicator {
 
   reel::Status Send(int dest, int tag, std::span<const std::byte> data, reel::Deadline) override {
     REEL_RETURN_IF_ERROR(Check(dest, tag, false));
+    if (data.size() > reel::kMaxMessageBytes)
+      return reel::InvalidArgumentError("Send of " + std::to_string(data.size()) +
+                                        " bytes: at most " +
+                                        std::to_string(reel::kMaxMessageBytes));
     std::lock_guard<std::mutex> lock(group_->mu);
     if (group_->left[dest])
       return reel::UnavailableError("rank " + std::to_string(dest) + " has left");
