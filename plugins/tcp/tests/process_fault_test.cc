@@ -160,7 +160,9 @@ TEST_F(ProcessRanks, AStoppedRankDoesNotBlameItsPeersForItsOwnSilence) {
 // receive ends at its own deadline, not when the heartbeat timeout (here ten minutes) gives up
 // on the peer, and says how far past the deadline it returned.
 TEST_F(ProcessRanks, AReceiveWhoseSenderStopsMidMessageEndsAtItsDeadline) {
-  constexpr size_t kBytes = size_t{8} << 30;  // far longer to send than the 200 ms before SIGSTOP
+  // The largest message (kMaxMessageBytes, 2 GiB): far longer to send than the 50 ms before the
+  // sender is stopped.
+  constexpr size_t kBytes = kMaxMessageBytes;
   constexpr auto kReceiveFor = 3s;
   const std::string coordinator = FreeCoordinator();
   auto join = [&](int rank, int report) {
@@ -206,7 +208,7 @@ TEST_F(ProcessRanks, AReceiveWhoseSenderStopsMidMessageEndsAtItsDeadline) {
     said += more;
   }
   ASSERT_EQ(said, "ready\nsending\n");
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(50ms);
   ASSERT_EQ(kill(ranks_[1].pid, SIGSTOP), 0);
   const std::string status = ReadReport(ranks_[0].from, false, DeadlineIn(kReceiveFor + 60s));
   EXPECT_THAT(status, AllOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("passed its deadline")))

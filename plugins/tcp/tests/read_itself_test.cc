@@ -154,9 +154,15 @@ TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
     EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   });
   std::this_thread::sleep_for(200ms);  // the receive is reading rank 1's connection itself
+  // Rank 1 takes part, so the ranks agree on the call and rank 0's ring needs the connection.
+  std::thread peer([&] {
+    std::vector<float> theirs(16, 1.0f);
+    (void)comms[1]->AllReduce(theirs, ReduceOp::kSum, DeadlineIn(2s));
+  });
   std::vector<float> data(16, 1.0f);
-  Status s = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(300ms));
+  Status s = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(1s));
   EXPECT_FALSE(receive_ended.load()) << "the AllReduce waited for the receive to end";
+  peer.join();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("a receive on another thread is reading"));
   receiver.join();
