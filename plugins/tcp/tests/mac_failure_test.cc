@@ -21,7 +21,17 @@ using namespace std::chrono_literals;
 
 class OnlyTheNullProvider : public ::testing::Environment {
  public:
-  void SetUp() override { ASSERT_NE(OSSL_PROVIDER_load(nullptr, "null"), nullptr); }
+  void SetUp() override {
+    provider_ = OSSL_PROVIDER_load(nullptr, "null");
+    ASSERT_NE(provider_, nullptr);
+  }
+  // Unloaded at the end, so that LeakSanitizer sees nothing of it left.
+  void TearDown() override {
+    if (provider_) OSSL_PROVIDER_unload(provider_);
+  }
+
+ private:
+  OSSL_PROVIDER* provider_ = nullptr;
 };
 [[maybe_unused]] auto* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new OnlyTheNullProvider);
