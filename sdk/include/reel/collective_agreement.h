@@ -27,6 +27,7 @@
 
 namespace reel::agreement {
 
+// Which collective a call is (on the wire: these values).
 enum class Collective : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3, kBarrier = 4 };
 
 // What every rank of one collective call must pass alike.
@@ -38,6 +39,7 @@ struct Args {
 };
 constexpr size_t kArgsBytes = 16;
 
+// The Args of each collective call.
 inline Args AllReduceArgs(size_t floats, ReduceOp op) {
   return {Collective::kAllReduce, static_cast<int32_t>(op), floats};
 }
