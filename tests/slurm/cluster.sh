@@ -77,15 +77,29 @@ hosts_file() {  # NAME NODES: the names of every simulated host, for their /etc/
 # namespace (nsenter, not `ip netns exec`, which would remount /sys and hide the cgroup hierarchy
 # slurmd needs), with a UTS and a mount namespace of its own for its name and /etc/hosts.
 # Each host has a /tmp of its own (WORK/tmp/HOST), as real nodes do: Slurm's PMIx plugin keeps
-# per-step directories there that would collide. So WORK itself must not be under /tmp.
+# per-step directories there that would collide. So WORK itself must not be under /tmp, and the
+# checkout and the build (which may be, e.g. a clone in /tmp) are carried into the host's /tmp at
+# their own paths: bound aside first, then back in place once /tmp is the host's.
+# shellcheck disable=SC2016 # the single-quoted parts are expanded by the inner sh
 in_host() {  # NAME WORK I HOST CMD...
   local name=$1 work=$2 i=$3 host=$4
   shift 4
   mkdir -p "$work/tmp/$host" && chmod 1777 "$work/tmp/$host"
-  # shellcheck disable=SC2016 # expanded by the inner sh
+  local keep=() k n=0 script='mount --bind "$0" /etc/hosts'
+  for k in "$(realpath "$here/../..")" ${REEL_SLURM_BUILD:+"$(realpath "$REEL_SLURM_BUILD")"}; do
+    [[ $k == /tmp/* ]] || continue
+    mkdir -p "$work/keep/$host/$n"
+    keep+=("$k")
+    script+=" && mount --bind '$k' '$work/keep/$host/$n'"
+    n=$((n + 1))
+  done
+  script+=' && mount --bind "$1" /tmp'
+  for ((k = 0; k < n; k++)); do
+    script+=" && mkdir -p '${keep[k]}' && mount --bind '$work/keep/$host/$k' '${keep[k]}'"
+  done
+  script+=' && hostname "$2" && shift 2 && exec "$@"'
   SLURM_CONF=$work/slurm.conf nsenter --net="/run/netns/$name-r$i" unshare --mount --uts \
-    sh -c 'mount --bind "$0" /etc/hosts && mount --bind "$1" /tmp && hostname "$2" &&
-           shift 2 && exec "$@"' "$work/hosts" "$work/tmp/$host" "$host" "$@"
+    sh -c "$script" "$work/hosts" "$work/tmp/$host" "$host" "$@"
 }
 
 up() {

@@ -22,6 +22,7 @@
 # Exit 77 (skip): not root, no namespaces, or Slurm and munge not installed.
 set -euo pipefail
 reel=$(realpath "$1")
+export REEL_SLURM_BUILD=${reel%/bin/reel}  # the build tree, carried into every host (cluster.sh)
 here=$(cd "$(dirname "$0")" && pwd)
 examples=$(cd "$here/../../examples/slurm" && pwd)
 name=reelslurm$$
