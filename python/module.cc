@@ -33,15 +33,7 @@ py::dict Metrics(py::array_t<float, py::array::c_style | py::array::forcecast> s
       if (labels.at(v, j)) positive.push_back(static_cast<int32_t>(j));
     ThrowIfError(acc.AddVideo({scores.data(v, 0), static_cast<size_t>(c)}, positive));
   }
-  core::EvalMetrics m = acc.Compute();
-  py::dict d;
-  d["gap"] = m.gap;
-  d["hit_at_1"] = m.hit_at_1;
-  d["perr"] = m.perr;
-  d["map"] = m.map;
-  d["videos"] = m.videos;
-  d["top_k"] = m.top_k;
-  return d;
+  return MetricsDict(acc.Compute());
 }
 
 // reel.sklearn's training data: X [N, D] and the indicator matrix Y [N, C], copied.

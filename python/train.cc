@@ -18,6 +18,18 @@
 namespace py = pybind11;
 
 namespace reel::python {
+
+py::dict MetricsDict(const core::EvalMetrics& m) {
+  py::dict d;
+  d["gap"] = m.gap;
+  d["hit_at_1"] = m.hit_at_1;
+  d["perr"] = m.perr;
+  d["map"] = m.map;
+  d["videos"] = m.videos;
+  d["top_k"] = m.top_k;
+  return d;
+}
+
 namespace {
 
 // SIGINT while a call runs: the first asks the run to finish its step and write its checkpoint
@@ -48,17 +60,6 @@ class SigintScope {
   bool installed_;
   struct sigaction previous_ = {};
 };
-
-py::dict MetricsDict(const core::EvalMetrics& m) {
-  py::dict d;
-  d["gap"] = m.gap;
-  d["hit_at_1"] = m.hit_at_1;
-  d["perr"] = m.perr;
-  d["map"] = m.map;
-  d["videos"] = m.videos;
-  d["top_k"] = m.top_k;
-  return d;
-}
 
 // A run config from a path (any storage's URI) or text, with "section.field=value" overrides and
 // what it asks of the host (plugin_dirs, storage sections), as `reel train --set` applies them.

@@ -8,9 +8,13 @@
 
 #include <pybind11/pybind11.h>
 
+#include "reel/core/metrics.h"
+
 namespace reel::python {
 
 void DefineTrain(pybind11::module_& m);
+// The metrics as Python sees them everywhere: a dict of gap, hit_at_1, perr, map, videos, top_k.
+pybind11::dict MetricsDict(const core::EvalMetrics& m);
 
 }  // namespace reel::python
 
