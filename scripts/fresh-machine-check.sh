@@ -215,7 +215,7 @@ fi
 # The tracked files of the working tree (uncommitted edits included; no build or other untracked
 # directories), indexed in a new git repository as a clone would be (check-paths reads the index),
 # under root's home as a newcomer's clone would be.
-home=/root clone=/root/reel
+home=/root clone=$home/reel
 mkdir -p "$root$clone"
 if [[ -n $install_deb ]]; then  # only the package goes in
   mkdir -p "$root/reel-pkg" && cp "$install_deb" "$root/reel-pkg/"
