@@ -17,33 +17,12 @@
 #include "args.h"
 #include "cli.h"
 #include "component_flags.h"
+#include "measure.h"
 #include "reel/core/collectives.h"
 #include "reel/core/connect.h"
-#include "reel/core/inproc.h"
-#include "reel/core/loss.h"
 
 namespace reel::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using Times = std::vector<double>;  // seconds, one per repetition
-
-struct Spread {
-  double min = 0, median = 0, max = 0;
-};
-Spread Summary(Times t) {
-  std::sort(t.begin(), t.end());
-  if (t.empty()) return {};
-  const size_t n = t.size();
-  return {t.front(), n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t.back()};
-}
-
-// Times fn once; its error if it fails.
-Result<double> Time(const std::function<Status()>& fn) {
-  const auto start = Clock::now();
-  REEL_RETURN_IF_ERROR(fn());
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The median of `reps` memcpy of `bytes` between two buffers (already touched once).
 double MemcpySeconds(size_t bytes, int reps) {
@@ -190,25 +169,6 @@ Status SourceBench(Bench& b) {
   return Status::Ok();
 }
 
-// An inproc group of `n` ranks, each with the core's collectives, for optimizer and model steps.
-Result<std::vector<std::unique_ptr<Communicator>>> LocalRanks(int n) {
-  REEL_ASSIGN_OR_RETURN(auto comms, core::CreateInprocGroup(n));
-  for (auto& c : comms) c = core::WithRingCollectives(std::move(c));
-  return comms;
-}
-
-// Runs fn(rank) on one thread per rank; the first error.
-Status OnThreads(int n, const std::function<Status(int)>& fn) {
-  std::vector<Status> done(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { done[static_cast<size_t>(r)] = fn(r); });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r)
-    REEL_RETURN_IF_ERROR(done[static_cast<size_t>(r)].WithContext("rank " + std::to_string(r)));
-  return Status::Ok();
-}
-
 // model: one training step (forward, the core's loss, backward, the sync optimizer's Adam
 // update) at B=--batch, T=--frames (benchmarks.md: 32, 300), --classes (3862).
 Status ModelBench(Bench& b) {
@@ -220,42 +180,16 @@ Status ModelBench(Bench& b) {
     return InvalidArgumentError("--batch, --frames and --classes must be at least 1");
   for (const std::string& f : b.args.GetAll("feature"))
     REEL_RETURN_IF_ERROR(ParseFeatureFlag(f, shape));
-  REEL_ASSIGN_OR_RETURN(auto model, b.registry.CreateModel(b.entry.info.name, b.options,
-                                                           {.num_classes = shape.num_classes}));
-  ParamArena arena;
-  REEL_RETURN_IF_ERROR(model->DeclareParams(arena));
-  arena.Finalize();
-  REEL_RETURN_IF_ERROR(model->Initialize(1));
-  REEL_ASSIGN_OR_RETURN(Batch batch, core::SyntheticBatch(*model, shape, batch_size, frames));
-  REEL_ASSIGN_OR_RETURN(auto optimizer, b.registry.CreateOptimizer("sync", {{"rule", "adam"}}));
-  REEL_ASSIGN_OR_RETURN(auto comms, LocalRanks(1));
-  REEL_RETURN_IF_ERROR(optimizer->Setup(arena, *comms[0]));
-  auto step = [&]() -> Status {
-    REEL_ASSIGN_OR_RETURN(Tensor logits, model->Forward(batch, Mode::kTrain));
-    REEL_ASSIGN_OR_RETURN(core::LossResult loss, core::SigmoidCrossEntropy(logits, batch));
-    REEL_RETURN_IF_ERROR(model->Backward(batch, loss.dlogits));
-    return optimizer->Step(1e-3f);
-  };
-  REEL_RETURN_IF_ERROR(step());  // warm-up: first-touch allocations, kernel selection
-  Times times;
-  for (int r = 0; r < b.reps; ++r) {
-    REEL_ASSIGN_OR_RETURN(double s, Time(step));
-    times.push_back(s);
-  }
-  int64_t frame_count = 0;  // valid frames of the longest frame-level feature, per step
-  for (const auto& [name, f] : batch.features) {
-    int64_t sum = 0;
-    for (int32_t l : f.lengths) sum += l;
-    if (f.values.dim(1) > 1) frame_count = std::max(frame_count, sum);
-  }
-  const Spread s = Summary(times);
+  REEL_ASSIGN_OR_RETURN(ModelTimes t, TimeModel(b.registry, b.entry.info.name, b.options, shape,
+                                                batch_size, frames, b.reps));
+  const Spread s = Summary(t.step);
   b.md << "One training step (forward, loss, backward, Adam update) on synthetic input: B="
        << batch_size << ", T=" << frames << " (frame-level features), " << shape.num_classes
-       << " classes, " << arena.total_size() << " parameters, compute threads: the machine's.\n\n"
+       << " classes, " << t.params << " parameters, compute threads: the machine's.\n\n"
        << "| case | min s | median s | max s | videos/s | frames/s |\n|---|---|---|---|---|---|\n"
        << "| " << b.entry.info.name << "_step | " << Fixed(s.min) << " | " << Fixed(s.median)
        << " | " << Fixed(s.max) << " | " << Fixed(batch_size / s.median, 1) << " | "
-       << (frame_count > 0 ? Fixed(frame_count / s.median, 0) : "(video level)") << " |\n";
+       << (t.frame_count > 0 ? Fixed(t.frame_count / s.median, 0) : "(video level)") << " |\n";
   return Status::Ok();
 }
 

@@ -13,12 +13,13 @@ CliCommand DemoCliCommand();
 CliCommand LaunchCliCommand();
 CliCommand TuneCliCommand();
 CliCommand BenchCliCommand();
+CliCommand PlanCliCommand();
 
 std::vector<CliCommand> CoreCommands() {
   return {
-      DemoCliCommand(),    TrainCliCommand(),   EvalCliCommand(),
-      PredictCliCommand(), LaunchCliCommand(),  TuneCliCommand(),
-      BenchCliCommand(),   PluginsCliCommand(), VersionCliCommand(),
+      DemoCliCommand(),    TrainCliCommand(),   EvalCliCommand(),  PredictCliCommand(),
+      LaunchCliCommand(),  TuneCliCommand(),    BenchCliCommand(), PlanCliCommand(),
+      PluginsCliCommand(), VersionCliCommand(),
   };
 }
 

@@ -1,0 +1,108 @@
+// The capacity model behind `reel plan` (docs/capacity.md): the time of one epoch of a dataset on
+// a cluster of N nodes, and its parts, from rates measured on one node (machine_profile.h).
+//
+// Per training rank (one per node; a node's cores are its rank's compute threads):
+//   cpu     = examples of the rank x (decode core-seconds + step core-seconds per example) / cores;
+//             decoding (the data source's prefetch thread) and the step share the node's cores.
+//   read    = the rank's bytes / min(storage rate, node link) (local disk, or S3 per node);
+//             it overlaps the steps (prefetch), so it shows only when it is the slower of the two;
+//             so does the prefetch thread's own decoding time (one thread decodes).
+//   sync    : exchange = steps x ring allreduce of the gradient bytes G: 2(N-1)/N x G over the
+//             slower of the node link and the transport's own rate, plus 2(N-1) message latencies;
+//             not overlapped with the step (the sync optimizer reduces after backward).
+//             epoch = max(read, prefetch, cpu + exchange) + evaluation + checkpoints.
+//   async   : S server nodes and W = N - S workers; a worker's step is its cpu plus one push+pull
+//             (G each way, pipelined: G over its link, the servers' update of its push, latency),
+//             or the larger of the two with `overlap`; the job's worker steps per second are
+//             capped by the servers' links (S x link / G) and update rules (S x apply rate / P).
+//   evaluation = the epoch's eval videos decoded and forwarded on every training rank's share.
+//   checkpoints = their bytes (parameters and the rule's state) written by one rank.
+// Every rate is the profile's, scaled linearly by cores and frames; Plan::assumptions lists them.
+//
+// Thread-safety: pure functions.
+#ifndef REEL_CORE_SRC_PLAN_CAPACITY_MODEL_H_
+#define REEL_CORE_SRC_PLAN_CAPACITY_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reel/status.h"
+
+namespace reel::core::plan {
+
+enum class Storage { kLocal, kS3 };
+
+struct Dataset {
+  int64_t videos = 0;      // training videos in one epoch
+  double bytes = 0;        // their TFRecord bytes
+  double mean_frames = 0;  // frames the model sees per video on average; 0: video-level
+  Storage storage = Storage::kLocal;
+  int64_t eval_videos = 0;  // evaluated once per epoch
+};
+
+struct Cluster {
+  int nodes = 1;
+  double cores_per_node = 1;      // fractional for hosts that share a machine's cores
+  double link_bytes_per_s = 0;    // each node's network link, each direction
+  double s3_bytes_per_s = 0;      // each node's S3 bandwidth (Storage::kS3)
+  int s3_connections = 8;         // reads in flight per node
+  double link_latency_s = 50e-6;  // one way between two nodes, beside the transport's own
+};
+
+struct Training {
+  bool async = false;    // async_sgd, else sync (ring allreduce)
+  int servers = 1;       // async: server nodes (the others train)
+  bool overlap = false;  // async: push+pull overlaps the next step
+  int64_t batch_per_rank = 32;
+  double params = 0;                  // float32 parameters
+  double state_floats_per_param = 2;  // the update rule's state (adam: 2)
+  int64_t checkpoints_per_epoch = 0;
+};
+
+// Rates of one node, as machine_profile.h stores them (per second).
+struct Rates {
+  double cores = 1;                        // cores of the node they were measured on
+  double decode_bytes_per_core = 0;        // TFRecord bytes read and parsed by one core
+  double decode_video_bytes_per_core = 0;  // the same for video-level records (profiles only)
+  double step_examples_per_core = 0;       // training steps' examples per core (all cores busy)
+  double forward_examples_per_core = 0;    // evaluation's
+  double frames = 0;                       // the frames per video the step rates were measured at
+  double reduce_bytes = 0;                 // the transport's allreduce bus bandwidth, no link limit
+  double transfer_bytes = 0;               // its point-to-point rate (push and pull), no link limit
+  double message_latency_s = 0;            // one message of the transport, one way
+  double apply_params_per_core = 0;        // the update rule's parameters per core
+  double disk_read_bytes = 0;
+  double disk_write_bytes = 0;
+  double s3_bytes_per_connection = 0;
+};
+
+struct Part {
+  std::string name;    // "reading", "decoding", "step", "exchange", ...
+  double seconds = 0;  // busy time over the epoch, per node
+};
+
+struct Plan {
+  double epoch_seconds = 0;
+  std::vector<Part> parts;    // per node; see the header comment for how they combine
+  std::string bottleneck;     // the part that sets the epoch time
+  int64_t steps = 0;          // per rank (sync), per worker on average (async)
+  double examples_per_s = 0;  // of the whole job
+  double node_hours = 0;
+  double scaling_efficiency = 0;  // examples/s over N x one node's, alone, without exchange
+  std::vector<std::string> assumptions;
+};
+
+// The plan, or InvalidArgument naming the input that makes it impossible (no nodes, a link of 0,
+// fewer videos than one batch per rank, async with no worker, a rate the profile lacks).
+Result<Plan> PlanEpoch(const Dataset& data, const Cluster& cluster, const Training& training,
+                       const Rates& rates);
+
+// "1.5TB", "750GB", "4GiB", "1e9" -> bytes; "750Mbit/s", "10Gbit/s", "100MB/s" -> bytes/s.
+// Decimal prefixes are powers of 1000, binary (KiB...) of 1024. InvalidArgument otherwise.
+Result<double> ParseBytes(const std::string& text);
+Result<double> ParseRate(const std::string& text);
+
+}  // namespace reel::core::plan
+
+#endif  // REEL_CORE_SRC_PLAN_CAPACITY_MODEL_H_

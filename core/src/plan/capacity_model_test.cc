@@ -1,0 +1,183 @@
+// The capacity model's arithmetic on cases computed by hand (the sums are in the comments), and
+// the inputs it refuses.
+#include "plan/capacity_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace reel::core::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 1000 videos of 1 MB at 300 frames on local disk; 1M parameters (4 MB of gradients); batch 10.
+// The node: 2 cores; 0.01 core-s to decode and 0.1 core-s to step one example.
+struct Case {
+  Dataset data{.videos = 1000, .bytes = 1e9, .mean_frames = 300};
+  Cluster cluster{.nodes = 2, .cores_per_node = 2, .link_bytes_per_s = 125e6, .link_latency_s = 0};
+  Training training{.batch_per_rank = 10, .params = 1e6};
+  Rates rates{.cores = 2,
+              .decode_bytes_per_core = 1e8,
+              .step_examples_per_core = 10,
+              .forward_examples_per_core = 40,
+              .frames = 300,
+              .reduce_bytes = 1e9,
+              .transfer_bytes = 1e9,
+              .message_latency_s = 0,
+              .apply_params_per_core = 1e7,
+              .disk_read_bytes = 1e9,
+              .disk_write_bytes = 2e8};
+};
+
+double PartOf(const Plan& p, const std::string& name) {
+  for (const Part& part : p.parts)
+    if (part.name == name) return part.seconds;
+  ADD_FAILURE() << "no part " << name;
+  return -1;
+}
+
+TEST(CapacityModelTest, SyncRingOnTwoNodes) {
+  Case c;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // 500 examples per rank, 50 steps; decode 500 x 0.01 / 2 = 2.5 s, step 500 x 0.1 / 2 = 25 s;
+  // exchange 50 x (2 x 1/2 x 4e6 B / 125e6 B/s) = 1.6 s; reading 500 MB / 1 GB/s = 0.5 s;
+  // the prefetch thread 500 x 0.01 = 5 s. Epoch = 2.5 + 25 + 1.6 = 29.1 s.
+  EXPECT_EQ(p->steps, 50);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "decoding"), 2.5);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 25);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 1.6, 1e-12);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "reading"), 0.5);
+  EXPECT_NEAR(p->epoch_seconds, 29.1, 1e-9);
+  EXPECT_EQ(p->bottleneck, "step");
+  EXPECT_NEAR(p->examples_per_s, 1000 / 29.1, 1e-9);
+  EXPECT_NEAR(p->node_hours, 29.1 * 2 / 3600, 1e-12);
+  // One node alone: min(2 cores / 0.11 core-s, 1 GB/s / 1 MB, 1 / 0.01) = 18.18 examples/s.
+  EXPECT_NEAR(p->scaling_efficiency, (1000 / 29.1) / (2 * 2 / 0.11), 1e-9);
+  EXPECT_FALSE(p->assumptions.empty());
+}
+
+TEST(CapacityModelTest, ASlowLinkMakesTheExchangeTheBottleneck) {
+  Case c;
+  c.cluster.nodes = 4;
+  c.cluster.link_bytes_per_s = 1e6;  // 8 Mbit/s
+  c.cluster.link_latency_s = 1e-3;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // 25 steps x (2 x 3/4 x 4e6 / 1e6 + 6 x 1 ms) = 25 x 6.006 = 150.15 s.
+  EXPECT_EQ(p->steps, 25);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 150.15, 1e-9);
+  EXPECT_EQ(p->bottleneck, "exchange");
+}
+
+TEST(CapacityModelTest, FramesScaleTheStepAndS3LimitsTheRead) {
+  Case c;
+  c.data.mean_frames = 150;  // half the profile's frames: half the step's cost
+  c.data.storage = Storage::kS3;
+  c.cluster.s3_bytes_per_s = 5e6;
+  c.cluster.s3_connections = 2;
+  c.rates.s3_bytes_per_connection = 4e6;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 12.5);
+  // min(5 MB/s per node, 2 x 4 MB/s, link 125 MB/s) = 5 MB/s: 500 MB in 100 s.
+  EXPECT_DOUBLE_EQ(PartOf(*p, "reading"), 100);
+  EXPECT_DOUBLE_EQ(p->epoch_seconds, 100);
+  EXPECT_EQ(p->bottleneck, "reading");
+}
+
+TEST(CapacityModelTest, AsyncWorkersAndServers) {
+  Case c;
+  c.cluster.nodes = 3;
+  c.training.async = true;
+  c.training.servers = 1;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // A worker's step: decode 10 x 0.01 / 2 = 0.05, step 10 x 0.1 / 2 = 0.5, push+pull
+  // 2 x 4e6 / 125e6 + 1e6 / (1e7 x 2 cores) = 0.064 + 0.05 = 0.114: 0.664 s. Two workers: 3.012
+  // steps/s, under the server's link (125e6 / 4e6 = 31.25) and rule (2e7 / 1e6 = 20). 100 steps.
+  EXPECT_NEAR(p->epoch_seconds, 100 * 0.664 / 2, 1e-9);
+  EXPECT_EQ(p->steps, 50);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 50 * 0.114, 1e-9);
+  EXPECT_EQ(p->bottleneck, "step");
+
+  c.training.overlap = true;  // the exchange hides behind the step: 0.55 s per step
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->epoch_seconds, 100 * 0.55 / 2, 1e-9);
+}
+
+TEST(CapacityModelTest, ManyWorkersSaturateTheServer) {
+  Case c;
+  c.cluster.nodes = 9;
+  c.training.async = true;
+  c.training.params = 1e7;  // 40 MB pushes
+  c.data.videos = 10000;
+  c.data.bytes = 1e10;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Workers alone: 8 / (0.55 + 0.64 + 0.5) = 4.73 steps/s; the server's rule: 2e7 / 1e7 = 2.
+  EXPECT_EQ(p->bottleneck, "servers' update rule");
+  EXPECT_NEAR(p->epoch_seconds, 1000 / 2.0, 1e-9);
+}
+
+TEST(CapacityModelTest, EvaluationAndCheckpointsAddTheirTime) {
+  Case c;
+  c.data.eval_videos = 200;
+  c.training.checkpoints_per_epoch = 2;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // 100 eval videos per rank x (0.01 + 1/40) core-s / 2 cores = 1.75 s; checkpoints
+  // 2 x 1e6 x 4 x 3 B / 2e8 B/s = 0.12 s.
+  EXPECT_NEAR(PartOf(*p, "evaluation"), 1.75, 1e-12);
+  EXPECT_NEAR(PartOf(*p, "checkpoints"), 0.12, 1e-12);
+  EXPECT_NEAR(p->epoch_seconds, 29.1 + 1.75 + 0.12, 1e-9);
+}
+
+TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
+  struct Bad {
+    std::function<void(Case&)> change;
+    std::string says;
+  };
+  const std::vector<Bad> bad = {
+      {[](Case& c) { c.cluster.nodes = 0; }, "at least 1 node"},
+      {[](Case& c) { c.cluster.link_bytes_per_s = 0; }, "link rate per node"},
+      {[](Case& c) { c.cluster.cores_per_node = 0; }, "cores per node"},
+      {[](Case& c) { c.data.videos = 15; }, "smaller than one batch of every training rank"},
+      {[](Case& c) { c.training.batch_per_rank = 0; }, "batch per rank"},
+      {[](Case& c) {
+         c.training.async = true;
+         c.training.servers = 2;
+       },
+       "leaves no worker"},
+      {[](Case& c) { c.data.storage = Storage::kS3; }, "S3 bandwidth per node"},
+      {[](Case& c) { c.rates.step_examples_per_core = 0; }, "step rate"},
+  };
+  for (const Bad& b : bad) {
+    Case c;
+    b.change(c);
+    Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+    ASSERT_FALSE(p.ok()) << b.says;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(p.status().message(), HasSubstr(b.says));
+  }
+}
+
+TEST(CapacityModelTest, SizesAndRatesWithUnits) {
+  EXPECT_DOUBLE_EQ(*ParseBytes("1.5TB"), 1.5e12);
+  EXPECT_DOUBLE_EQ(*ParseBytes("4GiB"), 4.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(*ParseBytes("123"), 123);
+  EXPECT_DOUBLE_EQ(*ParseRate("750Mbit/s"), 750e6 / 8);
+  EXPECT_DOUBLE_EQ(*ParseRate("10Gbit/s"), 1.25e9);
+  EXPECT_DOUBLE_EQ(*ParseRate("100MB/s"), 1e8);
+  EXPECT_DOUBLE_EQ(*ParseRate("1Gbps"), 1.25e8);
+  for (const char* bad : {"", "TB", "1.5TX", "-3GB", "10 furlongs"})
+    EXPECT_EQ(ParseBytes(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  for (const char* bad : {"", "100MB", "10Gbit", "fast"})
+    EXPECT_EQ(ParseRate(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+}
+
+}  // namespace
+}  // namespace reel::core::plan

@@ -1,0 +1,109 @@
+// `reel plan` end to end: a machine measured, then planned for; and the inputs it refuses, each
+// with what is wrong and what to do.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "e2e_util.h"
+
+namespace reel::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRepo = REEL_SOURCE_DIR;
+
+class PlanTest : public ::testing::Test {
+ protected:
+  // One quick measurement shared by the tests: the logistic model at 3862 classes.
+  static void SetUpTestSuite() {
+    dir_ = new std::string(ScratchDir("plan"));
+    measured_ =
+        new RunResult(Reel({"plan", "--measure", "--quick", "--reps", "1", "--config", Config(),
+                            "--set", "trainer.num_classes=3862", "--profile", Profile()}));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete measured_;
+  }
+  static std::string Config() { return kRepo + "/configs/logistic.pbtxt"; }
+  static std::string Profile() { return *dir_ + "/profile.txt"; }
+  static RunResult Plan(std::vector<std::string> extra, const std::string& profile = Profile()) {
+    std::vector<std::string> args = {
+        "plan", "--config", Config(), "--set", "trainer.num_classes=3862", "--profile", profile};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Reel(args);
+  }
+  static std::string* dir_;
+  static RunResult* measured_;
+};
+std::string* PlanTest::dir_ = nullptr;
+RunResult* PlanTest::measured_ = nullptr;
+
+TEST_F(PlanTest, MeasuresThisMachineIntoAProfile) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  const std::string profile = ReadFile(Profile());
+  EXPECT_NE(profile.find("reel_machine_profile 1"), std::string::npos) << profile;
+  EXPECT_NE(profile.find("model logistic "), std::string::npos) << profile;
+  for (const char* key : {"decode_frame_bytes_per_core", "disk_read_bytes", "reduce_bytes",
+                          "transfer_bytes", "apply_params_per_core"})
+    EXPECT_NE(profile.find(key), std::string::npos) << key;
+}
+
+TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  RunResult r =
+      Plan({"--videos", "200000", "--bytes", "1GB", "--nodes", "1,2,4", "--link", "1Gbit/s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* text : {"| 1 |", "| 2 |", "| 4 |", "bottleneck", "exchange", "Assumptions"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  RunResult json = Plan({"--videos", "200000", "--bytes", "1GB", "--nodes", "1", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_GT(JsonField(json.out, "epoch_seconds"), 0) << json.out;
+  EXPECT_DOUBLE_EQ(JsonField(json.out, "scaling_efficiency"), 1) << json.out;
+  EXPECT_DOUBLE_EQ(JsonField(json.out, "exchange_seconds"), 0) << json.out;
+  RunResult async = Plan({"--set", "optimizer.name=async_sgd", "--videos", "200000", "--bytes",
+                          "1GB", "--nodes", "3", "--link", "1Gbit/s", "--json"});
+  ASSERT_EQ(async.code, 0) << async.err;
+  EXPECT_NE(async.out.find("\"optimizer\": \"async_sgd\""), std::string::npos) << async.out;
+  EXPECT_GT(JsonField(async.out, "servers_seconds"), 0) << async.out;
+}
+
+TEST_F(PlanTest, ImpossibleInputsAreRefusedSayingWhy) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--videos", "1000", "--bytes", "1GB", "--nodes", "0"}, "at least 1 node"},
+      {{"--videos", "1000", "--bytes", "1GB", "--nodes", "2", "--link", "0Gbit/s"},
+       "link rate per node must be a positive number"},
+      {{"--videos", "1000", "--bytes", "1GB", "--nodes", "2"}, "link rate per node"},
+      {{"--videos", "40", "--bytes", "1GB", "--nodes", "2", "--link", "1Gbit/s"},
+       "smaller than one batch of every training rank"},
+      {{"--videos", "1000", "--bytes", "1 parsec", "--nodes", "1"}, "--bytes"},
+      {{"--videos", "1000", "--nodes", "1"}, "--videos N --bytes SIZE"},
+      {{"--dataset", "imagenet", "--nodes", "1"}, "yt8m-frame"},
+      {{"--set", "trainer.batch_size=7", "--videos", "1000", "--bytes", "1GB"},
+       "no measurement of model logistic"},
+  };
+  for (const auto& [args, says] : bad) {
+    RunResult r = Plan(args);
+    EXPECT_EQ(r.code, 1) << says;
+    EXPECT_NE(r.err.find(says), std::string::npos) << says << "\n" << r.err;
+  }
+  RunResult missing = Plan({"--videos", "1000", "--bytes", "1GB"}, *dir_ + "/none.txt");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("reel plan --measure"), std::string::npos) << missing.err;
+  // A profile written by another format version: refused, the file left as it was.
+  std::string text = ReadFile(Profile());
+  text.replace(text.find("reel_machine_profile 1"), 22, "reel_machine_profile 9");
+  WriteFile(*dir_ + "/v9.txt", text);
+  RunResult old = Plan({"--videos", "1000", "--bytes", "1GB"}, *dir_ + "/v9.txt");
+  EXPECT_EQ(old.code, 1);
+  EXPECT_NE(old.err.find("format version 9"), std::string::npos) << old.err;
+  EXPECT_EQ(ReadFile(*dir_ + "/v9.txt"), text);
+}
+
+}  // namespace
+}  // namespace reel::e2e
