@@ -468,8 +468,10 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
 Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   CheckpointState s;
   s.model_name = o_.model_name;
-  s.CaptureParams(*r_.arena);
+  // The state first: an optimizer whose state lives on other ranks (parameter servers that
+  // others keep updating) brings the arena to the parameters of the state's own instant.
   REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->CollectState());
+  s.CaptureParams(*r_.arena);
   s.step = step_;
   s.epoch = PositionEpoch();  // the lead's
   s.schedule_step = step_;

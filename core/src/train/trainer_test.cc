@@ -620,6 +620,50 @@ TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
   }
 }
 
+// An optimizer whose state lives elsewhere and moves on while the lead checkpoints (async_sgd's
+// servers): CollectState() brings the arena to the parameters of its state's instant, here
+// every parameter to the number of states collected so far.
+class CuttingSgd : public TinySgd {
+ public:
+  Status Setup(ParamArena& arena, Communicator& comm) override {
+    arena_ = &arena;
+    return TinySgd::Setup(arena, comm);
+  }
+  Result<std::string> CollectState() override {
+    ++cuts_;
+    for (float& v : arena_->values()) v = static_cast<float>(cuts_);
+    return SaveState();
+  }
+
+ private:
+  ParamArena* arena_ = nullptr;
+  int cuts_ = 0;
+};
+
+// A checkpoint takes the parameters after the optimizer's state (Optimizer::CollectState), so
+// the two are one snapshot; before, it took them first, and async_sgd's values could be older
+// than the versions its state named.
+TEST(TrainerTest, ACheckpointTakesTheParametersOfTheOptimizersStateInstant) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  CuttingSgd optimizer;
+  TrainerOptions o = BaseOptions();
+  o.steps = 4;
+  o.checkpoint_every_steps = 2;
+  o.keep_checkpoints = 0;
+  o.checkpoint_dir = "mem://cut";
+  auto comm = Solo();
+  RankComponents rc{&r.train, nullptr, &r.model, &r.arena, &optimizer, comm.get()};
+  ASSERT_TRUE(RunTrainer(o, rc, storage).ok());
+  for (const auto& [step, cut] : {std::pair{2, 1.0f}, {4, 2.0f}}) {
+    auto state = DecodeCheckpoint(storage.objects()["mem://cut/" + CheckpointName(step)], "ckpt");
+    ASSERT_TRUE(state.ok()) << state.status();
+    for (const auto& block : state->params)
+      EXPECT_EQ(block.values, std::vector<float>(block.values.size(), cut))
+          << "step " << step << ", " << block.name;
+  }
+}
+
 // The observer an embedding host hooks in (the Python module's callbacks) sees every logged window
 // and every evaluation with the values the result reports, and can stop the run via should_stop.
 TEST(TrainerTest, OnEventSeesEveryLogAndEvalAndCanStopTheRun) {

@@ -189,7 +189,7 @@ Result<std::string> AsyncOptimizer::CollectState() {
   REEL_RETURN_IF_ERROR(Ready("CollectState"));
   if (!worker_) return FailedPreconditionError("async_sgd: CollectState() on a server-only rank");
   StartColocatedServer();
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectShardStates());
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectCut());
   return Encode(shards);
 }
 

@@ -274,7 +274,13 @@ bool ShardServer::TooStale(const Header& h) const {
 
 Result<ShardServer::Applied> ShardServer::Apply(const Header& h, std::span<const float> payload) {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  if (config_.locking) lock.lock();
+  // Hogwild updates run concurrently with each other, but never while a cut is taken.
+  std::shared_lock<std::shared_mutex> uncut(cut_mu_, std::defer_lock);
+  if (config_.locking) {
+    lock.lock();
+  } else {
+    uncut.lock();
+  }
   // max_staleness: judged before anything is applied (with locking, against the version the
   // update would follow; Hogwild, against the version as last counted).
   if (TooStale(h)) return Applied{version_.load(), true};
@@ -382,12 +388,12 @@ Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(scratch)), NextDeadline());
 }
 
-std::string ShardServer::Save() {
+ShardSnapshot ShardServer::Cut() {
+  // No update starts or is half-applied while both are held: Hogwild updates hold cut_mu_
+  // shared, locking ones mu_, each until its version is counted.
+  std::unique_lock<std::shared_mutex> uncut(cut_mu_);
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t version = version_.load();
-  std::string out(reinterpret_cast<const char*>(&version), sizeof version);
-  out += rule_->SaveState();
-  return out;
+  return Snapshot(version_.load());
 }
 
 Status ShardServer::Restore(std::string_view state, std::span<const float> values) {
@@ -407,12 +413,16 @@ Status ShardServer::Restore(std::string_view state, std::span<const float> value
   return Status::Ok();
 }
 
+// The cut is copied under the locks and sent after them (wire.h, kState).
 Status ShardServer::ReplyState(int worker) {
-  const std::string state = Save();
-  const Header reply =
-      MakeHeader(Kind::kStateBytes, shard_, 0, version_.load(), static_cast<int64_t>(state.size()));
+  const ShardSnapshot cut = Cut();
+  Header reply =
+      MakeHeader(Kind::kStateBytes, shard_, 0, cut.version, static_cast<int64_t>(cut.state.size()));
+  reply.steps = static_cast<int64_t>(cut.values.size());
   REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
-  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(state)), NextDeadline());
+  REEL_RETURN_IF_ERROR(
+      comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(cut.values)), NextDeadline()));
+  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(cut.state)), NextDeadline());
 }
 
 Status ShardServer::CheckOtherWorker(int worker, int64_t of, const char* asked) const {

@@ -12,7 +12,10 @@
 //     kPush       + count floats (gradient of the shard) on kPayloadTag
 //     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
 //     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
-//     kState      server replies Header{kStateBytes, count = bytes} + bytes on kReplyPayloadTag
+//     kState      a cut of the shard, for the lead's checkpoint: the server replies
+//                 Header{kStateBytes, version, count = state bytes, steps = floats}, then the
+//                 shard's values (floats) and its state (bytes: int64 version, the rule's state)
+//                 on kReplyPayloadTag, all three taken at one instant between two updates
 //     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
 //                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
 //                 examples}: what it applied of that worker's pushes

@@ -16,8 +16,9 @@
 // training ranks into their own group (Communicator::Split) for data shards and checkpoint
 // positions and let them step on their own (no per-step agreement, a lost one is dropped:
 // reel/core/trainer.h). The lead (rank 0 of the training group) writes checkpoints: it calls
-// Refresh() and CollectState(), which may fetch state from the ranks that hold it; on resume
-// every rank gets RestoreState() with the whole state and keeps its own part.
+// Refresh() and CollectState(), which may fetch state from the ranks that hold it, and then takes
+// the parameters from arena.values(); on resume every rank gets RestoreState() with the whole
+// state and keeps its own part.
 //
 // Checkpoints of its own: when the run has a checkpoint directory, the trainer offers it to the
 // optimizer before Setup() (OfferCheckpoints) with the storage, the cadence and whether this is a
@@ -128,7 +129,9 @@ class Optimizer {
   // asynchronous worker pulls the newest ones). Training ranks call it together (or the lead).
   virtual Status Refresh() { return Status::Ok(); }
   // The state a checkpoint stores, called on the lead only. An optimizer whose state lives on
-  // other ranks gathers it here.
+  // other ranks gathers it here; while others keep updating those ranks, it also brings
+  // arena.values() to the parameters of that same instant (the checkpoint takes them from there
+  // after this call), so that the parameters and the state are one snapshot.
   virtual Result<std::string> CollectState() { return SaveState(); }
   // Called on every rank before Setup() when the run has a checkpoint directory (see the top).
   virtual void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) { (void)checkpoints; }
