@@ -166,6 +166,14 @@ Result<std::optional<AppliedWork>> AsyncOptimizer::AppliedWorkOf(int rank) {
   return std::optional<AppliedWork>(work);
 }
 
+Result<std::optional<int64_t>> AsyncOptimizer::ExamplesApplied() {
+  REEL_RETURN_IF_ERROR(Ready("ExamplesApplied"));
+  if (!worker_) return std::optional<int64_t>();
+  StartColocatedServer();
+  REEL_ASSIGN_OR_RETURN(const int64_t examples, worker_->ExamplesApplied());
+  return std::optional<int64_t>(examples);
+}
+
 Result<std::optional<int>> AsyncOptimizer::LeadAfter(int lost) {
   REEL_RETURN_IF_ERROR(Ready("LeadAfter"));
   if (!worker_ || config_.colocated) return std::optional<int>();

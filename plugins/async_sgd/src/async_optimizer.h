@@ -69,6 +69,8 @@ class AsyncOptimizer final : public Optimizer {
   }
   // From the servers' tallies (Worker::AppliedWorkOf); nullopt on a rank that does not train.
   Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) override;
+  // From the first server (Worker::ExamplesApplied); nullopt on a rank that does not train.
+  Result<std::optional<int64_t>> ExamplesApplied() override;
   // From the first server (Worker::LeadAfter); nullopt when colocated (a lost rank also served a
   // shard, so the run cannot go on) and on a rank that does not train.
   Result<std::optional<int>> LeadAfter(int lost) override;

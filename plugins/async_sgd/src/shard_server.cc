@@ -39,6 +39,10 @@ const char* KindName(Kind k) {
       return "lead";
     case Kind::kLeadIs:
       return "lead-is";
+    case Kind::kExamples:
+      return "examples";
+    case Kind::kExamplesAre:
+      return "examples-are";
   }
   return "unknown";
 }
@@ -203,6 +207,12 @@ Status ShardServer::ServeWorker(int worker) {
       }
       case Kind::kLead: {
         Status s = ReplyLead(worker, h->step);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
+      case Kind::kExamples: {
+        Status s = ReplyExamples(worker);
         if (s.code() == StatusCode::kUnavailable) return lose(s);
         REEL_RETURN_IF_ERROR(s);
         break;
@@ -474,6 +484,16 @@ Status ShardServer::ReplyLead(int worker, int64_t of) {
           break;
         }
     }
+  }
+  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
+}
+
+Status ShardServer::ReplyExamples(int worker) {
+  Header reply = MakeHeader(Kind::kExamplesAre, shard_);
+  for (const Tally& t : tallies()) {
+    reply.version += t.applied;
+    reply.steps += t.applied_steps;
+    reply.examples += t.applied_examples;
   }
   return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }

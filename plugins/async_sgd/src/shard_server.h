@@ -135,6 +135,8 @@ class ShardServer {
   Status ReplyApplied(int worker, int64_t of);
   // kLead (wire.h): who leads once the lost lead `of` was dropped.
   Status ReplyLead(int worker, int64_t of);
+  // kExamples (wire.h): what the pushes of every worker applied so far carried, summed.
+  Status ReplyExamples(int worker);
   Deadline NextDeadline() const;
   // The next request's header from `worker`: waits in short slices until the timeout (a worker
   // silent that long is lost) or Stop().

@@ -30,12 +30,15 @@
 //                 worker rank it still serves, aux = 1}; aux = 0 (and step that rank) if it still
 //                 serves it at the deadline. Asked of the first server only, so every worker
 //                 hears the same answer
+//     kExamples   the server replies Header{kExamplesAre, examples, steps, version = pushes}: the
+//                 sums over every worker of what the pushes it applied in this session carried
+//                 (the lead's whole-job examples/s; asked of the first server only)
 //     kDone       `step` carries how many of its pushes this server applied, as the worker
 //                 counted the answers; no reply
 //   server -> worker, tag kReplyTag: kAck{version, aux = 1 if refused} for every push, kPulled,
-//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs. With max_staleness K, a push staler than K
-//   is refused before anything of it is applied (aux = 1); the worker then pulls before its next
-//   step.
+//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs, kExamplesAre. With max_staleness K, a push
+//   staler than K is refused before anything of it is applied (aux = 1); the worker then pulls
+//   before its next step.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -68,6 +71,8 @@ enum class Kind : uint32_t {
   kPushPulled = 12,
   kLead = 13,
   kLeadIs = 14,
+  kExamples = 15,
+  kExamplesAre = 16,
 };
 
 struct Header {

@@ -404,6 +404,22 @@ Result<AppliedWork> Worker::AppliedWorkOf(int rank) {
   return fewest;
 }
 
+Result<int64_t> Worker::ExamplesApplied() {
+  // The exchange in flight (overlap) must not interleave its requests with this one.
+  REEL_RETURN_IF_ERROR(Settle());
+  const int server = roles_.server_rank(0);
+  const std::string what =
+      Where() + ": asking server rank " + std::to_string(server) + " for the examples it applied";
+  REEL_RETURN_IF_ERROR(SendHeader(comm_, server, kRequestTag,
+                                  MakeHeader(Kind::kExamples, 0, CurrentStep()), NextDeadline())
+                           .WithContext(what));
+  Result<Header> reply = RecvHeader(comm_, server, kReplyTag, NextDeadline());
+  if (!reply.ok()) return reply.status().WithContext(what);
+  if (reply->kind != Kind::kExamplesAre)
+    return InternalError(what + ": it answered with " + KindName(reply->kind));
+  return reply->examples;
+}
+
 Result<int> Worker::LeadAfter(int lost) {
   REEL_RETURN_IF_ERROR(Settle());
   const int server = roles_.server_rank(0);

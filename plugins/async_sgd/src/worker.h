@@ -65,6 +65,10 @@ class Worker {
   // still serves it at the deadline.
   Result<int> LeadAfter(int lost);
 
+  // The examples that the pushes of every worker the first server applied so far carried,
+  // summed (wire.h, kExamples): the whole job's work that reached the parameters.
+  Result<int64_t> ExamplesApplied();
+
   // Global progress for the learning-rate schedule: updates applied to shard 0 (as last heard),
   // in per-worker steps.
   int64_t ScheduleStep(int64_t local_step) const;

@@ -27,6 +27,9 @@
 // newest complete set of those parts in RestoreState(). The default ignores the offer, so
 // optimizers written before it compile and behave as before.
 //
+// The whole job's examples/s: the lead of training ranks that step independently asks
+// ExamplesApplied() for what every rank's applied updates carried (NoteStep's examples).
+//
 // Lost training ranks: at the end of a run whose training ranks step independently, the lead
 // asks AppliedWorkOf() for each rank it lost, so that the share reported as not trained counts
 // what reached the parameters (the trainer tells every Step() its step and batch through
@@ -150,6 +153,12 @@ class Optimizer {
     (void)rank;
     return std::optional<AppliedWork>();
   }
+  // The lead of training ranks that step independently, for its logs and progress line (the
+  // whole job's examples/s): the examples of the updates that the ranks holding the parameters
+  // applied so far in this session, summed over every training rank (each update carries the
+  // examples NoteStep() told its rank); nullopt if this optimizer cannot tell (the trainer then
+  // adds up what the ranks reported).
+  virtual Result<std::optional<int64_t>> ExamplesApplied() { return std::optional<int64_t>(); }
   // A training rank whose lead (`lost`, its rank in the world) was lost: the world rank of the
   // training rank that leads now, the same on every rank that asks (see the top); `lost` itself
   // if the parameter holders still see it alive by their deadline; nullopt if this optimizer
