@@ -98,6 +98,7 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
         d["loss"] = e.loss;
         d["lr"] = e.lr;
         d["examples_per_sec"] = e.examples_per_sec;
+        d["worker_examples_per_sec"] = e.worker_examples_per_sec;
         d["grad_norm"] = e.grad_norm;
       } else {
         d["kind"] = "eval";

@@ -8,6 +8,9 @@
      `async_sgd` with 1-3 workers (+1 server), then async with 3 workers and the staleness-aware
      rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
      above --target held-out GAP (fixed before the runs), its wall time and the examples it took.
+     The metrics log's examples_per_sec is the whole job's (every worker's); the figures in
+     bench/results/async_sgd.md (all sections so far) were taken when an async run's was the lead's
+     own ("lead's window rate").
 
   3. overlap (--only async_2w,async_2w_overlap --eval-every 0 --json async_sgd_overlap.json):
      async with 2 workers, the exchange in line with the step or overlapped with the next step's

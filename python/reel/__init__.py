@@ -123,7 +123,8 @@ class TrainResult:
     "" if none), ``evals`` (every evaluation: a list of dicts with ``step``, ``gap``,
     ``hit_at_1``, ``perr``, ``map``, ``videos``), ``final_eval`` and ``metrics``: a pandas
     DataFrame of every logged window (``step``, ``epoch``, ``loss``, ``lr``,
-    ``examples_per_sec``, ``grad_norm``) and evaluation (``eval_gap`` ...), one row per event.
+    ``examples_per_sec`` (the whole job's), ``worker_examples_per_sec`` (the lead's own),
+    ``grad_norm``) and evaluation (``eval_gap`` ...), one row per event.
     """
 
     def __init__(self, raw, events):
@@ -163,7 +164,8 @@ def train(config, overrides=None, callbacks=(), *, resume=False, verbose=False):
     itself, or a dict of the same shape (``{"model": {"name": "moe", "options": {"experts":
     4}}, "trainer": {"steps": 100}}``). ``overrides``: ``{"trainer.steps": 500, ...}``, as
     ``--set``. ``callbacks``: callables ``f(event) -> bool | None`` called at each logged window
-    (``event["kind"] == "log"``: ``step``, ``epoch``, ``loss``, ``lr``, ``examples_per_sec``)
+    (``event["kind"] == "log"``: ``step``, ``epoch``, ``loss``, ``lr``, ``examples_per_sec``
+    (the whole job's), ``worker_examples_per_sec`` (the lead's own))
     and each evaluation (``"eval"``: ``event["eval"]`` the metrics); returning True stops the run
     after the step (it writes its checkpoint, ``result.stopped`` is True); an exception stops it
     and is raised here. The GIL is released while training: other Python threads run.

@@ -26,16 +26,24 @@ std::string Progress::Format(const ProgressSnapshot& s) {
   char buf[256];
   std::string step = std::to_string(s.step);
   if (s.total_steps > 0) step += "/" + std::to_string(s.total_steps);
-  std::snprintf(buf, sizeof buf, "epoch %lld  step %s  %.1f ex/s  loss %.4f  lr %.3g  ETA %s",
-                static_cast<long long>(s.epoch), step.c_str(), s.examples_per_sec, s.loss, s.lr,
-                Duration(s.eta_seconds).c_str());
+  // The whole job's rate, then this rank's own when there are several.
+  char worker[64] = "";
+  if (s.worker_examples_per_sec >= 0)
+    std::snprintf(worker, sizeof worker, " (this worker %.1f)", s.worker_examples_per_sec);
+  std::snprintf(buf, sizeof buf, "epoch %lld  step %s  %.1f ex/s%s  loss %.4f  lr %.3g  ETA %s",
+                static_cast<long long>(s.epoch), step.c_str(), s.examples_per_sec, worker, s.loss,
+                s.lr, Duration(s.eta_seconds).c_str());
   return buf;
 }
 
+bool Progress::Due() const {
+  if (out_ == nullptr || !tty_ || verbosity_ < 1) return false;
+  return !live_ || std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(200);
+}
+
 void Progress::Tick(const ProgressSnapshot& s) {
-  if (out_ == nullptr || !tty_ || verbosity_ < 1) return;
+  if (!Due()) return;
   auto now = std::chrono::steady_clock::now();
-  if (live_ && now - last_draw_ < std::chrono::milliseconds(200)) return;
   last_draw_ = now;
   *out_ << "\r\033[K" << Format(s) << std::flush;
   live_ = true;

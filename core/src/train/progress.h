@@ -13,8 +13,9 @@ namespace reel::core {
 struct ProgressSnapshot {
   int64_t epoch = 0;
   int64_t step = 0;
-  int64_t total_steps = 0;  // 0 when unknown (epoch budget, first epoch)
-  double examples_per_sec = 0.0;
+  int64_t total_steps = 0;                // 0 when unknown (epoch budget, first epoch)
+  double examples_per_sec = 0.0;          // the whole job's (every training rank's examples)
+  double worker_examples_per_sec = -1.0;  // this rank's own; < 0: not shown (one rank)
   double loss = 0.0;
   double lr = 0.0;
   double eta_seconds = -1.0;  // < 0: unknown
@@ -27,6 +28,8 @@ class Progress {
 
   // Called every step; draws the live line at most ~5 times a second on a terminal.
   void Tick(const ProgressSnapshot& s);
+  // Whether a Tick() now would draw (a snapshot that costs something is taken only then).
+  bool Due() const;
   // Called every log_every_steps; prints a plain line when not on a terminal.
   void Log(const ProgressSnapshot& s);
   // A line of its own (evaluation results, checkpoints); `level` 1 normal, 2 verbose.

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -276,6 +277,35 @@ class TinySgd : public Optimizer {
   std::vector<float> velocity_;
   int64_t steps_ = 0;
 };
+
+// A rate the trainer printed (train/progress.h): a live line redrawn on a terminal, or a printed
+// line (a log line, or on a terminal at verbosity 2 a log note).
+struct RateLine {
+  int64_t step = 0;
+  double job = 0.0;     // the whole job's ex/s
+  double worker = 0.0;  // "(this worker ...)"
+  bool live = false;
+};
+// Every progress line of `out` that shows both rates.
+inline std::vector<RateLine> RateLines(const std::string& out) {
+  static const std::regex kRates(
+      R"(step (\d+)(?:/\d+)?  ([0-9.]+) ex/s \(this worker ([0-9.]+)\))");
+  std::vector<RateLine> lines;
+  // A live line is drawn after "\r\033[K" and ends unterminated (the next redraw clears it).
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t end = out.find_first_of("\r\n", at);
+    const bool live = end == std::string::npos || out[end] == '\r';
+    std::string piece = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    if (piece.rfind("\033[K", 0) == 0) piece.erase(0, 3);
+    std::smatch m;
+    if (std::regex_search(piece, m, kRates))
+      lines.push_back({std::stoll(m[1]), std::stod(m[2]), std::stod(m[3]), live});
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return lines;
+}
 
 }  // namespace reel::core::testing
 

@@ -83,7 +83,14 @@ class Loop {
   Status SumOverRanks(std::span<float> values);
   // Ranks that step together (not TrainsIndependently) check that they have the same schedule.
   Status AgreeOnSchedule();
-  ProgressSnapshot Snapshot(double loss, double examples_per_sec) const;
+  // `worker_examples_per_sec`: this rank's own, shown beside the whole job's with several ranks.
+  ProgressSnapshot Snapshot(double loss, double examples_per_sec,
+                            double worker_examples_per_sec) const;
+  // The examples the whole job trained on so far in this session: ranks that step together count
+  // every rank's batch at each step (exactly, with their per-step agreement); independent ranks
+  // ask the optimizer what the parameter holders applied of every rank's updates, or without its
+  // answer add this rank's own to what the others reported.
+  Result<int64_t> JobExamples();
   int64_t ProjectedSteps() const;
 
   Result<TrainResult> Serve();
@@ -134,6 +141,9 @@ class Loop {
   SteadyClock::time_point window_start_ = SteadyClock::now();
   double window_loss_sum_ = 0.0;  // sum of loss * batch size
   int64_t window_examples_ = 0;
+  // The whole job's examples in this session: so far (ranks that step together), and
+  // JobExamples() when the window began (its rate counts from there).
+  int64_t job_examples_ = 0, window_job_start_ = 0;
   double last_lr_ = 0.0, last_grad_norm_ = 0.0;
   // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
   // rank's gradient before Step().
@@ -338,13 +348,15 @@ int64_t Loop::ProjectedSteps() const {
   return std::max(step_, epoch_start_step_ + steps_per_epoch_) + (left - 1) * steps_per_epoch_;
 }
 
-ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec) const {
+ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec,
+                                double worker_examples_per_sec) const {
   ProgressSnapshot s;
   s.epoch = epoch_;
   s.step = step_;
   s.loss = loss;
   s.lr = last_lr_;
   s.examples_per_sec = examples_per_sec;
+  if (world() > 1) s.worker_examples_per_sec = worker_examples_per_sec;
   const int64_t total = ProjectedSteps();
   s.total_steps = total;
   const double elapsed = SecondsSince(start_);
@@ -353,20 +365,39 @@ ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec) const {
   return s;
 }
 
+Result<int64_t> Loop::JobExamples() {
+  if (!independent_) return job_examples_;
+  REEL_ASSIGN_OR_RETURN(const std::optional<int64_t> applied, r_.optimizer->ExamplesApplied());
+  if (applied) return *applied;
+  // The others' as of their newest reports.
+  return examples_ + window_examples_ - session_start_examples_ +
+         (lead() ? reports_->Examples() : 0);
+}
+
+// The window's loss (over every rank's examples), its whole job's rate (JobExamples) and this
+// rank's own rate; the progress line, the log line, the metrics log, TensorBoard and on_event
+// all give these same figures.
 Status Loop::LogWindow() {
   float sums[2] = {static_cast<float>(window_loss_sum_), static_cast<float>(window_examples_)};
   REEL_RETURN_IF_ERROR(SumOverRanks(sums));
   const double seconds = std::max(1e-9, SecondsSince(window_start_));
   const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-  const double rate = sums[1] / seconds;
+  // Every independent rank follows the whole job's count, since any may take over the lead.
+  int64_t job = window_job_start_;
+  if (lead() || independent_) {
+    REEL_ASSIGN_OR_RETURN(job, JobExamples());
+  }
+  const double rate = static_cast<double>(job - window_job_start_) / seconds;
+  const double worker_rate = static_cast<double>(window_examples_) / seconds;
   examples_ += static_cast<int64_t>(sums[1]);
   window_loss_sum_ = 0.0;
   window_examples_ = 0;
+  window_job_start_ = job;
   window_start_ = SteadyClock::now();
   if (sums[1] == 0) return Status::Ok();  // nothing trained since the last line
   result_.last_loss = loss;
   if (!lead()) return Status::Ok();
-  progress_.Log(Snapshot(loss, rate));
+  progress_.Log(Snapshot(loss, rate, worker_rate));
   if (o_.on_event) {
     TrainEvent e;
     e.step = step_;
@@ -374,6 +405,7 @@ Status Loop::LogWindow() {
     e.loss = loss;
     e.lr = last_lr_;
     e.examples_per_sec = rate;
+    e.worker_examples_per_sec = worker_rate;
     e.grad_norm = last_grad_norm_;
     o_.on_event(e);
   }
@@ -385,14 +417,17 @@ Status Loop::LogWindow() {
                                           {"loss", loss},
                                           {"lr", last_lr_},
                                           {"examples_per_sec", rate},
+                                          {"worker_examples_per_sec", worker_rate},
                                           {"grad_norm", last_grad_norm_}}));
     REEL_RETURN_IF_ERROR(metrics_->Flush());
   }
   if (events_) {
-    REEL_RETURN_IF_ERROR(events_->WriteScalars(step_, {{"train/loss", loss},
-                                                       {"train/learning_rate", last_lr_},
-                                                       {"train/examples_per_sec", rate},
-                                                       {"train/grad_norm", last_grad_norm_}}));
+    REEL_RETURN_IF_ERROR(
+        events_->WriteScalars(step_, {{"train/loss", loss},
+                                      {"train/learning_rate", last_lr_},
+                                      {"train/examples_per_sec", rate},
+                                      {"train/worker_examples_per_sec", worker_rate},
+                                      {"train/grad_norm", last_grad_norm_}}));
     REEL_RETURN_IF_ERROR(events_->Flush());
   }
   return Status::Ok();
@@ -468,8 +503,10 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
 Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   CheckpointState s;
   s.model_name = o_.model_name;
-  s.CaptureParams(*r_.arena);
+  // The state first: an optimizer whose state lives on other ranks (parameter servers that
+  // others keep updating) brings the arena to the parameters of the state's own instant.
   REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->CollectState());
+  s.CaptureParams(*r_.arena);
   s.step = step_;
   s.epoch = PositionEpoch();  // the lead's
   s.schedule_step = step_;
@@ -691,7 +728,9 @@ Result<TrainResult> Loop::Run() {
     const bool stop = o_.should_stop && o_.should_stop(step_);
     // Ranks agree on leaving the epoch and on stopping, so their collectives stay in step
     // (independent ranks decide alone).
-    float agree[2] = {batch.ok() ? 1.0f : 0.0f, stop ? 1.0f : 0.0f};
+    // The third: the step's examples over every rank, for the whole job's rate.
+    float agree[3] = {batch.ok() ? 1.0f : 0.0f, stop ? 1.0f : 0.0f,
+                      batch.ok() ? static_cast<float>(batch->size()) : 0.0f};
     REEL_RETURN_IF_ERROR(SumOverRanks(agree));
     if (agree[1] > 0) {
       interrupted = true;
@@ -718,11 +757,15 @@ Result<TrainResult> Loop::Run() {
     // A rank whose share of the epoch is done joins the others' steps until theirs are too.
     REEL_RETURN_IF_ERROR((batch.ok() ? TrainStep(*batch) : StepWithoutData())
                              .WithContext("step " + std::to_string(step_)));
+    job_examples_ += static_cast<int64_t>(agree[2]);
     ++batches_this_epoch;
-    if (lead()) {
+    // The live line's rates are those of the window so far, as its log line will give them.
+    if (lead() && progress_.Due()) {
       const double secs = std::max(1e-9, SecondsSince(window_start_));
+      REEL_ASSIGN_OR_RETURN(const int64_t job, JobExamples());
       progress_.Tick(Snapshot(window_examples_ > 0 ? window_loss_sum_ / window_examples_ : 0.0,
-                              static_cast<double>(window_examples_ * world()) / secs));
+                              static_cast<double>(job - window_job_start_) / secs,
+                              static_cast<double>(window_examples_) / secs));
     }
     if (o_.log_every_steps > 0 && step_ % o_.log_every_steps == 0)
       REEL_RETURN_IF_ERROR(LogWindow());

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -618,6 +620,129 @@ TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
     second.resume = true;
     EXPECT_EQ(TwoRanks(storage, second), want);
   }
+}
+
+// An optimizer whose state lives elsewhere and moves on while the lead checkpoints (async_sgd's
+// servers): CollectState() brings the arena to the parameters of its state's instant, here
+// every parameter to the number of states collected so far.
+class CuttingSgd : public TinySgd {
+ public:
+  Status Setup(ParamArena& arena, Communicator& comm) override {
+    arena_ = &arena;
+    return TinySgd::Setup(arena, comm);
+  }
+  Result<std::string> CollectState() override {
+    ++cuts_;
+    for (float& v : arena_->values()) v = static_cast<float>(cuts_);
+    return SaveState();
+  }
+
+ private:
+  ParamArena* arena_ = nullptr;
+  int cuts_ = 0;
+};
+
+// A checkpoint takes the parameters after the optimizer's state (Optimizer::CollectState), so
+// the two are one snapshot; before, it took them first, and async_sgd's values could be older
+// than the versions its state named.
+TEST(TrainerTest, ACheckpointTakesTheParametersOfTheOptimizersStateInstant) {
+  MemStorage storage;
+  Rank r(0, 1, 5);
+  CuttingSgd optimizer;
+  TrainerOptions o = BaseOptions();
+  o.steps = 4;
+  o.checkpoint_every_steps = 2;
+  o.keep_checkpoints = 0;
+  o.checkpoint_dir = "mem://cut";
+  auto comm = Solo();
+  RankComponents rc{&r.train, nullptr, &r.model, &r.arena, &optimizer, comm.get()};
+  ASSERT_TRUE(RunTrainer(o, rc, storage).ok());
+  for (const auto& [step, cut] : {std::pair{2, 1.0f}, {4, 2.0f}}) {
+    auto state = DecodeCheckpoint(storage.objects()["mem://cut/" + CheckpointName(step)], "ckpt");
+    ASSERT_TRUE(state.ok()) << state.status();
+    for (const auto& block : state->params)
+      EXPECT_EQ(block.values, std::vector<float>(block.values.size(), cut))
+          << "step " << step << ", " << block.name;
+  }
+}
+
+// A number field of a metrics log line; NaN if the line has none.
+double Field(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::stod(line.substr(at + key.size() + 4));
+}
+
+// The whole job's examples/s counts every rank's examples, the same in the live line, the log
+// lines, the metrics log and on_event, with the lead's own beside it: rank 1 trains batches of
+// 16 beside the lead's 8, so the job trains 24 examples a step, three times the lead's (the
+// live line showed the lead's rate times the ranks, twice it). The figures are checked against
+// each other, never against a speed.
+TEST(TrainerTest, EveryOutputGivesTheWholeJobsRateAndTheWorkersOwn) {
+  MemStorage storage;
+  auto group = CreateInprocGroup(2);
+  ASSERT_TRUE(group.ok());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  // Both take 3 batches an epoch: the lead 24 videos in 8s, rank 1 all 48 in 16s.
+  ranks[1]->train = TinySource(kVideos, kDim, kClasses, 2 * kBatch, 5, {0, 1});
+  TrainerOptions o = BaseOptions();
+  o.steps = 0;
+  o.epochs = 2;
+  o.log_every_steps = 3;
+  o.metrics_log = "mem://rates/metrics.jsonl";
+  std::ostringstream progress;
+  o.progress = &progress;
+  o.tty = true;  // the live line, and the log lines as notes (verbosity 2)
+  o.verbosity = 2;
+  std::vector<TrainEvent> events;
+  o.on_event = [&](const TrainEvent& e) {
+    if (e.kind == TrainEvent::Kind::kLog) events.push_back(e);
+  };
+  std::vector<Result<TrainResult>> results(2, Result<TrainResult>(InternalError("not run")));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      results[i] = RunTrainer(o, ranks[i]->components(comms[i].get(), false), storage);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(results[i].ok()) << "rank " << i << ": " << results[i].status();
+  constexpr double kRatio = 3.0;
+  // Every line shows both, the job's three times the lead's (up to their rounding to 0.1).
+  const std::vector<testing::RateLine> lines = testing::RateLines(progress.str());
+  bool live = false;
+  std::map<int64_t, double> logged;  // step -> the job's rate in its log line
+  for (const testing::RateLine& l : lines) {
+    EXPECT_NEAR(l.job, kRatio * l.worker, 0.05 * (1 + kRatio) + 1e-9)
+        << "step " << l.step << (l.live ? " (live)" : "") << "\n"
+        << progress.str();
+    live = live || l.live;
+    if (!l.live) logged[l.step] = l.job;
+  }
+  EXPECT_TRUE(live) << progress.str();
+  ASSERT_EQ(logged.size(), 2u) << progress.str();
+  // The metrics log and on_event give the log lines' figures.
+  std::istringstream log(storage.objects()["mem://rates/metrics.jsonl"]);
+  size_t i = 0;
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("\"loss\"") == std::string::npos) continue;
+    const double job = Field(line, "examples_per_sec");
+    const double worker = Field(line, "worker_examples_per_sec");
+    EXPECT_NEAR(job, kRatio * worker, 1e-9 * job) << line;
+    const int64_t step = static_cast<int64_t>(Field(line, "step"));
+    ASSERT_TRUE(logged.count(step)) << line;
+    EXPECT_NEAR(logged[step], job, 0.05 + 1e-9) << line;
+    ASSERT_LT(i, events.size());
+    EXPECT_EQ(events[i].step, step);
+    EXPECT_NEAR(events[i].examples_per_sec, job, 1e-12 * job);
+    EXPECT_NEAR(events[i].worker_examples_per_sec, worker, 1e-12 * job);
+    ++i;
+  }
+  EXPECT_EQ(i, 2u);
+  EXPECT_EQ(events.size(), 2u);
 }
 
 // The observer an embedding host hooks in (the Python module's callbacks) sees every logged window

@@ -166,6 +166,14 @@ Result<std::optional<AppliedWork>> AsyncOptimizer::AppliedWorkOf(int rank) {
   return std::optional<AppliedWork>(work);
 }
 
+Result<std::optional<int64_t>> AsyncOptimizer::ExamplesApplied() {
+  REEL_RETURN_IF_ERROR(Ready("ExamplesApplied"));
+  if (!worker_) return std::optional<int64_t>();
+  StartColocatedServer();
+  REEL_ASSIGN_OR_RETURN(const int64_t examples, worker_->ExamplesApplied());
+  return std::optional<int64_t>(examples);
+}
+
 Result<std::optional<int>> AsyncOptimizer::LeadAfter(int lost) {
   REEL_RETURN_IF_ERROR(Ready("LeadAfter"));
   if (!worker_ || config_.colocated) return std::optional<int>();
@@ -189,7 +197,7 @@ Result<std::string> AsyncOptimizer::CollectState() {
   REEL_RETURN_IF_ERROR(Ready("CollectState"));
   if (!worker_) return FailedPreconditionError("async_sgd: CollectState() on a server-only rank");
   StartColocatedServer();
-  REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectShardStates());
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectCut());
   return Encode(shards);
 }
 

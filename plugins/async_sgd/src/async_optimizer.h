@@ -8,8 +8,10 @@
 // Life: Setup() broadcasts rank 0's initial parameters to every rank, so servers and workers
 // start from the same values. A server-only rank then runs Serve() until every worker has called
 // Finish(); a colocated rank serves from the first call after Setup() (its peers may push before
-// it trains) until Finish(). The lead worker's CollectState() fetches every shard's state from
-// its server; RestoreState() hands each server its shard and each worker the versions.
+// it trains) until Finish(). The lead worker's CollectState() takes a cut of every shard from its
+// server (values, rule state and version of one instant, Worker::CollectCut) and puts the values
+// into its arena, where the trainer's checkpoint takes the parameters from; RestoreState() hands
+// each server its shard and each worker the versions.
 //
 // Servers' own checkpoints (shard_checkpoints.h): offered the run's checkpoint directory
 // (OfferCheckpoints), each server writes its shard every server_checkpoint_every updates. On a
@@ -57,6 +59,7 @@ class AsyncOptimizer final : public Optimizer {
   Status Serve() override;
   int64_t ScheduleStep(int64_t local_step) const override;
   Status Refresh() override;
+  // Also brings the arena to the cut the state is of (Optimizer::CollectState).
   Result<std::string> CollectState() override;
   void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) override {
     offered_ = checkpoints;
@@ -66,6 +69,8 @@ class AsyncOptimizer final : public Optimizer {
   }
   // From the servers' tallies (Worker::AppliedWorkOf); nullopt on a rank that does not train.
   Result<std::optional<AppliedWork>> AppliedWorkOf(int rank) override;
+  // From the first server (Worker::ExamplesApplied); nullopt on a rank that does not train.
+  Result<std::optional<int64_t>> ExamplesApplied() override;
   // From the first server (Worker::LeadAfter); nullopt when colocated (a lost rank also served a
   // shard, so the run cannot go on) and on a rank that does not train.
   Result<std::optional<int>> LeadAfter(int lost) override;

@@ -14,7 +14,7 @@
 // a later resume must not take them for this run's).
 //
 // File: "RASS" | uint32 format (1) | uint32 shard | uint32 shards | int64 version | uint64 floats
-// | the floats | the shard's state (ShardServer::Save: int64 version, the rule's state).
+// | the floats | the shard's state (ShardServer::Cut: int64 version, the rule's state).
 //
 // Thread-safety: a ShardCheckpoints may be used from several threads at once.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_CHECKPOINTS_H_
@@ -46,7 +46,7 @@ struct ShardSnapshot {
   int shards = 1;
   int64_t version = 0;
   std::vector<float> values;
-  std::string state;  // ShardServer::Save()
+  std::string state;  // ShardServer::Cut()
 };
 
 // "async-shard-v000000000120-1-of-2.rasg".

@@ -39,6 +39,10 @@ const char* KindName(Kind k) {
       return "lead";
     case Kind::kLeadIs:
       return "lead-is";
+    case Kind::kExamples:
+      return "examples";
+    case Kind::kExamplesAre:
+      return "examples-are";
   }
   return "unknown";
 }
@@ -207,6 +211,12 @@ Status ShardServer::ServeWorker(int worker) {
         REEL_RETURN_IF_ERROR(s);
         break;
       }
+      case Kind::kExamples: {
+        Status s = ReplyExamples(worker);
+        if (s.code() == StatusCode::kUnavailable) return lose(s);
+        REEL_RETURN_IF_ERROR(s);
+        break;
+      }
       case Kind::kState: {
         Status s = ReplyState(worker);
         if (s.code() == StatusCode::kUnavailable) return lose(s);
@@ -274,7 +284,13 @@ bool ShardServer::TooStale(const Header& h) const {
 
 Result<ShardServer::Applied> ShardServer::Apply(const Header& h, std::span<const float> payload) {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  if (config_.locking) lock.lock();
+  // Hogwild updates run concurrently with each other, but never while a cut is taken.
+  std::shared_lock<std::shared_mutex> uncut(cut_mu_, std::defer_lock);
+  if (config_.locking) {
+    lock.lock();
+  } else {
+    uncut.lock();
+  }
   // max_staleness: judged before anything is applied (with locking, against the version the
   // update would follow; Hogwild, against the version as last counted).
   if (TooStale(h)) return Applied{version_.load(), true};
@@ -382,12 +398,12 @@ Status ShardServer::ReplyPull(int worker, std::vector<float>& scratch) {
   return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(scratch)), NextDeadline());
 }
 
-std::string ShardServer::Save() {
+ShardSnapshot ShardServer::Cut() {
+  // No update starts or is half-applied while both are held: Hogwild updates hold cut_mu_
+  // shared, locking ones mu_, each until its version is counted.
+  std::unique_lock<std::shared_mutex> uncut(cut_mu_);
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t version = version_.load();
-  std::string out(reinterpret_cast<const char*>(&version), sizeof version);
-  out += rule_->SaveState();
-  return out;
+  return Snapshot(version_.load());
 }
 
 Status ShardServer::Restore(std::string_view state, std::span<const float> values) {
@@ -407,12 +423,16 @@ Status ShardServer::Restore(std::string_view state, std::span<const float> value
   return Status::Ok();
 }
 
+// The cut is copied under the locks and sent after them (wire.h, kState).
 Status ShardServer::ReplyState(int worker) {
-  const std::string state = Save();
-  const Header reply =
-      MakeHeader(Kind::kStateBytes, shard_, 0, version_.load(), static_cast<int64_t>(state.size()));
+  const ShardSnapshot cut = Cut();
+  Header reply =
+      MakeHeader(Kind::kStateBytes, shard_, 0, cut.version, static_cast<int64_t>(cut.state.size()));
+  reply.steps = static_cast<int64_t>(cut.values.size());
   REEL_RETURN_IF_ERROR(SendHeader(comm_, worker, kReplyTag, reply, NextDeadline()));
-  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(state)), NextDeadline());
+  REEL_RETURN_IF_ERROR(
+      comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(cut.values)), NextDeadline()));
+  return comm_.Send(worker, kReplyPayloadTag, std::as_bytes(std::span(cut.state)), NextDeadline());
 }
 
 Status ShardServer::CheckOtherWorker(int worker, int64_t of, const char* asked) const {
@@ -464,6 +484,16 @@ Status ShardServer::ReplyLead(int worker, int64_t of) {
           break;
         }
     }
+  }
+  return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
+}
+
+Status ShardServer::ReplyExamples(int worker) {
+  Header reply = MakeHeader(Kind::kExamplesAre, shard_);
+  for (const Tally& t : tallies()) {
+    reply.version += t.applied;
+    reply.steps += t.applied_steps;
+    reply.examples += t.applied_examples;
   }
   return SendHeader(comm_, worker, kReplyTag, reply, NextDeadline());
 }

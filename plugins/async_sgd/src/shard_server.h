@@ -21,7 +21,12 @@
 // With WriteCheckpoints(), the server writes its shard and rule state itself every `every`
 // updates (shard_checkpoints.h); a failed write fails Run() naming the file.
 //
-// Thread-safety: Run() on one thread; Save()/Restore() before Run() or from a worker's request.
+// A worker's kState request (the lead's checkpoint) is answered with a cut (Cut()): the shard's
+// values, its rule's state and its version taken at one instant, between two updates, so the
+// values hold exactly the updates the version counts.
+//
+// Thread-safety: Run() on one thread; Cut() and Restore() before Run() or from a worker's
+// request, Cut() also from any thread while Run() serves.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_SHARD_SERVER_H_
 
@@ -30,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,8 +69,11 @@ class ShardServer {
     checkpoint_every_ = every;
   }
 
-  // The shard's state: int64 version, then the rule's state.
-  std::string Save();
+  // A cut of the shard: its values, version and state (int64 version, then the rule's state),
+  // all taken between the same two updates. With locking under the shard's lock; Hogwild, no
+  // update is in progress meanwhile either (each holds cut_mu_ shared while it applies and
+  // counts itself).
+  ShardSnapshot Cut();
   // `values`: the shard's parameters as the checkpoint holds them.
   Status Restore(std::string_view state, std::span<const float> values);
 
@@ -126,6 +135,8 @@ class ShardServer {
   Status ReplyApplied(int worker, int64_t of);
   // kLead (wire.h): who leads once the lost lead `of` was dropped.
   Status ReplyLead(int worker, int64_t of);
+  // kExamples (wire.h): what the pushes of every worker applied so far carried, summed.
+  Status ReplyExamples(int worker);
   Deadline NextDeadline() const;
   // The next request's header from `worker`: waits in short slices until the timeout (a worker
   // silent that long is lost) or Stop().
@@ -138,6 +149,8 @@ class ShardServer {
   const int shard_;
   const size_t size_;      // the shard's floats
   mutable std::mutex mu_;  // with locking: the values, the rule and the buffers below
+  // Hogwild: updates hold it shared while they apply and count themselves, Cut() exclusively.
+  std::shared_mutex cut_mu_;
   std::vector<float> values_;
   std::unique_ptr<UpdateRule> rule_;
   std::atomic<int64_t> version_{0};

@@ -12,7 +12,10 @@
 //     kPush       + count floats (gradient of the shard) on kPayloadTag
 //     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
 //     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
-//     kState      server replies Header{kStateBytes, count = bytes} + bytes on kReplyPayloadTag
+//     kState      a cut of the shard, for the lead's checkpoint: the server replies
+//                 Header{kStateBytes, version, count = state bytes, steps = floats}, then the
+//                 shard's values (floats) and its state (bytes: int64 version, the rule's state)
+//                 on kReplyPayloadTag, all three taken at one instant between two updates
 //     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
 //                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
 //                 examples}: what it applied of that worker's pushes
@@ -27,12 +30,15 @@
 //                 worker rank it still serves, aux = 1}; aux = 0 (and step that rank) if it still
 //                 serves it at the deadline. Asked of the first server only, so every worker
 //                 hears the same answer
+//     kExamples   the server replies Header{kExamplesAre, examples, steps, version = pushes}: the
+//                 sums over every worker of what the pushes it applied in this session carried
+//                 (the lead's whole-job examples/s; asked of the first server only)
 //     kDone       `step` carries how many of its pushes this server applied, as the worker
 //                 counted the answers; no reply
 //   server -> worker, tag kReplyTag: kAck{version, aux = 1 if refused} for every push, kPulled,
-//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs. With max_staleness K, a push staler than K
-//   is refused before anything of it is applied (aux = 1); the worker then pulls before its next
-//   step.
+//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs, kExamplesAre. With max_staleness K, a push
+//   staler than K is refused before anything of it is applied (aux = 1); the worker then pulls
+//   before its next step.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -65,6 +71,8 @@ enum class Kind : uint32_t {
   kPushPulled = 12,
   kLead = 13,
   kLeadIs = 14,
+  kExamples = 15,
+  kExamplesAre = 16,
 };
 
 struct Header {

@@ -404,6 +404,22 @@ Result<AppliedWork> Worker::AppliedWorkOf(int rank) {
   return fewest;
 }
 
+Result<int64_t> Worker::ExamplesApplied() {
+  // The exchange in flight (overlap) must not interleave its requests with this one.
+  REEL_RETURN_IF_ERROR(Settle());
+  const int server = roles_.server_rank(0);
+  const std::string what =
+      Where() + ": asking server rank " + std::to_string(server) + " for the examples it applied";
+  REEL_RETURN_IF_ERROR(SendHeader(comm_, server, kRequestTag,
+                                  MakeHeader(Kind::kExamples, 0, CurrentStep()), NextDeadline())
+                           .WithContext(what));
+  Result<Header> reply = RecvHeader(comm_, server, kReplyTag, NextDeadline());
+  if (!reply.ok()) return reply.status().WithContext(what);
+  if (reply->kind != Kind::kExamplesAre)
+    return InternalError(what + ": it answered with " + KindName(reply->kind));
+  return reply->examples;
+}
+
 Result<int> Worker::LeadAfter(int lost) {
   REEL_RETURN_IF_ERROR(Settle());
   const int server = roles_.server_rank(0);
@@ -423,16 +439,34 @@ Result<int> Worker::LeadAfter(int lost) {
   return reply->aux == 1 ? static_cast<int>(reply->step) : lost;
 }
 
-Result<std::vector<std::string>> Worker::CollectShardStates() {
+Result<std::vector<std::string>> Worker::CollectCut() {
   REEL_RETURN_IF_ERROR(Settle());
+  REEL_RETURN_IF_ERROR(PushPending());
+  std::span<float> values = arena_.values();
+  for (int s = 0; s < roles_.servers; ++s) {
+    const Header h = MakeHeader(Kind::kState, s, CurrentStep());
+    REEL_RETURN_IF_ERROR(SendHeader(comm_, roles_.server_rank(s), kRequestTag, h, NextDeadline())
+                             .WithContext(Where() + ": asking server rank " +
+                                          std::to_string(roles_.server_rank(s)) +
+                                          " for a cut of its shard"));
+  }
   std::vector<std::string> out;
   for (int s = 0; s < roles_.servers; ++s) {
     const int src = roles_.server_rank(s);
-    const Header h = MakeHeader(Kind::kState, s, CurrentStep());
-    Status st = SendHeader(comm_, src, kRequestTag, h, NextDeadline());
-    Result<Header> reply =
-        st.ok() ? RecvHeader(comm_, src, kReplyTag, NextDeadline()) : Result<Header>(st);
-    st = reply.status();
+    const ShardRange r = Range(s);
+    Result<Header> reply = RecvHeader(comm_, src, kReplyTag, NextDeadline());
+    Status st = reply.status();
+    if (st.ok() && (reply->kind != Kind::kStateBytes || reply->steps != r.size ||
+                    reply->count < static_cast<int64_t>(sizeof(int64_t))))
+      st = InternalError(std::string("answered a state request with ") + KindName(reply->kind) +
+                         " of " + std::to_string(reply->steps) + " floats and " +
+                         std::to_string(reply->count) + " bytes, expected " +
+                         std::to_string(r.size) + " floats");
+    if (st.ok())
+      st = comm_.RecvInto(src, kReplyPayloadTag,
+                          std::as_writable_bytes(values.subspan(static_cast<size_t>(r.offset),
+                                                                static_cast<size_t>(r.size))),
+                          NextDeadline());
     std::string state;
     if (st.ok()) {
       state.resize(static_cast<size_t>(reply->count));
@@ -440,10 +474,15 @@ Result<std::vector<std::string>> Worker::CollectShardStates() {
                           NextDeadline());
     }
     if (!st.ok())
-      return st.WithContext(Where() + ": collecting shard " + std::to_string(s) +
-                            "'s state from server rank " + std::to_string(src));
+      return st.WithContext(Where() + ": collecting a cut of shard " + std::to_string(s) +
+                            " from server rank " + std::to_string(src));
+    versions_[static_cast<size_t>(s)] = reply->version;
+    if (s == 0) newest_version_ = reply->version;
     out.push_back(std::move(state));
   }
+  // As after a pull: the next epoch's delta counts from these values.
+  if (config_.per_epoch) pending_.assign(values.begin(), values.end());
+  must_pull_ = false;
   return out;
 }
 

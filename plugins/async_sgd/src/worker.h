@@ -44,8 +44,11 @@ class Worker {
   Status Refresh();
   // Pushes what is pending and tells every server this worker is done.
   Status Finish();
-  // Every shard's state, from its server, in shard order.
-  Result<std::vector<std::string>> CollectShardStates();
+  // A cut of every shard, for a checkpoint: pushes what is pending, then has each server answer
+  // with its shard's values, version and state of one instant (wire.h, kState). The values go
+  // into the arena and the versions become this worker's, as a pull's; the states (each starting
+  // with its version) are returned in shard order, so the arena and the states are one snapshot.
+  Result<std::vector<std::string>> CollectCut();
   // After a resume: the versions the restored parameters correspond to.
   void SetVersions(std::vector<int64_t> versions) { versions_ = std::move(versions); }
   // Before Step(): the trainer's step after it and its batch's examples, which the pushes carry
@@ -61,6 +64,10 @@ class Worker {
   // it (wire.h, kLead): every worker that asks hears the same. `lost` itself if that server
   // still serves it at the deadline.
   Result<int> LeadAfter(int lost);
+
+  // The examples that the pushes of every worker the first server applied so far carried,
+  // summed (wire.h, kExamples): the whole job's work that reached the parameters.
+  Result<int64_t> ExamplesApplied();
 
   // Global progress for the learning-rate schedule: updates applied to shard 0 (as last heard),
   // in per-worker steps.

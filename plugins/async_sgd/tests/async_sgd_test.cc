@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -450,6 +451,164 @@ TEST(AsyncSgdBadInput, MoreShardsThanParametersIsRefusedAtSetup) {
     EXPECT_THAT(st[r].message(), HasSubstr("17 shards for a model of 16 parameter floats"));
   }
 }
+
+// The per-shard versions of a state the lead collected (async_optimizer.h: "RASG" | uint32
+// format | uint32 shards | per shard uint64 length, int64 version, the rule's state).
+std::vector<int64_t> ShardVersions(const std::string& state) {
+  std::vector<int64_t> out;
+  std::string_view in(state);
+  char magic[4];
+  uint32_t format = 0, shards = 0;
+  if (!TakeBytes(in, magic, 4) || !TakeBytes(in, &format, 4) || !TakeBytes(in, &shards, 4))
+    return out;
+  for (uint32_t s = 0; s < shards; ++s) {
+    uint64_t n = 0;
+    int64_t version = -1;
+    if (!TakeBytes(in, &n, sizeof n) || n < sizeof version || n > in.size()) return {};
+    std::memcpy(&version, in.data(), sizeof version);
+    in.remove_prefix(n);
+    out.push_back(version);
+  }
+  return out;
+}
+
+// Waits for `f` at most a minute: a rank that failed must not hang the other.
+Status Await(std::future<void>& f, const char* what) {
+  if (f.wait_for(std::chrono::minutes(1)) != std::future_status::ready)
+    return DeadlineExceededError(std::string("the test waited a minute for ") + what);
+  return Status::Ok();
+}
+
+struct CutCase {
+  std::map<std::string, std::string> options;
+  const char* name;
+};
+
+class Cut : public ::testing::TestWithParam<CutCase> {};
+
+// A periodic checkpoint is one cut: the lead takes it as the trainer does (Refresh, then
+// CollectState, then the parameters from its arena) while worker 3 keeps pushing. Every push
+// adds exactly 1 to every parameter of every shard (sgd, lr 1, gradients -1, from zeros), so a
+// shard at version v holds v in every float: each shard's values in the arena must equal the
+// version its state names. First worker 3 pushes between the lead's Refresh and its
+// CollectState (before, the arena held the pulled values, the state the later version), then
+// during it. A resume from the first cut restores exactly it: every server's version and
+// values, and what the workers pull.
+TEST_P(Cut, APeriodicCheckpointIsOneCutOfEveryShardAndResumesExactly) {
+  constexpr int kWorld = 4, kLead = 2, kOther = 3, kBefore = 3, kBetween = 4, kDuring = 40;
+  std::map<std::string, std::string> options = GetParam().options;
+  options["rule"] = "sgd";
+  options["servers"] = "2";
+  std::promise<void> refreshed, pushed, collected;
+  std::future<void> refreshed_f = refreshed.get_future(), pushed_f = pushed.get_future(),
+                    collected_f = collected.get_future();
+  struct Taken {
+    std::string state;
+    std::vector<float> values;
+  };
+  std::vector<Taken> cuts;
+  int64_t total = 0;
+  auto step = [](AsyncOptimizer& opt, ParamArena& arena) {
+    std::fill(arena.grads().begin(), arena.grads().end(), -1.0f);
+    return opt.Step(1.0f);
+  };
+  {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) Declare(a);
+    total = arenas[0].total_size();
+    std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+      ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+      if (opt->IsServerOnly()) return opt->Serve();
+      if (c.rank() == kLead) {
+        for (int i = 0; i < kBefore; ++i) REEL_RETURN_IF_ERROR(step(*opt, arena));
+        auto take = [&]() -> Status {
+          REEL_ASSIGN_OR_RETURN(std::string state, opt->CollectState());
+          cuts.push_back({std::move(state), {arena.values().begin(), arena.values().end()}});
+          return Status::Ok();
+        };
+        REEL_RETURN_IF_ERROR(opt->Refresh());
+        refreshed.set_value();
+        REEL_RETURN_IF_ERROR(Await(pushed_f, "worker 3's pushes"));
+        REEL_RETURN_IF_ERROR(take());
+        collected.set_value();
+        for (int i = 0; i < 5; ++i) REEL_RETURN_IF_ERROR(take());
+        return opt->Finish();
+      }
+      REEL_RETURN_IF_ERROR(Await(refreshed_f, "the lead's refresh"));
+      for (int i = 0; i < kBetween; ++i) REEL_RETURN_IF_ERROR(step(*opt, arena));
+      REEL_RETURN_IF_ERROR(opt->Refresh());  // with overlap, the last push is applied only then
+      pushed.set_value();
+      REEL_RETURN_IF_ERROR(Await(collected_f, "the lead's first cut"));
+      for (int i = 0; i < kDuring; ++i) REEL_RETURN_IF_ERROR(step(*opt, arena));
+      return opt->Finish();
+    });
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  }
+  ASSERT_EQ(cuts.size(), 6u);
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const std::vector<int64_t> versions = ShardVersions(cuts[i].state);
+    ASSERT_EQ(versions.size(), 2u) << "cut " << i;
+    for (int s = 0; s < 2; ++s) {
+      const ShardRange r = ShardOf(total, 2, s);
+      const std::vector<float> values(cuts[i].values.begin() + r.offset,
+                                      cuts[i].values.begin() + r.offset + r.size);
+      EXPECT_EQ(values, std::vector<float>(static_cast<size_t>(r.size),
+                                           static_cast<float>(versions[static_cast<size_t>(s)])))
+          << "cut " << i << ", shard " << s << " at version " << versions[static_cast<size_t>(s)];
+    }
+  }
+  const std::vector<int64_t> saved = ShardVersions(cuts[0].state);
+  EXPECT_EQ(saved, (std::vector<int64_t>{kBefore + kBetween, kBefore + kBetween}));
+
+  // The resume, as the trainer does it: every rank's parameters from the checkpoint, Setup, then
+  // the state.
+  std::vector<int64_t> restored_versions(2, -1);
+  std::vector<std::vector<float>> restored_values(2), pulled(kWorld);
+  {
+    Communicators comms = Group(kWorld);
+    std::vector<ParamArena> arenas(kWorld);
+    for (auto& a : arenas) {
+      Declare(a);
+      std::copy(cuts[0].values.begin(), cuts[0].values.end(), a.values().begin());
+    }
+    std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+      ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
+      REEL_ASSIGN_OR_RETURN(auto opt, Make(options, c.rank(), kWorld));
+      REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+      REEL_RETURN_IF_ERROR(opt->RestoreState(cuts[0].state));
+      if (opt->IsServerOnly()) {
+        restored_versions[static_cast<size_t>(c.rank())] = opt->server()->version();
+        restored_values[static_cast<size_t>(c.rank())] = opt->server()->values();
+        return opt->Serve();
+      }
+      REEL_RETURN_IF_ERROR(opt->Refresh());
+      pulled[static_cast<size_t>(c.rank())].assign(arena.values().begin(), arena.values().end());
+      return opt->Finish();
+    });
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  }
+  EXPECT_EQ(restored_versions, saved);
+  for (int s = 0; s < 2; ++s) {
+    const ShardRange r = ShardOf(total, 2, s);
+    EXPECT_EQ(restored_values[static_cast<size_t>(s)],
+              std::vector<float>(cuts[0].values.begin() + r.offset,
+                                 cuts[0].values.begin() + r.offset + r.size))
+        << "shard " << s;
+  }
+  for (int w : {kLead, kOther}) EXPECT_EQ(pulled[static_cast<size_t>(w)], cuts[0].values) << w;
+}
+
+// Pipelined push+pull (the default), push then pull, Hogwild (no lock: its updates hold the cut
+// off instead), and the exchange overlapped with the next step.
+INSTANTIATE_TEST_SUITE_P(Exchanges, Cut,
+                         ::testing::Values(CutCase{{}, "pipelined"},
+                                           CutCase{{{"pipeline", "false"}}, "push_then_pull"},
+                                           CutCase{{{"locking", "false"}}, "hogwild"},
+                                           CutCase{{{"overlap", "true"}}, "overlap"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // The servers' own checkpoints (shard_checkpoints.h) in a directory of local files.
 class ServerCheckpoints : public ::testing::Test {

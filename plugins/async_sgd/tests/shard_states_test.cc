@@ -14,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A shard's part as ShardServer::Save() writes it: version, then UpdateRule::SaveState().
+// A shard's part as ShardServer::Cut() writes it: version, then UpdateRule::SaveState().
 std::string Part(int64_t version, int64_t steps, const std::vector<float>& m1,
                  const std::vector<float>& m2) {
   std::string out;

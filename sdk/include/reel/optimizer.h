@@ -16,8 +16,9 @@
 // training ranks into their own group (Communicator::Split) for data shards and checkpoint
 // positions and let them step on their own (no per-step agreement, a lost one is dropped:
 // reel/core/trainer.h). The lead (rank 0 of the training group) writes checkpoints: it calls
-// Refresh() and CollectState(), which may fetch state from the ranks that hold it; on resume
-// every rank gets RestoreState() with the whole state and keeps its own part.
+// Refresh() and CollectState(), which may fetch state from the ranks that hold it, and then takes
+// the parameters from arena.values(); on resume every rank gets RestoreState() with the whole
+// state and keeps its own part.
 //
 // Checkpoints of its own: when the run has a checkpoint directory, the trainer offers it to the
 // optimizer before Setup() (OfferCheckpoints) with the storage, the cadence and whether this is a
@@ -25,6 +26,9 @@
 // then have each rank write its own part there on a cadence of its own, and on a resume pick the
 // newest complete set of those parts in RestoreState(). The default ignores the offer, so
 // optimizers written before it compile and behave as before.
+//
+// The whole job's examples/s: the lead of training ranks that step independently asks
+// ExamplesApplied() for what every rank's applied updates carried (NoteStep's examples).
 //
 // Lost training ranks: at the end of a run whose training ranks step independently, the lead
 // asks AppliedWorkOf() for each rank it lost, so that the share reported as not trained counts
@@ -128,7 +132,9 @@ class Optimizer {
   // asynchronous worker pulls the newest ones). Training ranks call it together (or the lead).
   virtual Status Refresh() { return Status::Ok(); }
   // The state a checkpoint stores, called on the lead only. An optimizer whose state lives on
-  // other ranks gathers it here.
+  // other ranks gathers it here; while others keep updating those ranks, it also brings
+  // arena.values() to the parameters of that same instant (the checkpoint takes them from there
+  // after this call), so that the parameters and the state are one snapshot.
   virtual Result<std::string> CollectState() { return SaveState(); }
   // Called on every rank before Setup() when the run has a checkpoint directory (see the top).
   virtual void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) { (void)checkpoints; }
@@ -147,6 +153,12 @@ class Optimizer {
     (void)rank;
     return std::optional<AppliedWork>();
   }
+  // The lead of training ranks that step independently, for its logs and progress line (the
+  // whole job's examples/s): the examples of the updates that the ranks holding the parameters
+  // applied so far in this session, summed over every training rank (each update carries the
+  // examples NoteStep() told its rank); nullopt if this optimizer cannot tell (the trainer then
+  // adds up what the ranks reported).
+  virtual Result<std::optional<int64_t>> ExamplesApplied() { return std::optional<int64_t>(); }
   // A training rank whose lead (`lost`, its rank in the world) was lost: the world rank of the
   // training rank that leads now, the same on every rank that asks (see the top); `lost` itself
   // if the parameter holders still see it alive by their deadline; nullopt if this optimizer

@@ -160,7 +160,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //    parameter holders applied); UpdateRule gained BeginUpdate and ApplyPart (one update applied
 //    in pieces, as a parameter server applies a push while its chunks arrive).
 // 8: Optimizer gained LeadAfter (who takes over a lost lead of independent training ranks).
-inline constexpr uint32_t kPluginAbiVersion = 8;
+// 9: Optimizer gained ExamplesApplied (the whole job's examples/s of independent training ranks,
+//    from what the parameter holders applied).
+inline constexpr uint32_t kPluginAbiVersion = 9;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;

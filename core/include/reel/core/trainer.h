@@ -54,14 +54,18 @@
 namespace reel::core {
 
 // What the lead tells an observer (TrainerOptions::on_event) as the run goes: a logged window
-// (kind kLog: the loss, rate and learning rate of the steps since the previous one) or an
-// evaluation (kind kEval: `eval`). The same values the metrics log records.
+// (kind kLog: the loss, rates and learning rate of the steps since the previous one) or an
+// evaluation (kind kEval: `eval`). The same values the metrics log records. `examples_per_sec`
+// is the whole job's: the examples every training rank trained on in the window (ranks that
+// step independently: whose updates the parameter holders applied in it) per second;
+// `worker_examples_per_sec` the lead's own.
 struct TrainEvent {
   enum class Kind { kLog, kEval };
   Kind kind = Kind::kLog;
   int64_t step = 0;
   int64_t epoch = 0;
   double loss = 0.0, lr = 0.0, examples_per_sec = 0.0, grad_norm = 0.0;  // kLog
+  double worker_examples_per_sec = 0.0;                                  // kLog
   EvalMetrics eval;                                                      // kEval
 };
 
