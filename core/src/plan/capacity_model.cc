@@ -268,13 +268,17 @@ Result<std::pair<double, std::string>> NumberAndUnit(const std::string& text, co
 }
 
 // The multiplier of a prefix ("", "K", "M", "G", "T", "P", or "Ki"... "Pi"); 0 if unknown.
+// Lower case is accepted too, as tc writes rates ("1gbit"): no one means milli-bytes.
 double Prefix(const std::string& p) {
   static const std::pair<const char*, double> kPrefixes[] = {{"", 1},
                                                              {"k", 1e3},
                                                              {"K", 1e3},
                                                              {"M", 1e6},
+                                                             {"m", 1e6},
                                                              {"G", 1e9},
+                                                             {"g", 1e9},
                                                              {"T", 1e12},
+                                                             {"t", 1e12},
                                                              {"P", 1e15},
                                                              {"Ki", 1024.0},
                                                              {"Mi", 1048576.0},

@@ -173,6 +173,7 @@ TEST(CapacityModelTest, SizesAndRatesWithUnits) {
   EXPECT_DOUBLE_EQ(*ParseRate("10Gbit/s"), 1.25e9);
   EXPECT_DOUBLE_EQ(*ParseRate("100MB/s"), 1e8);
   EXPECT_DOUBLE_EQ(*ParseRate("1Gbps"), 1.25e8);
+  EXPECT_DOUBLE_EQ(*ParseRate("100mbit/s"), 12.5e6);  // as tc writes it
   for (const char* bad : {"", "TB", "1.5TX", "-3GB", "10 furlongs"})
     EXPECT_EQ(ParseBytes(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   for (const char* bad : {"", "100MB", "10Gbit", "fast"})
