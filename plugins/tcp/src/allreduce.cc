@@ -310,14 +310,26 @@ class TcpCommunicator::RingAllReduce {
 // (reel/collective_agreement.h) on that number's frames before any data moves: ranks that
 // disagree all return InvalidArgument with their data and the group in step. Any other failure
 // leaves the collectives failed for good (reel/transport.h).
+// A call that another thread's AllReduce keeps waiting past its deadline returns
+// DeadlineExceeded then, and counts as failed: it took no collective number, so the other ranks'
+// messages for it would be taken for this rank's next call.
 Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   if (world_ == 1) return Status::Ok();
-  std::lock_guard<std::mutex> one_at_a_time(collective_mu_);
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
-  if (!collectives_failed_.empty())
+  std::unique_lock<DeadlineMutex> one_at_a_time(collective_mu_, std::defer_lock);
+  if (!one_at_a_time.try_lock_until(deadline)) {
+    Status s = DeadlineExceededError(
+        what +
+        ": passed its deadline waiting for another thread's AllReduce on this "
+        "communicator to end (collectives are called by one thread per rank)");
+    std::lock_guard<std::mutex> failed(failed_mu_);
+    if (collectives_failed_.empty()) collectives_failed_ = s.message();
+    return s;
+  }
+  if (std::string failed = CollectivesFailed(); !failed.empty())
     return FailedPreconditionError(
-        what + ": this communicator's collectives are unusable since one failed (" +
-        collectives_failed_ + "); connect a new communicator");
+        what + ": this communicator's collectives are unusable since one failed (" + failed +
+        "); connect a new communicator");
   const uint32_t seq = collective_seq_++;
   if (const uint64_t stale = mailbox_.StartCollective(seq); stale > 0)
     Log("dropped " + std::to_string(stale) +
@@ -337,8 +349,14 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
   }
   if (s.ok()) return s;
   s = s.WithContext(what);
-  collectives_failed_ = s.message();
+  std::lock_guard<std::mutex> failed(failed_mu_);
+  if (collectives_failed_.empty()) collectives_failed_ = s.message();
   return s;
+}
+
+std::string TcpCommunicator::CollectivesFailed() {
+  std::lock_guard<std::mutex> failed(failed_mu_);
+  return collectives_failed_;
 }
 
 Status TcpCommunicator::AgreeOnArguments(const agreement::Args& mine, uint32_t seq,
