@@ -129,8 +129,11 @@ class TcpCommunicator final : public Communicator {
   Status SendFrame(int dest, FrameType type, uint32_t tag, std::span<const std::byte> data,
                    Deadline deadline, const std::string& what);
   // Every rank's arguments of collective `seq`, on its frames: OK if they agree, InvalidArgument
-  // naming what each rank passed if not, else why the messages failed. REQUIRES: collective_mu_.
-  Status AgreeOnArguments(const agreement::Args& mine, uint32_t seq, Deadline deadline);
+  // naming what each rank passed if not, else why the messages failed. With `data` (not empty)
+  // this rank's data goes along, and *theirs gets, by rank, the data of every rank that sent it
+  // (empty for the others). REQUIRES: collective_mu_.
+  Status AgreeOnArguments(const agreement::Args& mine, uint32_t seq, Deadline deadline,
+                          std::span<const float> data, std::vector<std::vector<float>>* theirs);
   // Why the collectives are unusable (the first failure), empty while they work.
   std::string CollectivesFailed();
   // The io thread's way to take read_mu: waits on `resume` while a collective holds it.

@@ -119,6 +119,39 @@ TEST(TcpAllReduce, RanksThatDisagreeAboutTheSizeAllFail) {
   }
 }
 
+// A small AllReduce sends its data with the agreement (allreduce_small_bytes); a larger one
+// agrees and then runs the ring. Ranks on both sides of that line still meet in the agreement and
+// all fail, data untouched; afterwards small and ring calls alike reduce correctly, and every
+// rank holds bit for bit the same result.
+TEST(TcpAllReduce, RanksOnBothSidesOfTheSmallPathAllFailThenBothPathsReduce) {
+  for (int n : {2, 3}) {
+    conformance::Communicators comms = Group(n);
+    ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+    std::vector<std::vector<float>> results(static_cast<size_t>(n));
+    std::vector<Status> st = conformance::RunOnRanks(comms, [&](Communicator& c) -> Status {
+      std::vector<float> data = RankData(c, c.rank() == 0 ? 1000 : 100000);
+      const std::vector<float> before = data;
+      Status s = c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
+      if (s.code() != StatusCode::kInvalidArgument)
+        return InternalError("sizes 1000 and 100000: " + s.ToString());
+      if (data != before) return InternalError("the refused call changed the data");
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{4096}, size_t{100000}}) {
+        std::vector<float> d = RankData(c, count);
+        for (float& v : d) v *= 0.1f;  // sums that depend on their order
+        REEL_RETURN_IF_ERROR(c.AllReduce(d, ReduceOp::kSum, DeadlineIn(60s)));
+        if (count == 1000) results[static_cast<size_t>(c.rank())] = d;
+        std::vector<float> e = RankData(c, count);
+        REEL_RETURN_IF_ERROR(c.AllReduce(e, ReduceOp::kSum, DeadlineIn(60s)));
+        REEL_RETURN_IF_ERROR(CheckSum(c, e).WithContext(std::to_string(count) + " floats"));
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(st[r].ok()) << n << " ranks, rank " << r << ": " << st[r];
+    for (int r = 1; r < n; ++r) EXPECT_EQ(results[r], results[0]) << n << " ranks, rank " << r;
+  }
+}
+
 // After an allreduce refused because the ranks disagree about the size (4 MiB on rank 1: 8
 // chunks), nothing of it may reach a later collective: not the core's Broadcast, whose first tag
 // is the one native allreduces once shared with it, nor the next allreduce. (The agreement sends
