@@ -129,8 +129,8 @@ TEST(MpiTransport, RanksDisagreeingAboutArgumentsAllGetAnErrorAndStayInStep) {
 }
 
 // Above kExchangeBelowBytes an AllReduce first agrees on arrival and arguments (on 2 ranks one
-// message each way, beyond that a small MPI_Iallreduce); ranks that disagree, or that are in
-// different collectives, all fail with the reason, keep their data and stay in step.
+// message each way, beyond that recursive doubling of such messages); ranks that disagree, or that
+// are in different collectives, all fail with the reason, keep their data and stay in step.
 TEST(MpiTransport, RanksInDifferentCollectivesOrSizesAllFailAndLoseNothing) {
   auto c = Join();
   ASSERT_NE(c, nullptr);
@@ -362,8 +362,8 @@ TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
 }
 
 // Above kExchangeBelowBytes the arrival finds a rank that left. On 2 ranks (one message each way)
-// nothing stays posted, so this process still finalises MPI; beyond, the abandoned
-// MPI_Iallreduce keeps it from finalising, which would end this test job
+// nothing stays posted, so this process still finalises MPI; beyond, the abandoned arrival
+// keeps it from finalising, which would end this test job
 // (tests/mpi_late_arrival_test.cc covers that ending).
 TEST(MpiTransport, LargeAllReduceWithAPeerThatLeftIsUnavailable) {
   auto c = Join();
