@@ -350,11 +350,11 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
       !data.empty() && std::all_of(theirs.begin(), theirs.end(),
                                    [&](const auto& d) { return d.size() == data.size(); });
   if (s.ok() && every_rank_sent) {
-    std::vector<float>& sum = allreduce_scratch_;
-    sum.assign(theirs[0].begin(), theirs[0].end());
+    // Into rank 0's copy (the ring's scratch keeps its size for the ring's calls).
+    std::vector<float>& sum = theirs[0];
     for (size_t r = 1; r < theirs.size(); ++r)
       ring::Reduce(sum.data(), theirs[r].data(), data.size(), op);
-    std::copy(sum.begin(), sum.begin() + static_cast<std::ptrdiff_t>(data.size()), data.begin());
+    std::copy(sum.begin(), sum.end(), data.begin());
     return Status::Ok();
   }
   if (s.ok() && !data.empty()) {
