@@ -74,6 +74,12 @@ TEST_P(TransportConformance, AllReduceArgumentsThatDisagreeFailOnEveryRank) {
                                                     last ? 11 : 10, ReduceOp::kSum));
     REEL_RETURN_IF_ERROR(CheckAllReduceDisagreement(c, "AllReduce, rank 0 max, the others sum", 10,
                                                     first ? ReduceOp::kMax : ReduceOp::kSum));
+    // 100 KiB against 200 KiB: sizes on both sides of 128 KiB, where a backend may switch
+    // algorithms (mpi does); the ranks must still meet and all refuse.
+    REEL_RETURN_IF_ERROR(CheckAllReduceDisagreement(
+        c, "AllReduce, rank 0 100 KiB, the others 200 KiB", first ? 25600 : 51200, ReduceOp::kSum));
+    REEL_RETURN_IF_ERROR(CheckAllReduceDisagreement(
+        c, "AllReduce, rank 0 200 KiB, the others 100 KiB", first ? 51200 : 25600, ReduceOp::kSum));
     return Status::Ok();
   });
 }

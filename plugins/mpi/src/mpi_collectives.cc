@@ -22,21 +22,6 @@ constexpr size_t kMaxPiece = size_t{1} << 30;
 // allreduce takes on a loaded machine.
 constexpr std::chrono::microseconds kSpinForData{1000000};
 
-// The collectives that agree on arrival, by number: the first of the values Agree combines.
-constexpr const char* kAgreeingCollectives[] = {"AllReduce", "Broadcast", "AllGather"};
-
-int64_t CollectiveCode(const char* name) {
-  for (size_t i = 0; i < std::size(kAgreeingCollectives); ++i)
-    if (std::strcmp(name, kAgreeingCollectives[i]) == 0) return static_cast<int64_t>(i) + 1;
-  return 0;
-}
-
-std::string CollectiveName(int64_t code) {
-  if (code >= 1 && code <= static_cast<int64_t>(std::size(kAgreeingCollectives)))
-    return kAgreeingCollectives[code - 1];
-  return "collective " + std::to_string(code);
-}
-
 MPI_Op MpiOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -50,6 +35,21 @@ MPI_Op MpiOp(ReduceOp op) {
 }
 
 }  // namespace
+
+// The collectives that agree on arrival, by number: word 0 of the arguments (ExchangeArgs).
+constexpr const char* kAgreeingCollectives[] = {"AllReduce", "Broadcast", "AllGather"};
+
+int64_t CollectiveCode(const char* name) {
+  for (size_t i = 0; i < std::size(kAgreeingCollectives); ++i)
+    if (std::strcmp(name, kAgreeingCollectives[i]) == 0) return static_cast<int64_t>(i) + 1;
+  return 0;
+}
+
+std::string CollectiveName(int64_t code) {
+  if (code >= 1 && code <= static_cast<int64_t>(std::size(kAgreeingCollectives)))
+    return kAgreeingCollectives[code - 1];
+  return "collective " + std::to_string(code);
+}
 
 Status MpiCommunicator::CollectivesUsable(const char* collective) {
   if (late_collective_) {  // the late ranks may have arrived meanwhile
@@ -72,103 +72,52 @@ Status MpiCommunicator::CollectivesUsable(const char* collective) {
                                  "new communicator)");
 }
 
+// The exchange pass without data (mpi_exchange_allreduce.cc): on 2 ranks one message each way,
+// beyond that recursive doubling. A small AllReduce's pass meets it, so ranks whose AllReduce
+// sizes fall on both sides of kExchangeBelowBytes learn that they disagree too.
 Status MpiCommunicator::Agree(const char* collective, const std::vector<NamedArg>& args,
                               Deadline deadline) {
   REEL_RETURN_IF_ERROR(CollectivesUsable(collective));
   const std::string what = Where() + ": " + collective;
-  if (args.size() > kMaxAgreedArgs) return InternalError(what + ": too many arguments to agree on");
-  // kAgreedWords values, the collective's number first and then its arguments (zero beyond
-  // them), each followed kAgreedWords later by its negation: a maximum over the ranks yields
-  // every value's maximum and minimum. Every collective sends as many, so ranks in different
-  // collectives meet in the same round and learn it.
-  std::vector<std::byte> buffer(2 * kAgreedWords * sizeof(int64_t));
-  auto* v = reinterpret_cast<int64_t*>(buffer.data());
-  v[0] = CollectiveCode(collective);
-  for (size_t i = 0; i < args.size(); ++i) v[1 + i] = args[i].value;
-  for (size_t i = 0; i < kAgreedWords; ++i) v[kAgreedWords + i] = -v[i];
-  Status arrived;
-  if (size_ == 2) {
-    arrived = ArriveWithPeer(buffer, deadline, what);
-  } else {
-    MPI_Request request;
-    REEL_RETURN_IF_ERROR(MpiStatus(Locked([&] {
-                                     return MPI_Iallreduce(
-                                         MPI_IN_PLACE, v, static_cast<int>(2 * kAgreedWords),
-                                         MPI_INT64_T, MPI_MAX, collective_, &request);
-                                   }),
-                                   what));
-    arrived = Await(
-        &request, deadline, what + " (waiting for every rank to arrive)",
-        [&] { return CollectivePeerGone(what); }, /*cancellable=*/false);
-    if (!arrived.ok()) {
-      NoteAbandonedCollective();
-      Abandon(&request, &buffer);
-    }
-  }
+  if (args.size() > ExchangeArgs::kWords - 1)
+    return InternalError(what + ": too many arguments to agree on");
+  ExchangeArgs all = ExchangeArgs::Of(CollectiveCode(collective), args.empty() ? 0 : args[0].value,
+                                      args.size() < 2 ? 0 : args[1].value);
+  const size_t abandoned_before = AbandonedCount();
+  Status arrived = ExchangePass({}, ReduceOp::kSum, /*with_data=*/false, &all, deadline,
+                                what + " (waiting for every rank to arrive)");
   if (!arrived.ok()) {
+    // A peer that heard this rank's arrival may go on into the native call and wait there for
+    // this rank, which never comes: as for any abandoned collective, MPI must not be finalised
+    // at exit, so that mpirun ends the job instead of leaving the peer stuck. Not so when the
+    // only peer left and nothing of the pass stays posted: then MPI can finalise.
+    if (size_ > 2 || arrived.code() != StatusCode::kUnavailable ||
+        AbandonedCount() > abandoned_before)
+      NoteAbandonedCollective();
     collectives_failed_ = std::string(collective) + " failed: " + arrived.message();
     return arrived;
   }
   ++collectives_completed_;
-  auto low = [&](size_t i) { return -v[kAgreedWords + i]; };
-  if (low(0) != v[0])
+  if (all.Agree()) return Status::Ok();
+  return Disagreement(what, collective, args, all);
+}
+
+Status MpiCommunicator::Disagreement(const std::string& what, const char* collective,
+                                     const std::vector<NamedArg>& args,
+                                     const ExchangeArgs& all) const {
+  if (all.lo[0] != all.hi[0])
     return InvalidArgumentError(what +
                                 ": every rank must call the same collectives in the same "
                                 "order (this rank " +
-                                collective + ", the others " + CollectiveName(low(0)) + " to " +
-                                CollectiveName(v[0]) + ")");
+                                collective + ", the others " + CollectiveName(all.lo[0]) + " to " +
+                                CollectiveName(all.hi[0]) + ")");
   for (size_t i = 0; i < args.size(); ++i)
-    if (low(1 + i) != v[1 + i])
+    if (all.lo[1 + i] != all.hi[1 + i])
       return InvalidArgumentError(what + ": every rank must pass the same " + args[i].name +
                                   " (this rank " + std::to_string(args[i].value) +
-                                  ", the ranks between " + std::to_string(low(1 + i)) + " and " +
-                                  std::to_string(v[1 + i]) + ")");
-  return Status::Ok();
-}
-
-// One message each way, on the collective communicator's point-to-point tag kArrivalTag (MPI
-// keeps a pair's messages on one tag in order, so successive collectives' arrivals match up),
-// combined by maximum as Agree's MPI_Iallreduce would.
-Status MpiCommunicator::ArriveWithPeer(std::vector<std::byte>& mine, Deadline deadline,
-                                       const std::string& what) {
-  const int peer = 1 - rank_;
-  const int bytes = static_cast<int>(mine.size());
-  std::vector<std::byte> theirs(mine.size());
-  MPI_Request received = MPI_REQUEST_NULL, sent = MPI_REQUEST_NULL;
-  int code = Locked([&] {
-    return MPI_Irecv(theirs.data(), bytes, MPI_BYTE, peer, kArrivalTag, collective_, &received);
-  });
-  if (code == MPI_SUCCESS)
-    code = Locked([&] {
-      return MPI_Isend(mine.data(), bytes, MPI_BYTE, peer, kArrivalTag, collective_, &sent);
-    });
-  Status arrived = MpiStatus(code, what);
-  const bool posted = sent != MPI_REQUEST_NULL;
-  const auto gone = [&] { return CollectivePeerGone(what); };
-  const std::string waiting = what + " (waiting for every rank to arrive)";
-  // The receive is taken back if it fails (MPI can cancel receives); the send, a few words, has
-  // normally left at once (eagerly).
-  if (arrived.ok()) arrived = Await(&received, deadline, waiting, gone, /*cancellable=*/true);
-  if (arrived.ok()) arrived = Await(&sent, deadline, waiting, gone, /*cancellable=*/false);
-  if (!arrived.ok()) {
-    // A peer that has not left may still receive this rank's arrival and wait in the data phase
-    // for it: then, as for a posted MPI_Iallreduce, MPI must not be finalised at exit, so that
-    // mpirun ends the job instead of leaving the peer stuck.
-    const bool peer_may_go_on = posted && arrived.code() != StatusCode::kUnavailable;
-    if (sent != MPI_REQUEST_NULL) {  // the receive failed first: the send is normally done
-      int done = 0;
-      Locked([&] { return MPI_Test(&sent, &done, MPI_STATUS_IGNORE); });
-    }
-    if (peer_may_go_on || received != MPI_REQUEST_NULL || sent != MPI_REQUEST_NULL)
-      NoteAbandonedCollective();
-    Abandon(&received, &theirs);  // still posted: MPI may yet write `theirs` and read `mine`
-    Abandon(&sent, &mine);
-    return arrived;
-  }
-  auto* v = reinterpret_cast<int64_t*>(mine.data());
-  const auto* w = reinterpret_cast<const int64_t*>(theirs.data());
-  for (size_t i = 0; i < 2 * kAgreedWords; ++i) v[i] = std::max(v[i], w[i]);
-  return Status::Ok();
+                                  ", the ranks between " + std::to_string(all.lo[1 + i]) + " and " +
+                                  std::to_string(all.hi[1 + i]) + ")");
+  return InternalError(what + ": the ranks disagree about an argument this rank does not pass");
 }
 
 Status MpiCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {

@@ -228,6 +228,11 @@ void MpiCommunicator::Abandon(MPI_Request* request, std::vector<std::byte>* owne
   *request = MPI_REQUEST_NULL;
 }
 
+size_t MpiCommunicator::AbandonedCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abandoned_.size();
+}
+
 Status MpiCommunicator::CheckPeer(int peer, const char* what, bool any_allowed) const {
   if ((any_allowed && peer == kAnySource) || (peer >= 0 && peer < size_)) return Status::Ok();
   return InvalidArgumentError(Where() + ": " + what + " rank " + std::to_string(peer) +

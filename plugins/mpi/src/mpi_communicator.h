@@ -19,10 +19,11 @@
 //   - The same holds for a receive whose message was matched but did not arrive in time (MPI may
 //     still write the caller's memory). Such an operation is abandoned, not undone: keep its
 //     buffer alive until the communicator is destroyed; hosts treat a transport deadline as fatal.
-//   - Collectives first agree (polled: between 2 ranks one small message each way, beyond a
-//     small MPI_Iallreduce) that every rank has arrived in the same collective with the same
-//     arguments (size, root, operation), then run the blocking native MPI call (the round costs
-//     a 256 KiB-16 MiB AllReduce on 2 ranks 0-3%: bench/results/allreduce.md run 26). Only the
+//   - Collectives first agree (polled: between 2 ranks one small message each way, beyond that
+//     recursive doubling of small point-to-point messages, the exchange pass below without
+//     data) that every rank has arrived in the same collective with the same arguments (size,
+//     root, operation), then run the blocking native MPI call (the round costs a 256 KiB-16 MiB
+//     AllReduce on 2 ranks 0-3%: bench/results/allreduce.md run 26). Only the
 //     arrival can time out: once every rank is in, the data phase depends on no one being late.
 //     Disagreeing arguments, or ranks in different collectives, are InvalidArgument on every
 //     rank, and the communicator stays usable.
@@ -35,8 +36,10 @@
 //     returns InvalidArgument with its data unchanged, and the communicator stays usable, as
 //     after the arrival round. To ranks on the same node the data goes in pieces small enough
 //     for Open MPI's shared memory to send eagerly (no rendezvous round trip).
-//     Ranks whose sizes fall on both sides of 128 KiB take different paths and meet their
-//     deadline instead. A pass that fails stops the collectives as a timed-out arrival does.
+//     The arrival round above is the same pass with arguments only, so ranks whose sizes fall
+//     on both sides of 128 KiB (or that are in different collectives) meet in it whichever path
+//     each took, and all return InvalidArgument with their data unchanged. A pass that fails
+//     stops the collectives as a timed-out arrival does.
 //   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
 //     costs a synchronisation per call (much of a small allreduce; on ranks that outnumber the
 //     cores, a time slice). The native MPI_Iallreduce is posted on the caller's memory at once and
@@ -83,6 +86,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -125,6 +129,11 @@ std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
 // 256 KiB up the two are even). So no message of that pass is longer.
 constexpr size_t kExchangeBelowBytes = size_t{128} << 10;
 
+// The collectives that agree on their arguments, by number (1 AllReduce, 2 Broadcast,
+// 3 AllGather; 0 for any other name), and back.
+int64_t CollectiveCode(const char* name);
+std::string CollectiveName(int64_t code);
+
 class MpiCommunicator final : public Communicator {
  public:
   // Joins MPI_COMM_WORLD: initialises MPI if needed (mpi_runtime.h), checks `ctx` against MPI's
@@ -161,14 +170,37 @@ class MpiCommunicator final : public Communicator {
   Status BlockingAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
   // A small AllReduce in one pass of point-to-point messages that carry the arguments
   // (mpi_exchange_allreduce.cc); ExchangeStep sends to and/or receives from one peer (-1: none).
-  struct ExchangeArgs;
+  // The arguments seen so far: this rank's, widened by every other rank's it heard of. Word 0 is
+  // the collective (CollectiveCode), words 1 and 2 its arguments (AllReduce: size and operation).
+  struct ExchangeArgs {
+    static constexpr size_t kWords = 3;
+    static constexpr size_t kBytes = 2 * kWords * sizeof(int64_t);  // on the wire: lo, then hi
+    int64_t lo[kWords], hi[kWords];
+    static ExchangeArgs Of(int64_t collective, int64_t first, int64_t second) {
+      return {{collective, first, second}, {collective, first, second}};
+    }
+    bool Agree() const { return std::equal(lo, lo + kWords, hi); }
+    bool operator==(const ExchangeArgs& o) const {
+      return std::equal(lo, lo + kWords, o.lo) && std::equal(hi, hi + kWords, o.hi);
+    }
+    void Merge(const ExchangeArgs& o) {
+      for (size_t i = 0; i < kWords; ++i)
+        lo[i] = std::min(lo[i], o.lo[i]), hi[i] = std::max(hi[i], o.hi[i]);
+    }
+  };
   enum class Landing { kCombine, kReplace };  // a received message is reduced in, or is the result
   // The largest message ExchangeStep sends to each rank (0: the whole data in one message), from
   // which ranks share this rank's node (mpi_exchange_allreduce.cc says why).
   static std::vector<size_t> ExchangePieceBytes(const std::vector<bool>& on_this_node);
   Status ExchangeAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
+  // One pass (recursive doubling) that merges every rank's *args into each rank's; `with_data`:
+  // moving and reducing `data` as well while the ranks agree (the small AllReduce), else
+  // arguments only (every collective's arrival round, Agree). Errors are its messages' own.
+  Status ExchangePass(std::span<float> data, ReduceOp op, bool with_data, ExchangeArgs* args,
+                      Deadline deadline, const std::string& what);
   Status ExchangeStep(int send_to, int receive_from, Landing landing, std::span<float> data,
-                      ReduceOp op, ExchangeArgs* args, Deadline deadline, const std::string& what);
+                      ReduceOp op, bool with_data, ExchangeArgs* args, Deadline deadline,
+                      const std::string& what);
 
   std::string Where() const { return "mpi rank " + std::to_string(rank_); }
   Status CheckPeer(int peer, const char* what, bool any_allowed) const;
@@ -185,6 +217,8 @@ class MpiCommunicator final : public Communicator {
                MPI_Status* status = MPI_STATUS_IGNORE);
   // Keeps a still-posted request (if any) and `*owned`, its memory, until destruction.
   void Abandon(MPI_Request* request, std::vector<std::byte>* owned);
+  // How many requests were abandoned so far.
+  size_t AbandonedCount();
 
   // A matched message (MPI_Improbe), not yet received.
   struct Probed {
@@ -207,20 +241,17 @@ class MpiCommunicator final : public Communicator {
 
   // Collectives: waits (polled) until every rank has arrived at `collective`, then checks that
   // all are in the same collective and passed the same `args` (InvalidArgument naming the
-  // collectives or the argument otherwise; the communicator stays usable).
+  // collectives or the argument otherwise; the communicator stays usable). The arrival is the
+  // exchange pass without data (ExchangePass), which a small AllReduce's pass meets.
   struct NamedArg {
     const char* name;
     int64_t value;
   };
   Status Agree(const char* collective, const std::vector<NamedArg>& args, Deadline deadline);
-  // Agree's arrival between exactly two ranks: one point-to-point message each way instead of a
-  // nonblocking MPI_Iallreduce, whose schedule cost 2-4% of a 256 KiB-1 MiB AllReduce
-  // (bench/results/allreduce.md, run 25). `mine`: Agree's 2 * kAgreedWords values, combined in
-  // place with the peer's by maximum.
-  static constexpr size_t kMaxAgreedArgs = 2;
-  static constexpr size_t kAgreedWords = 1 + kMaxAgreedArgs;  // the collective, its arguments
-  static constexpr int kArrivalTag = 97;  // beside the exchange pass's tags (98 and up)
-  Status ArriveWithPeer(std::vector<std::byte>& mine, Deadline deadline, const std::string& what);
+  // InvalidArgument naming what the ranks disagree about (the collective, else the first of
+  // `args` they differ on), from every rank's arguments merged in `all`.
+  Status Disagreement(const std::string& what, const char* collective,
+                      const std::vector<NamedArg>& args, const ExchangeArgs& all) const;
   Status CollectivesUsable(const char* collective);
 
   const MpiOptions options_;

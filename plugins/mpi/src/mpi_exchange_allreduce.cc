@@ -5,10 +5,15 @@
 // nonblocking and polled against the deadline and for ranks that left, and it carries the
 // arguments with it: its size is the sender's element count and its tag the operation, so one pass
 // both checks the arguments and moves the data, where the arrival round costs a round trip of its
-// own (most of a small allreduce). A rank that sees a disagreement passes a small disagreement
+// own (most of a small allreduce). A rank that sees a disagreement passes a small arguments
 // message on instead of data, so every rank learns it in the same pass, fails with it and keeps
 // its data as it was. To a rank on this node a step's data goes in pieces under Open MPI's
 // shared-memory eager limit (ExchangePieceBytes); the first piece's tag says how many follow.
+//
+// The same pass without data is every other collective's arrival round (Agree, in
+// mpi_collectives.cc; a large AllReduce's too): every message is an arguments message. So ranks
+// whose AllReduce sizes fall on both sides of kExchangeBelowBytes, or that are in different
+// collectives, meet in one pass whichever path each chose, and all learn the disagreement.
 #include <algorithm>
 #include <cstring>
 
@@ -23,10 +28,10 @@ namespace {
 // Tags on the collective communicator (point-to-point there is used by this pass only): a step's
 // first data message is tagged with the operation and the number of messages the sender cuts its
 // data into (see ExchangePieceBytes), so that the receiver learns how many more follow (kRestTag)
-// whatever its own size; a disagreement is one message, kDisagreeTag.
+// whatever its own size; arguments without data are one message, kArgsTag.
 constexpr int kDataTag = 100;
-constexpr int kOpTags = 4;  // tags per piece count: one per ReduceOp
-constexpr int kDisagreeTag = 99;
+constexpr int kOpTags = 4;    // tags per piece count: one per ReduceOp
+constexpr int kArgsTag = 99;  // an arguments message (ExchangeArgs::kBytes), no data
 constexpr int kRestTag = 98;
 int DataTag(ReduceOp op, int pieces) {
   return kDataTag + static_cast<int>(op) + kOpTags * (pieces - 1);
@@ -38,7 +43,7 @@ int64_t OperationOf(int tag) { return (tag - kDataTag) % kOpTags; }
 // kExchangeBelowBytes, or the rest of it after its first pieces), whatever this rank's own size:
 // a message longer than its receive must never arrive, as Open MPI's shared memory writes a
 // truncated message whole past the end of the buffer (seen with Open MPI 4.1 when it went by
-// rendezvous). So every sender's size is learnt exactly, and a disagreement (four int64) fits too.
+// rendezvous). So every sender's size is learnt exactly, and an arguments message fits too.
 constexpr size_t kScratchBytes = kExchangeBelowBytes;
 // Open MPI's eager limit counts its header too: a piece leaves it this much room.
 constexpr size_t kHeaderBytes = 64;
@@ -65,16 +70,6 @@ void Combine(float* __restrict dst, const float* __restrict src, size_t n, Reduc
 
 }  // namespace
 
-// The arguments seen so far: this rank's, widened by every disagreeing one it heard of.
-struct MpiCommunicator::ExchangeArgs {
-  int64_t min_size, max_size, min_op, max_op;
-  bool Agree() const { return min_size == max_size && min_op == max_op; }
-  void Merge(const ExchangeArgs& o) {
-    min_size = std::min(min_size, o.min_size), max_size = std::max(max_size, o.max_size);
-    min_op = std::min(min_op, o.min_op), max_op = std::max(max_op, o.max_op);
-  }
-};
-
 // Open MPI's shared-memory transport sends a message of up to btl_vader_eager_limit bytes (4 KiB
 // by default, its header included) eagerly, and a longer one by rendezvous, a round trip more: a
 // 4096-byte allreduce on 2 ranks in one message per step took 5x raw MPI's time
@@ -97,32 +92,11 @@ Status MpiCommunicator::ExchangeAllReduce(std::span<float> data, ReduceOp op, De
   REEL_RETURN_IF_ERROR(CollectivesUsable("AllReduce"));
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
   const auto size = static_cast<int64_t>(data.size());
-  ExchangeArgs args{size, size, static_cast<int64_t>(op), static_cast<int64_t>(op)};
-  exchange_scratch_.resize(kScratchBytes);
+  ExchangeArgs args = ExchangeArgs::Of(CollectiveCode("AllReduce"), size, static_cast<int64_t>(op));
   // Beyond 2 ranks a disagreement may come to light only after this rank combined data of a
   // rank that agreed: the data as it was, to give it back then.
   if (size_ > 2) exchange_original_.assign(data.begin(), data.end());
-  int pow2 = 1;
-  while (pow2 * 2 <= size_) pow2 *= 2;
-  const int rem = size_ - pow2;
-  auto step = [&](int send_to, int receive_from, Landing landing) {
-    return ExchangeStep(send_to, receive_from, landing, data, op, &args, deadline, what);
-  };
-  Status s;
-  if (rank_ < 2 * rem && rank_ % 2 == 0) {  // folded: hands its data over, takes the result back
-    s = step(rank_ + 1, -1, Landing::kCombine);
-    if (s.ok()) s = step(-1, rank_ + 1, Landing::kReplace);
-  } else {
-    if (rank_ < 2 * rem) s = step(-1, rank_ - 1, Landing::kCombine);
-    const int me = rank_ < 2 * rem ? rank_ / 2 : rank_ - rem;  // among the pow2 that exchange
-    for (int mask = 1; s.ok() && mask < pow2; mask <<= 1) {
-      const int other = me ^ mask;
-      const int peer = other < rem ? other * 2 + 1 : other + rem;
-      s = step(peer, peer, Landing::kCombine);
-    }
-    if (s.ok() && rank_ < 2 * rem) s = step(rank_ - 1, -1, Landing::kCombine);
-  }
-  if (!s.ok()) {
+  if (Status s = ExchangePass(data, op, /*with_data=*/true, &args, deadline, what); !s.ok()) {
     // Messages of this pass may still be under way, and a later pass would take them for its
     // own: the collectives of this communicator stop here (mpi_communicator.h).
     collectives_failed_ = "AllReduce failed: " + s.message();
@@ -131,17 +105,39 @@ Status MpiCommunicator::ExchangeAllReduce(std::span<float> data, ReduceOp op, De
   ++collectives_completed_;
   if (args.Agree()) return Status::Ok();
   if (size_ > 2) std::copy(exchange_original_.begin(), exchange_original_.end(), data.begin());
-  const bool sizes = args.min_size != args.max_size;
-  return InvalidArgumentError(
-      what + ": every rank must pass the same " + (sizes ? "size" : "operation") + " (this rank " +
-      std::to_string(sizes ? size : static_cast<int64_t>(op)) + ", the ranks between " +
-      std::to_string(sizes ? args.min_size : args.min_op) + " and " +
-      std::to_string(sizes ? args.max_size : args.max_op) + ")");
+  return Disagreement(what, "AllReduce", {{"size", size}, {"operation", static_cast<int64_t>(op)}},
+                      args);
+}
+
+Status MpiCommunicator::ExchangePass(std::span<float> data, ReduceOp op, bool with_data,
+                                     ExchangeArgs* args, Deadline deadline,
+                                     const std::string& what) {
+  exchange_scratch_.resize(kScratchBytes);
+  int pow2 = 1;
+  while (pow2 * 2 <= size_) pow2 *= 2;
+  const int rem = size_ - pow2;
+  auto step = [&](int send_to, int receive_from, Landing landing) {
+    return ExchangeStep(send_to, receive_from, landing, data, op, with_data, args, deadline, what);
+  };
+  if (rank_ < 2 * rem && rank_ % 2 == 0) {  // folded: hands its data over, takes the result back
+    REEL_RETURN_IF_ERROR(step(rank_ + 1, -1, Landing::kCombine));
+    return step(-1, rank_ + 1, Landing::kReplace);
+  }
+  if (rank_ < 2 * rem) REEL_RETURN_IF_ERROR(step(-1, rank_ - 1, Landing::kCombine));
+  const int me = rank_ < 2 * rem ? rank_ / 2 : rank_ - rem;  // among the pow2 that exchange
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    const int other = me ^ mask;
+    const int peer = other < rem ? other * 2 + 1 : other + rem;
+    REEL_RETURN_IF_ERROR(step(peer, peer, Landing::kCombine));
+  }
+  if (rank_ < 2 * rem) return step(rank_ - 1, -1, Landing::kCombine);
+  return Status::Ok();
 }
 
 Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing landing,
-                                     std::span<float> data, ReduceOp op, ExchangeArgs* args,
-                                     Deadline deadline, const std::string& what) {
+                                     std::span<float> data, ReduceOp op, bool with_data,
+                                     ExchangeArgs* args, Deadline deadline,
+                                     const std::string& what) {
   const int peer = send_to >= 0 ? send_to : receive_from;
   const std::string step = what + " (with rank " + std::to_string(peer) + ")";
   auto gone = [&] { return CollectivePeerGone(step); };
@@ -158,12 +154,18 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
                                    }),
                                    step));
   // What goes out: the data in pieces of at most `piece` bytes, the first tagged with the
-  // operation and the piece count, or the disagreement heard of so far (on the heap: should the
-  // send be abandoned, MPI may read it later).
-  std::vector<std::byte> disagreement;
+  // operation and the piece count, or (without data, or after a disagreement) the arguments heard
+  // of so far (on the heap: should the send be abandoned, MPI may read it later).
+  std::vector<std::byte> arguments;
   std::vector<MPI_Request> sending;
+  // A send that is done (a short one leaves at once, eagerly) is not abandoned: only one that
+  // MPI may still read stays posted.
   auto abandon_sends = [&] {
-    for (MPI_Request& r : sending) Abandon(&r, &disagreement);
+    for (MPI_Request& r : sending) {
+      int done = 0;
+      if (r != MPI_REQUEST_NULL) Locked([&] { return MPI_Test(&r, &done, MPI_STATUS_IGNORE); });
+      Abandon(&r, &arguments);
+    }
   };
   if (send_to >= 0) {
     std::span<const std::byte> out = std::as_bytes(data);
@@ -171,11 +173,11 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     if (piece == 0 || piece >= bytes || bytes > kPiecesUpTo)
       piece = std::max<size_t>(bytes, 1);  // one message
     int first_tag = DataTag(op, static_cast<int>(std::max<size_t>((bytes + piece - 1) / piece, 1)));
-    if (!args->Agree()) {
-      const int64_t v[4] = {args->min_size, args->max_size, args->min_op, args->max_op};
-      disagreement.resize(sizeof v);
-      std::memcpy(disagreement.data(), v, sizeof v);
-      out = disagreement, piece = disagreement.size(), first_tag = kDisagreeTag;
+    if (!with_data || !args->Agree()) {
+      arguments.resize(ExchangeArgs::kBytes);
+      std::memcpy(arguments.data(), args->lo, sizeof args->lo);
+      std::memcpy(arguments.data() + sizeof args->lo, args->hi, sizeof args->hi);
+      out = arguments, piece = arguments.size(), first_tag = kArgsTag;
     }
     for (size_t from = 0; from == 0 || from < out.size(); from += piece) {
       const std::span<const std::byte> part = out.subspan(from, std::min(piece, out.size() - from));
@@ -202,10 +204,10 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
     // Still posted (not cancelled): MPI may yet write into the scratch, which goes with the
     // request and outlives this communicator (the collectives stop after a failed pass).
     if (!s.ok()) Abandon(&receiving, &exchange_scratch_);
-    int count = 0, tag = kDisagreeTag;
+    int count = 0, tag = kArgsTag;
     if (s.ok()) Locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
     if (s.ok()) tag = status.MPI_TAG;
-    const bool data_message = tag != kDisagreeTag;
+    const bool data_message = tag != kArgsTag;
     const int their_pieces = data_message ? PiecesOf(tag) : 1;
     const int64_t their_op = data_message ? OperationOf(tag) : 0;
     // The sender's other pieces, in order (MPI lets no message from one sender with one tag
@@ -225,14 +227,17 @@ Status MpiCommunicator::ExchangeStep(int send_to, int receive_from, Landing land
       got += static_cast<size_t>(count);
     }
     if (s.ok()) {
-      const auto their_size = static_cast<int64_t>(got / sizeof(float));
-      ExchangeArgs theirs{their_size, their_size, their_op, their_op};
-      if (!data_message && got == 4 * sizeof(int64_t)) {
-        int64_t v[4];
-        std::memcpy(v, scratch, sizeof v);
-        theirs = {v[0], v[1], v[2], v[3]};
+      // A data message is an AllReduce of its length in floats, with the operation of its tag.
+      ExchangeArgs theirs = ExchangeArgs::Of(CollectiveCode("AllReduce"),
+                                             static_cast<int64_t>(got / sizeof(float)), their_op);
+      if (!data_message && got == ExchangeArgs::kBytes) {
+        std::memcpy(theirs.lo, scratch, sizeof theirs.lo);
+        std::memcpy(theirs.hi, scratch + sizeof theirs.lo, sizeof theirs.hi);
+      } else if (!data_message) {
+        s = InternalError(step + ": an arguments message of " + std::to_string(got) +
+                          " bytes, expected " + std::to_string(ExchangeArgs::kBytes));
       }
-      fits = data_message && args->Agree() && got == bytes && their_op == args->min_op;
+      fits = data_message && with_data && args->Agree() && theirs == *args;
       if (!fits) args->Merge(theirs);
     }
   }

@@ -3,7 +3,7 @@
 // rank that gave up does not finalise MPI, and its exit ends the job (mpirun) instead of leaving
 // the late ranks stuck (mpi_communicator.h). Run under tests/expect_abort.sh, which wants a
 // non-zero exit and rank 0's DeadlineExceeded line: rank 0 gives up after 200 ms, the others
-// arrive after 1 s. As 2 ranks (the point-to-point arrival) and 3 (a small MPI_Iallreduce).
+// arrive after 1 s. As 2 ranks (one message each way) and 3 (recursive doubling).
 // Without the rule the job hangs until CTest's timeout.
 #include <gtest/gtest.h>
 

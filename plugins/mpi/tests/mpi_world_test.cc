@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "mpi_communicator.h"
@@ -128,8 +129,8 @@ TEST(MpiTransport, RanksDisagreeingAboutArgumentsAllGetAnErrorAndStayInStep) {
 }
 
 // Above kExchangeBelowBytes an AllReduce first agrees on arrival and arguments (on 2 ranks one
-// message each way, beyond that a small MPI_Iallreduce); ranks that disagree, or that are in
-// different collectives, all fail with the reason, keep their data and stay in step.
+// message each way, beyond that recursive doubling of such messages); ranks that disagree, or that
+// are in different collectives, all fail with the reason, keep their data and stay in step.
 TEST(MpiTransport, RanksInDifferentCollectivesOrSizesAllFailAndLoseNothing) {
   auto c = Join();
   ASSERT_NE(c, nullptr);
@@ -158,6 +159,51 @@ TEST(MpiTransport, RanksInDifferentCollectivesOrSizesAllFailAndLoseNothing) {
   std::vector<float> whole(large, 1.0f);
   ASSERT_TRUE(c->AllReduce(whole, ReduceOp::kSum, Far()).ok());
   EXPECT_EQ(whole[large - 1], static_cast<float>(c->size()));
+}
+
+// Sizes on both sides of kExchangeBelowBytes (100 KiB and 200 KiB): the small one's pass of
+// messages and the large one's arrival round are one protocol, so every rank fails with the
+// sizes named, whichever path it took, keeps its data, and the communicator stays in step.
+// Before, the two paths never met and every rank waited until its deadline.
+TEST(MpiTransport, RanksWhoseSizesStraddleTheSmallPathAllFailAndLoseNothing) {
+  auto c = Join();
+  ASSERT_NE(c, nullptr);
+  const size_t small = (size_t{100} << 10) / sizeof(float), large = (size_t{200} << 10) / 4;
+  static_assert((size_t{100} << 10) < kExchangeBelowBytes &&
+                (size_t{200} << 10) > kExchangeBelowBytes);
+  // Which ranks pass the small size: rank 0 only, all but rank 0, every other rank.
+  const std::vector<std::function<bool(int)>> small_on = {
+      [](int r) { return r == 0; }, [](int r) { return r != 0; }, [](int r) { return r % 2 == 1; }};
+  for (size_t k = 0; k < small_on.size(); ++k) {
+    std::vector<float> data(small_on[k](c->rank()) ? small : large);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(c->rank() + i % 251);
+    const std::vector<float> before = data;
+    Status s = c->AllReduce(data, ReduceOp::kSum, Far());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "case " << k << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("same size"));
+    EXPECT_THAT(s.message(),
+                HasSubstr("between " + std::to_string(small) + " and " + std::to_string(large)));
+    EXPECT_EQ(data, before) << "case " << k;
+    ExpectAllReduceWorks(*c);
+  }
+  // The operation differs too, across the paths: rank 0 small with max, the others large.
+  std::vector<float> data(c->rank() == 0 ? small : large, 1.0f);
+  Status s = c->AllReduce(data, c->rank() == 0 ? ReduceOp::kMax : ReduceOp::kSum, Far());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(data, std::vector<float>(data.size(), 1.0f));
+  // A small AllReduce beside a large Broadcast: ranks in different collectives.
+  std::vector<float> floats(small, 1.0f);
+  std::vector<std::byte> bytes(large * 4, std::byte{7});
+  const bool last = c->rank() == c->size() - 1;
+  Status mixed = last ? c->Broadcast(bytes, 0, Far()) : c->AllReduce(floats, ReduceOp::kSum, Far());
+  EXPECT_EQ(mixed.code(), StatusCode::kInvalidArgument) << mixed;
+  EXPECT_THAT(mixed.message(), HasSubstr("the others AllReduce to Broadcast"));
+  EXPECT_EQ(floats, std::vector<float>(small, 1.0f));
+  EXPECT_EQ(bytes, std::vector<std::byte>(large * 4, std::byte{7}));
+  std::vector<float> whole(large, 1.0f);
+  ASSERT_TRUE(c->AllReduce(whole, ReduceOp::kSum, Far()).ok());
+  EXPECT_EQ(whole[large - 1], static_cast<float>(c->size()));
+  ExpectAllReduceWorks(*c);
 }
 
 // A Barrier that times out on one rank: the others complete it when they arrive, and then the
@@ -316,8 +362,8 @@ TEST(MpiTransport, SmallAllReduceWithAPeerThatLeftIsUnavailable) {
 }
 
 // Above kExchangeBelowBytes the arrival finds a rank that left. On 2 ranks (one message each way)
-// nothing stays posted, so this process still finalises MPI; beyond, the abandoned
-// MPI_Iallreduce keeps it from finalising, which would end this test job
+// nothing stays posted, so this process still finalises MPI; beyond, the abandoned arrival
+// keeps it from finalising, which would end this test job
 // (tests/mpi_late_arrival_test.cc covers that ending).
 TEST(MpiTransport, LargeAllReduceWithAPeerThatLeftIsUnavailable) {
   auto c = Join();

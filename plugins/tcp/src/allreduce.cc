@@ -310,20 +310,53 @@ class TcpCommunicator::RingAllReduce {
 // (reel/collective_agreement.h) on that number's frames before any data moves: ranks that
 // disagree all return InvalidArgument with their data and the group in step. Any other failure
 // leaves the collectives failed for good (reel/transport.h).
+// A call that another thread's AllReduce keeps waiting past its deadline returns
+// DeadlineExceeded then, and counts as failed: it took no collective number, so the other ranks'
+// messages for it would be taken for this rank's next call.
 Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   if (world_ == 1) return Status::Ok();
-  std::lock_guard<std::mutex> one_at_a_time(collective_mu_);
   const std::string what = Where() + ": AllReduce of " + std::to_string(data.size()) + " floats";
-  if (!collectives_failed_.empty())
+  std::unique_lock<DeadlineMutex> one_at_a_time(collective_mu_, std::defer_lock);
+  if (!one_at_a_time.try_lock_until(deadline)) {
+    Status s = DeadlineExceededError(
+        what +
+        ": passed its deadline waiting for another thread's AllReduce on this "
+        "communicator to end (collectives are called by one thread per rank)");
+    std::lock_guard<std::mutex> failed(failed_mu_);
+    if (collectives_failed_.empty()) collectives_failed_ = s.message();
+    return s;
+  }
+  if (std::string failed = CollectivesFailed(); !failed.empty())
     return FailedPreconditionError(
-        what + ": this communicator's collectives are unusable since one failed (" +
-        collectives_failed_ + "); connect a new communicator");
+        what + ": this communicator's collectives are unusable since one failed (" + failed +
+        "); connect a new communicator");
   const uint32_t seq = collective_seq_++;
   if (const uint64_t stale = mailbox_.StartCollective(seq); stale > 0)
     Log("dropped " + std::to_string(stale) +
         " message(s) of earlier allreduces that failed on this rank");
-  Status s = AgreeOnArguments(agreement::AllReduceArgs(data.size(), op), seq, deadline);
+  // A small call sends its data with its arguments: once every rank has everyone's (and they
+  // agree), each reduces them itself, in rank order, and no ring runs.
+  const size_t bytes = data.size() * sizeof(float);
+  const bool send_data = !data.empty() && bytes <= options_.allreduce_small_bytes &&
+                         bytes * static_cast<size_t>(world_ - 1) <= options_.allreduce_small_bytes;
+  std::vector<std::vector<float>> theirs;
+  Status s = AgreeOnArguments(agreement::AllReduceArgs(data.size(), op), seq, deadline,
+                              send_data ? std::span<const float>(data) : std::span<const float>(),
+                              &theirs);
   if (s.code() == StatusCode::kInvalidArgument) return s.WithContext(what);  // nothing moved
+  // Every rank sent its data (the ranks agree, so theirs holds every rank's): reduce here. A rank
+  // whose options say otherwise makes every rank run the ring.
+  const bool every_rank_sent =
+      !data.empty() && std::all_of(theirs.begin(), theirs.end(),
+                                   [&](const auto& d) { return d.size() == data.size(); });
+  if (s.ok() && every_rank_sent) {
+    // Into rank 0's copy (the ring's scratch keeps its size for the ring's calls).
+    std::vector<float>& sum = theirs[0];
+    for (size_t r = 1; r < theirs.size(); ++r)
+      ring::Reduce(sum.data(), theirs[r].data(), data.size(), op);
+    std::copy(sum.begin(), sum.end(), data.begin());
+    return Status::Ok();
+  }
   if (s.ok() && !data.empty()) {
     Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
     Result<std::unique_lock<DeadlineMutex>> reading =
@@ -337,26 +370,101 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
   }
   if (s.ok()) return s;
   s = s.WithContext(what);
-  collectives_failed_ = s.message();
+  std::lock_guard<std::mutex> failed(failed_mu_);
+  if (collectives_failed_.empty()) collectives_failed_ = s.message();
   return s;
 }
 
+std::string TcpCommunicator::CollectivesFailed() {
+  std::lock_guard<std::mutex> failed(failed_mu_);
+  return collectives_failed_;
+}
+
+namespace {
+
+// In an agreement message of AllReduce, a rank's arguments (agreement::kArgsBytes, as
+// agreement::GatherArgs writes them) with this bit set in the collective are followed by its data.
+constexpr uint32_t kDataFollows = 0x80000000u;
+
+}  // namespace
+
+// Bruck's allgather, as agreement::GatherArgs, of blocks that each carry a rank's arguments and,
+// when it sent them, its data.
 Status TcpCommunicator::AgreeOnArguments(const agreement::Args& mine, uint32_t seq,
-                                         Deadline deadline) {
-  Result<std::vector<agreement::Args>> all = agreement::GatherArgs(
-      rank_, world_, mine,
-      [&](int dest, std::span<const std::byte> bytes) {
-        return SendFrame(dest, FrameType::kCollective, seq & kCollectiveSeqMask, bytes, deadline,
-                         Where() + ": arguments of collective " + std::to_string(seq) +
-                             " to rank " + std::to_string(dest));
-      },
-      [&](int source) -> Result<std::vector<std::byte>> {
-        REEL_ASSIGN_OR_RETURN(Message m,
-                              mailbox_.Recv(source, Mailbox::CollectiveTag(seq), deadline));
-        return std::move(m.payload);
-      });
-  if (!all.ok()) return all.status();
-  return agreement::CheckAgreement(*all);
+                                         Deadline deadline, std::span<const float> data,
+                                         std::vector<std::vector<float>>* theirs) {
+  struct Block {
+    agreement::Args args;
+    bool with_data = false;
+    std::vector<float> data;
+  };
+  const size_t n = static_cast<size_t>(world_), r = static_cast<size_t>(rank_);
+  std::vector<Block> have(1);  // have[i]: rank (rank + i) % size's
+  have[0].args = mine;
+  have[0].with_data = !data.empty();
+  have[0].data.assign(data.begin(), data.end());
+  std::vector<std::byte> out;
+  while (have.size() < n) {
+    const size_t m = have.size(), k = std::min(m, n - m);
+    out.clear();
+    for (size_t i = 0; i < k; ++i) {
+      const Block& b = have[i];
+      const size_t at = out.size(), floats = b.with_data ? b.data.size() : 0;
+      out.resize(at + agreement::kArgsBytes + floats * sizeof(float));
+      const uint32_t collective =
+          static_cast<uint32_t>(b.args.collective) | (b.with_data ? kDataFollows : 0);
+      std::memcpy(&out[at], &collective, 4);
+      std::memcpy(&out[at + 4], &b.args.detail, 4);
+      std::memcpy(&out[at + 8], &b.args.count, 8);
+      if (floats > 0)
+        std::memcpy(&out[at + agreement::kArgsBytes], b.data.data(), floats * sizeof(float));
+    }
+    const int dest = static_cast<int>((r + n - m) % n), source = static_cast<int>((r + m) % n);
+    REEL_RETURN_IF_ERROR(SendFrame(dest, FrameType::kCollective, seq & kCollectiveSeqMask, out,
+                                   deadline,
+                                   Where() + ": arguments of collective " + std::to_string(seq) +
+                                       " to rank " + std::to_string(dest)));
+    REEL_ASSIGN_OR_RETURN(Message in, mailbox_.Recv(source, Mailbox::CollectiveTag(seq), deadline));
+    const std::vector<std::byte>& bytes = in.payload;
+    size_t at = 0;
+    for (size_t i = 0; i < k; ++i) {
+      Block b;
+      uint32_t collective = 0;
+      if (bytes.size() - at < agreement::kArgsBytes)
+        return InternalError("agreeing on a collective's arguments: rank " +
+                             std::to_string(source) + " sent " + std::to_string(bytes.size()) +
+                             " bytes, too few for " + std::to_string(k) +
+                             " ranks' arguments (is it in another collective?)");
+      std::memcpy(&collective, &bytes[at], 4);
+      std::memcpy(&b.args.detail, &bytes[at + 4], 4);
+      std::memcpy(&b.args.count, &bytes[at + 8], 8);
+      b.with_data = (collective & kDataFollows) != 0;
+      b.args.collective = static_cast<agreement::Collective>(collective & ~kDataFollows);
+      at += agreement::kArgsBytes;
+      if (b.with_data) {
+        if (b.args.count > (bytes.size() - at) / sizeof(float))
+          return InternalError("agreeing on a collective's arguments: rank " +
+                               std::to_string(source) + "'s message ends inside a rank's data");
+        b.data.resize(b.args.count);
+        std::memcpy(b.data.data(), &bytes[at], b.args.count * sizeof(float));
+        at += b.args.count * sizeof(float);
+      }
+      have.push_back(std::move(b));
+    }
+    if (at != bytes.size())
+      return InternalError("agreeing on a collective's arguments: rank " + std::to_string(source) +
+                           " sent " + std::to_string(bytes.size() - at) +
+                           " bytes more than expected (is it in another collective?)");
+  }
+  std::vector<agreement::Args> all(n);
+  for (size_t i = 0; i < n; ++i) all[(r + i) % n] = have[i].args;
+  REEL_RETURN_IF_ERROR(agreement::CheckAgreement(all));
+  if (theirs) {
+    theirs->assign(n, {});
+    for (size_t i = 0; i < n; ++i)
+      if (have[i].with_data) (*theirs)[(r + i) % n] = std::move(have[i].data);
+  }
+  return Status::Ok();
 }
 
 }  // namespace reel::tcp

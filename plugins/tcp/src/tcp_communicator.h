@@ -129,8 +129,13 @@ class TcpCommunicator final : public Communicator {
   Status SendFrame(int dest, FrameType type, uint32_t tag, std::span<const std::byte> data,
                    Deadline deadline, const std::string& what);
   // Every rank's arguments of collective `seq`, on its frames: OK if they agree, InvalidArgument
-  // naming what each rank passed if not, else why the messages failed. REQUIRES: collective_mu_.
-  Status AgreeOnArguments(const agreement::Args& mine, uint32_t seq, Deadline deadline);
+  // naming what each rank passed if not, else why the messages failed. With `data` (not empty)
+  // this rank's data goes along, and *theirs gets, by rank, the data of every rank that sent it
+  // (empty for the others). REQUIRES: collective_mu_.
+  Status AgreeOnArguments(const agreement::Args& mine, uint32_t seq, Deadline deadline,
+                          std::span<const float> data, std::vector<std::vector<float>>* theirs);
+  // Why the collectives are unusable (the first failure), empty while they work.
+  std::string CollectivesFailed();
   // The io thread's way to take read_mu: waits on `resume` while a collective holds it.
   asio::awaitable<std::unique_lock<DeadlineMutex>> LockReading(Peer* peer);
   // A collective takes `peer`'s incoming connection for the calling thread (Unavailable if its
@@ -206,9 +211,14 @@ class TcpCommunicator final : public Communicator {
   tcp::acceptor acceptor_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; peers_[rank_] is unused
   std::atomic<bool> closing_{false};
-  std::mutex collective_mu_;     // one AllReduce at a time
+  // One AllReduce at a time. A DeadlineMutex (waiting.h), as read_mu: a call that another
+  // thread's AllReduce keeps waiting gives up at its own deadline instead of behind that call.
+  DeadlineMutex collective_mu_;
   uint32_t collective_seq_ = 0;  // the next native collective's number; guarded by collective_mu_
-  std::string collectives_failed_;  // the first failure of a collective; guarded by collective_mu_
+  // The first failure of a collective; guarded by failed_mu_ (a call that gave up waiting for
+  // collective_mu_ records its failure too, without it).
+  std::mutex failed_mu_;
+  std::string collectives_failed_;
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
   // How long AllReduce polls once nothing moves, and whether it yields the core between polls;

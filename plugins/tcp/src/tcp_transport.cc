@@ -60,6 +60,10 @@ OptionSchema TcpOptionSchema() {
                 "ranks on this host outnumber the cores this rank may use). -1: automatic, as "
                 "Open MPI decides: it polls for 20000 us where the group's ranks on this host "
                 "are no more than those cores, else sleeps at once; 0: it sleeps at once"),
+      IntOption("allreduce_small_bytes", 65536,
+                "an AllReduce of at most this many bytes times (ranks - 1) sends its data with "
+                "the ranks' agreement on its arguments and reduces every rank's data itself, "
+                "instead of agreeing first and running the ring; 0: always the ring"),
       StringOption("congestion_control", "",
                    "TCP congestion control of this rank's sending connections. Empty: automatic, "
                    "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
@@ -99,6 +103,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
                                 " outside [0, " + std::to_string(kMaxAllReduceSpinUs) +
                                 "] (or -1: automatic)");
   if (spin >= 0) t.allreduce_spin = std::chrono::microseconds(spin);
+  const int64_t small = o.GetInt("allreduce_small_bytes");
+  if (small < 0 || small > (int64_t{1} << 30))
+    return InvalidArgumentError("tcp option 'allreduce_small_bytes': " + std::to_string(small) +
+                                " is outside [0, 1073741824]");
+  t.allreduce_small_bytes = static_cast<size_t>(small);
   const int64_t budget = o.GetInt("receive_budget_bytes");
   if (budget < 0)
     return InvalidArgumentError("tcp option 'receive_budget_bytes': " + std::to_string(budget) +

@@ -35,6 +35,10 @@ struct TcpOptions {
   // sleeps in poll() at once). Unset: chosen when the group forms, polling only when the ranks
   // on this host fit its cores (allreduce_waiting.h). Busy waiting pays only with a core per rank.
   std::optional<std::chrono::microseconds> allreduce_spin;
+  // An AllReduce whose data, times the other ranks, is at most this many bytes sends its data
+  // with its arguments (the agreement's messages) and reduces every rank's here, instead of
+  // agreeing first and then running the ring: one round (on 2 ranks) instead of three. 0: never.
+  size_t allreduce_small_bytes = size_t{64} << 10;
   // The TCP congestion control of this rank's sending connections: empty, automatic (reno instead
   // of bbr on loopback, the system's elsewhere; congestion_control.h); "system": the system's
   // everywhere; else that algorithm on every one.

@@ -7,7 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,6 +119,39 @@ TEST(TcpAllReduce, RanksThatDisagreeAboutTheSizeAllFail) {
   }
 }
 
+// A small AllReduce sends its data with the agreement (allreduce_small_bytes); a larger one
+// agrees and then runs the ring. Ranks on both sides of that line still meet in the agreement and
+// all fail, data untouched; afterwards small and ring calls alike reduce correctly, and every
+// rank holds bit for bit the same result.
+TEST(TcpAllReduce, RanksOnBothSidesOfTheSmallPathAllFailThenBothPathsReduce) {
+  for (int n : {2, 3}) {
+    conformance::Communicators comms = Group(n);
+    ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+    std::vector<std::vector<float>> results(static_cast<size_t>(n));
+    std::vector<Status> st = conformance::RunOnRanks(comms, [&](Communicator& c) -> Status {
+      std::vector<float> data = RankData(c, c.rank() == 0 ? 1000 : 100000);
+      const std::vector<float> before = data;
+      Status s = c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
+      if (s.code() != StatusCode::kInvalidArgument)
+        return InternalError("sizes 1000 and 100000: " + s.ToString());
+      if (data != before) return InternalError("the refused call changed the data");
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{4096}, size_t{100000}}) {
+        std::vector<float> d = RankData(c, count);
+        for (float& v : d) v *= 0.1f;  // sums that depend on their order
+        REEL_RETURN_IF_ERROR(c.AllReduce(d, ReduceOp::kSum, DeadlineIn(60s)));
+        if (count == 1000) results[static_cast<size_t>(c.rank())] = d;
+        std::vector<float> e = RankData(c, count);
+        REEL_RETURN_IF_ERROR(c.AllReduce(e, ReduceOp::kSum, DeadlineIn(60s)));
+        REEL_RETURN_IF_ERROR(CheckSum(c, e).WithContext(std::to_string(count) + " floats"));
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(st[r].ok()) << n << " ranks, rank " << r << ": " << st[r];
+    for (int r = 1; r < n; ++r) EXPECT_EQ(results[r], results[0]) << n << " ranks, rank " << r;
+  }
+}
+
 // After an allreduce refused because the ranks disagree about the size (4 MiB on rank 1: 8
 // chunks), nothing of it may reach a later collective: not the core's Broadcast, whose first tag
 // is the one native allreduces once shared with it, nor the next allreduce. (The agreement sends
@@ -146,6 +181,48 @@ TEST(TcpAllReduce, ALeftoverOfAFailedAllReduceReachesNoLaterCollective) {
     return Status::Ok();
   });
   for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
+// Two threads' AllReduces on one rank (outside the contract: collectives are called by one thread
+// per rank, but a mistake must not hang a caller). Thread A's call waits for rank 1, which
+// withholds its part; thread B's, with a deadline of its own, must return DeadlineExceeded at that
+// deadline instead of waiting behind A (before: it blocked on the collective's mutex until A
+// ended). B took no collective number, so the rank's collectives count as failed after it.
+TEST(TcpAllReduce, ASecondThreadsAllReduceEndsAtItsOwnDeadline) {
+  conformance::Communicators comms = Group(2);
+  ASSERT_EQ(comms.size(), 2u);
+  std::atomic<bool> a_ended{false};
+  Status a_status;
+  std::thread a([&] {
+    std::vector<float> data = RankData(*comms[0], 1000);
+    a_status = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
+    a_ended.store(true);
+    if (a_status.ok()) a_status = CheckSum(*comms[0], data);
+  });
+  std::this_thread::sleep_for(200ms);  // A holds the collective, waiting for rank 1
+  std::vector<float> b_data(16, 7.0f);
+  const auto b_deadline = DeadlineIn(500ms);
+  const Status b = comms[0]->AllReduce(b_data, ReduceOp::kSum, b_deadline);
+  const auto late = Clock::now() - b_deadline;
+  std::cout << "[collective mutex] B returned "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(late).count()
+            << " ms after its deadline\n";
+  EXPECT_EQ(b.code(), StatusCode::kDeadlineExceeded) << b;
+  EXPECT_THAT(b.message(), HasSubstr("another thread's AllReduce"));
+  EXPECT_FALSE(a_ended.load()) << "B waited for A to end";
+  EXPECT_LT(late, 10s) << "B hung past its deadline";  // a bound for hanging, not for speed
+  EXPECT_EQ(b_data, std::vector<float>(16, 7.0f)) << "B touched its data";
+  // Rank 1 takes part in A's call now: A completes, correct.
+  std::vector<float> theirs = RankData(*comms[1], 1000);
+  const Status peer = comms[1]->AllReduce(theirs, ReduceOp::kSum, DeadlineIn(60s));
+  a.join();
+  EXPECT_TRUE(peer.ok()) << peer;
+  EXPECT_TRUE(a_status.ok()) << a_status;
+  // B's failure stays: the next AllReduce on rank 0 is refused, naming it.
+  std::vector<float> next(16, 1.0f);
+  const Status after = comms[0]->AllReduce(next, ReduceOp::kSum, DeadlineIn(5s));
+  EXPECT_EQ(after.code(), StatusCode::kFailedPrecondition) << after;
+  EXPECT_THAT(after.message(), HasSubstr("another thread's AllReduce"));
 }
 
 // Rank 2 stays away: ranks 0 and 1 wait for it until their deadline (in the agreement before the

@@ -1,7 +1,8 @@
 // A hostile local process, for the tcp tests: `connections` connections held open to one port,
 // each silent, dribbling one byte a second (slowloris), sending random bytes, or sending a frame
 // header that claims an enormous payload, and opened again as soon as the rank closes it (as a
-// flood that wants to keep the port busy would). On a thread of its own; loopback only.
+// flood that wants to keep the port busy would). On a thread of its own; to loopback unless told
+// another address (the tests' own network namespaces: flood_main.cc).
 #ifndef REEL_PLUGINS_TCP_TESTS_FLOOD_H_
 #define REEL_PLUGINS_TCP_TESTS_FLOOD_H_
 
@@ -34,9 +35,11 @@ class Flood {
     return "?";
   }
 
-  Flood(uint16_t port, int connections, Kind kind) : kind_(kind) {
+  Flood(uint16_t port, int connections, Kind kind, const std::string& host = "127.0.0.1")
+      : kind_(kind) {
+    const tcp::endpoint at(asio::ip::make_address(host), port);
     for (int i = 0; i < connections; ++i)
-      asio::co_spawn(io_, Hold(port, static_cast<unsigned>(i)), asio::detached);
+      asio::co_spawn(io_, Hold(at, static_cast<unsigned>(i)), asio::detached);
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Flood() {
@@ -49,8 +52,7 @@ class Flood {
   int64_t cut() const { return cut_.load(); }
 
  private:
-  asio::awaitable<void> Hold(uint16_t port, unsigned seed) {
-    const tcp::endpoint at(asio::ip::make_address("127.0.0.1"), port);
+  asio::awaitable<void> Hold(tcp::endpoint at, unsigned seed) {
     std::mt19937 random(seed);
     boost::system::error_code ec;
     while (!stopping_) {

@@ -154,12 +154,14 @@ TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
     EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   });
   std::this_thread::sleep_for(200ms);  // the receive is reading rank 1's connection itself
-  // Rank 1 takes part, so the ranks agree on the call and rank 0's ring needs the connection.
+  // Rank 1 takes part, so the ranks agree on the call and rank 0's ring needs the connection
+  // (128 KiB: above allreduce_small_bytes, which would reduce without the ring).
+  constexpr size_t kFloats = size_t{32} << 10;
   std::thread peer([&] {
-    std::vector<float> theirs(16, 1.0f);
+    std::vector<float> theirs(kFloats, 1.0f);
     (void)comms[1]->AllReduce(theirs, ReduceOp::kSum, DeadlineIn(2s));
   });
-  std::vector<float> data(16, 1.0f);
+  std::vector<float> data(kFloats, 1.0f);
   Status s = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(1s));
   EXPECT_FALSE(receive_ended.load()) << "the AllReduce waited for the receive to end";
   peer.join();
