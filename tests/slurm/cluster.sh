@@ -109,6 +109,9 @@ up() {
     command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/install-deps.sh)"
   done
   mkdir -p "$work" && chmod 700 "$work"
+  # Each host binds the cluster's names over /etc/hosts. A machine with none (a debootstrap root)
+  # gets an empty one: glibc resolves through an empty file as through a missing one.
+  [[ -e /etc/hosts ]] || : >/etc/hosts
   [[ "$(realpath "$work")" != /tmp/* ]] || die "WORK '$work' is under /tmp, which every host has its own of"
   local status=0
   "$netns" up "$name" $((nodes + 1)) >/dev/null || status=$?
