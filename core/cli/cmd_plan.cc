@@ -249,7 +249,7 @@ Status PlanCommand(CliEnv& env, const std::vector<std::string>& words) {
       .Value("videos")
       .Value("bytes")
       .Value("frames")
-      .Value("storage")
+      .Value("data-in")
       .Value("eval-videos")
       .Value("nodes")
       .Value("cores-per-node")
@@ -305,9 +305,9 @@ Status PlanCommand(CliEnv& env, const std::vector<std::string>& words) {
                                                   d.mean_frames > 0   ? d.mean_frames
                                                   : model->frames > 1 ? model->frames
                                                                       : 0));
-  const std::string storage = args.Get("storage", "local");
+  const std::string storage = args.Get("data-in", "local");
   if (storage != "local" && storage != "s3")
-    return InvalidArgumentError("--storage " + storage + ": local or s3");
+    return InvalidArgumentError("--data-in " + storage + ": local or s3");
   d.storage = storage == "s3" ? plan::Storage::kS3 : plan::Storage::kLocal;
   REEL_ASSIGN_OR_RETURN(d.eval_videos, args.GetInt("eval-videos", 0));
 
@@ -359,7 +359,7 @@ CliCommand PlanCliCommand() {
           "reel plan --config FILE [--set F=V]... [--profile FILE] (--measure [--reps N] [--quick] "
           "[--s3 "
           "s3://BUCKET/PREFIX] | (--dataset yt8m-frame|yt8m-video | --videos N --bytes SIZE) "
-          "[--frames F] [--storage local|s3] [--eval-videos N] --nodes N[,N...] "
+          "[--frames F] [--data-in local|s3] [--eval-videos N] --nodes N[,N...] "
           "[--cores-per-node C] [--link RATE] [--link-latency-us U] [--s3-bandwidth RATE] "
           "[--s3-connections K] [--s3-rate-per-connection RATE] [--servers S] "
           "[--checkpoints-per-epoch K] [--json])",
