@@ -33,14 +33,14 @@ cores=$(nproc)
 # epoch here.
 "$reel" synth --out "$work/video" --videos 6144 --classes 500 --level video --shards 4 --seed 1 >/dev/null
 "$reel" synth --out "$work/frame" --videos 768 --classes 500 --level frame --shards 4 \
-  --min-frames 20 --max-frames 60 --seed 1 >/dev/null
+  --min-frames 100 --max-frames 300 --seed 1 >/dev/null
 
 config() {  # config MODEL OPTIMIZER HOSTS
   local model=$1 optimizer=$2 hosts=$3 level=video block
   case $model in
     moe) block='model { name: "moe" options { key: "experts" value: "2" } }' ;;
     bilstm) level=frame
-      block='model { name: "bilstm_video" options { key: "hidden" value: "32" } }' ;;
+      block='model { name: "bilstm_video" options { key: "hidden" value: "64" } }' ;;
   esac
   local opt='optimizer { name: "sync" options { key: "rule" value: "adam" } }'
   [[ $optimizer == async ]] && opt='optimizer { name: "async_sgd" options { key: "rule" value: "adam" } options { key: "servers" value: "1" } }'
@@ -49,7 +49,7 @@ data {
   name: "tfrecord"
   options { key: "files" value: "$work/$level/*.tfrecord" }
   options { key: "level" value: "$level" }
-  options { key: "max_frames" value: "60" }
+  options { key: "max_frames" value: "300" }
 }
 $block
 $opt
@@ -76,7 +76,7 @@ done
 cp "$work/profile.txt" "$out.profile.txt"
 
 mean_frames() {  # the frames the model sees per video: the synth range's mean
-  [[ $1 == bilstm ]] && echo 40 || echo 0
+  [[ $1 == bilstm ]] && echo 200 || echo 0
 }
 
 echo "| case | run | predicted s | measured s | predicted / measured | plan's bottleneck |"
