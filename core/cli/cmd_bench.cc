@@ -143,15 +143,7 @@ Status SourceBench(Bench& b) {
     REEL_ASSIGN_OR_RETURN(auto source,
                           b.registry.CreateDataSource(b.entry.info.name, b.options, ctx));
     videos = 0;
-    REEL_ASSIGN_OR_RETURN(double s, Time([&]() -> Status {
-                            for (;;) {
-                              Result<Batch> batch = source->Next();
-                              if (batch.status().code() == StatusCode::kOutOfRange)
-                                return Status::Ok();
-                              REEL_RETURN_IF_ERROR(batch.status());
-                              videos += batch->size();
-                            }
-                          }));
+    REEL_ASSIGN_OR_RETURN(double s, Time([&] { return DrainEpoch(*source, &videos); }));
     times.push_back(s);
     bytes = source->stats().bytes;
   }

@@ -41,6 +41,15 @@ Status OnThreads(int n, const std::function<Status(int)>& fn) {
   return Status::Ok();
 }
 
+Status DrainEpoch(DataSource& source, int64_t* videos) {
+  for (;;) {
+    Result<Batch> batch = source.Next();
+    if (batch.status().code() == StatusCode::kOutOfRange) return Status::Ok();
+    REEL_RETURN_IF_ERROR(batch.status());
+    if (videos != nullptr) *videos += batch->size();
+  }
+}
+
 Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
                              const std::map<std::string, std::string>& options,
                              const core::ConformanceOptions& shape, int64_t batch, int64_t frames,

@@ -13,6 +13,7 @@
 
 #include "reel/core/conformance.h"
 #include "reel/core/registry.h"
+#include "reel/data_source.h"
 #include "reel/status.h"
 #include "reel/transport.h"
 
@@ -33,6 +34,9 @@ Result<std::vector<std::unique_ptr<Communicator>>> LocalRanks(int n);
 
 // Runs fn(rank) on one thread per rank; the first error, naming its rank.
 Status OnThreads(int n, const std::function<Status(int)>& fn);
+
+// Reads `source` to the end of its epoch, counting the videos into `*videos` when given.
+Status DrainEpoch(DataSource& source, int64_t* videos = nullptr);
 
 // One model's step (forward, the core's loss, backward, the sync optimizer's update with `rule`)
 // and forward pass alone, timed `reps` times each after a warm-up, on synthetic input of

@@ -45,14 +45,7 @@ Result<double> DecodeRate(CliEnv& env, const std::string& dir, const std::string
                                                                 {"prefetch", "0"},
                                                                 {"batch_size", "32"}},
                                                                ctx));
-    REEL_ASSIGN_OR_RETURN(double s, Time([&]() -> Status {
-                            for (;;) {
-                              Result<Batch> batch = source->Next();
-                              if (batch.status().code() == StatusCode::kOutOfRange)
-                                return Status::Ok();
-                              REEL_RETURN_IF_ERROR(batch.status());
-                            }
-                          }));
+    REEL_ASSIGN_OR_RETURN(double s, Time([&] { return DrainEpoch(*source); }));
     bytes = source->stats().bytes;
     if (r > 0) times.push_back(s);
   }
