@@ -13,9 +13,9 @@
 namespace reel::python {
 namespace {
 
-std::mutex g_mu;
-std::map<int64_t, std::shared_ptr<const ArrayTable>> g_tables;  // guarded by g_mu
-int64_t g_next = 1;                                             // guarded by g_mu
+std::mutex g_tables_mu;
+std::map<int64_t, std::shared_ptr<const ArrayTable>> g_tables;  // guarded by g_tables_mu
+int64_t g_next = 1;                                             // guarded by g_tables_mu
 
 class ArraySource : public DataSource {
  public:
@@ -108,7 +108,7 @@ Status Register(Registrar& r) noexcept {
         const int64_t handle = o.GetInt("table");
         std::shared_ptr<const ArrayTable> t;
         {
-          std::lock_guard<std::mutex> lock(g_mu);
+          std::lock_guard<std::mutex> lock(g_tables_mu);
           auto it = g_tables.find(handle);
           if (it != g_tables.end()) t = it->second;
         }
@@ -122,13 +122,13 @@ Status Register(Registrar& r) noexcept {
 }  // namespace
 
 int64_t AddArrayTable(ArrayTable table) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_tables_mu);
   g_tables[g_next] = std::make_shared<const ArrayTable>(std::move(table));
   return g_next++;
 }
 
 void DropArrayTable(int64_t handle) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_tables_mu);
   g_tables.erase(handle);
 }
 

@@ -32,7 +32,7 @@
 #include "e2e_util.h"
 #include "launch_util.h"
 
-namespace reel::e2e {
+namespace reel::e2e::launch_hostile_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -218,4 +218,4 @@ transport {
 }
 
 }  // namespace
-}  // namespace reel::e2e
+}  // namespace reel::e2e::launch_hostile_test

@@ -8,7 +8,7 @@
 
 #include "e2e_util.h"
 
-namespace reel::e2e {
+namespace reel::e2e::plan_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,4 +106,4 @@ TEST_F(PlanTest, ImpossibleInputsAreRefusedSayingWhy) {
 }
 
 }  // namespace
-}  // namespace reel::e2e
+}  // namespace reel::e2e::plan_test
