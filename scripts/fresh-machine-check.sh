@@ -25,7 +25,8 @@
 #
 # The root trusts what this host trusts: its CA certificates, the files named by its TLS
 # environment variables (passed in too), npm's cafile, its apt sources, keyrings and apt.conf.d
-# (proxies, options), and /etc/resolv.conf. Mounts the root on itself, /proc, /sys, /dev, /dev/pts,
+# (proxies, options), and /etc/resolv.conf. Mounts the root on itself, /proc, /sys (and the host's
+# /sys/fs/cgroup), /dev, /dev/pts,
 # /dev/shm and a tmpfs on /run (`ip netns` needs a mount point at / and a writable /run/netns);
 # unmounts them on exit, also on failure.
 set -euo pipefail
@@ -237,6 +238,9 @@ fi
 mount_in "" --bind "$root"
 mount_in /proc -t proc proc
 mount_in /sys -t sysfs sysfs
+# A booted machine has its cgroups under /sys/fs/cgroup (systemd mounts them; slurmd's cgroup
+# plugin, tests/slurm, needs them); a fresh sysfs has none: the host's, as they are.
+if mountpoint -q /sys/fs/cgroup; then mount_in /sys/fs/cgroup --rbind /sys/fs/cgroup; fi
 mount_in /dev --bind /dev
 mount_in /dev/pts --bind /dev/pts
 mount_in /dev/shm --bind /dev/shm
