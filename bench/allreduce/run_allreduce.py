@@ -13,7 +13,8 @@ rank 0 between barriers. algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-te
 
 Links: `loopback` runs every rank on this host's loopback (Open MPI's default also uses shared
 memory); `netns` runs each rank in its own network namespace, joined by veth links limited to
---rate with tc tbf (tests/netns/netns.sh). mpirun cannot start ranks inside those namespaces (its
+--rate with tc tbf (tests/netns/netns.sh); `netns2` runs two ranks in each namespace (ranks 2i and
+2i+1 on simulated host i: the layout reel tcp reduces hierarchically). mpirun cannot start ranks inside those namespaces (its
 out-of-band channel lives in this namespace, which they cannot reach), so there only reel tcp and
 Gloo run. Writes OUT/allreduce.json and OUT/allreduce.md.
 
@@ -40,8 +41,12 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
 TCP_SPIN_US = 20000  # reel_tcp_spin: long enough to cover a peer's turn, short against a late rank
 PROGRAMS = {  # name -> (links it runs on, description)
-    "reel_tcp": (("loopback", "netns"), "reel, transport tcp (its native ring allreduce; how it "
-                 "waits chosen by the transport: polls when the host's ranks fit its cores)"),
+    "reel_tcp": (("loopback", "netns", "netns2"), "reel, transport tcp, its defaults: ranks of "
+                 "one host reduce through shared memory, one rank per host runs the ring across "
+                 "hosts (allreduce_layout=auto); how it waits chosen by the transport (polls when "
+                 "the host's ranks fit its cores)"),
+    "reel_tcp_flat": (("loopback", "netns", "netns2"), "reel, transport tcp with allreduce_layout="
+                      "flat (the ring of every rank over TCP, loopback between ranks of a host)"),
     "reel_tcp_spin": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us="
                       f"--tcp-spin-us (default {TCP_SPIN_US}: busy waiting before a sleep, as MPI "
                       "polls)"),
@@ -65,7 +70,8 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "gloo": (("loopback", "netns"), "Gloo AllreduceRing, TCP transport"),
     "reel_tcp_base": (("loopback", "netns"), "reel, transport tcp, from the --baseline build"),
 }
-RATIOS = [("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
+RATIOS = [("reel_tcp", "mpi"), ("reel_tcp", "reel_tcp_flat"), ("reel_tcp_flat", "mpi_tcp"),
+          ("reel_tcp", "gloo"), ("reel_tcp", "mpi_tcp"), ("reel_tcp_spin", "mpi_tcp"),
           ("reel_tcp_spin", "reel_tcp"), ("reel_tcp", "reel_tcp_sleep"),
           ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
           ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"),
@@ -135,18 +141,18 @@ def run(program, n, link, args, netns_name):
                 cmd += ["--thread-multiple"]
         out, err = run_ranks([cmd + sweep], [env], args.timeout)
         return out, err
+    host = (lambda i: i // 2) if link == "netns2" else (lambda i: i)  # the namespace of rank i
     addr = (lambda i: "127.0.0.1") if link == "loopback" else (
-        lambda i: subprocess.check_output([NETNS, "addr", str(i)], text=True).strip())
+        lambda i: subprocess.check_output([NETNS, "addr", str(host(i))], text=True).strip())
     wrap = (lambda i, c: c) if link == "loopback" else (
-        lambda i, c: ["ip", "netns", "exec", f"{netns_name}-r{i}"] + c)
+        lambda i, c: ["ip", "netns", "exec", f"{netns_name}-r{host(i)}"] + c)
     commands, envs = [], []
     store = tempfile.mkdtemp(prefix="reel-gloo-store-")
     port = free_port()
     secret = secrets.token_hex(16)
     for i in range(n):
         e = dict(env, REEL_RANK=str(i), REEL_WORLD_SIZE=str(n))
-        if program in ("reel_tcp", "reel_tcp_base", "reel_tcp_spin", "reel_tcp_sleep",
-                       "reel_tcp_system_cc"):
+        if program.startswith("reel_tcp"):
             e.update(REEL_COORDINATOR=f"{addr(0)}:{port}", REEL_SECRET=secret)
             c = [os.path.join(b, "reel_allreduce_peer"), "--transport", "tcp",
                  "--option", f"listen_address={addr(i)}"]
@@ -155,6 +161,8 @@ def run(program, n, link, args, netns_name):
                 c += ["--option", f"allreduce_spin_us={spin}"]
             if program == "reel_tcp_system_cc":
                 c += ["--option", "congestion_control=system"]
+            if program == "reel_tcp_flat":
+                c += ["--option", "allreduce_layout=flat"]
         else:
             c = [os.path.join(b, "gloo_allreduce_peer"), "--store", store, "--host", addr(i)]
         commands.append(wrap(i, c + sweep))
@@ -205,8 +213,9 @@ def main():
     for link in args.links.split(","):
         netns_name = f"reelbench{os.getpid()}"
         budget = args.budget
-        if link == "netns":
-            up = subprocess.run([NETNS, "up", netns_name, str(max(ranks)), args.rate],
+        if link.startswith("netns"):
+            hosts = max(ranks) if link == "netns" else (max(ranks) + 1) // 2
+            up = subprocess.run([NETNS, "up", netns_name, str(hosts), args.rate],
                                 capture_output=True, text=True)
             if up.returncode != 0:
                 failures.append(f"netns: {up.stderr.strip()}")
@@ -230,7 +239,7 @@ def main():
                         write(args, command, model, loads + [os.getloadavg()], results, failures,
                               ranks, programs)
         finally:
-            if link == "netns":
+            if link.startswith("netns"):
                 subprocess.run([NETNS, "down", netns_name])
             args.budget = budget
         loads.append(os.getloadavg())
@@ -270,13 +279,15 @@ def write(args, command, model, loads, results, failures, ranks, programs):
 def render_tables(results, ranks, rate):
     """Markdown: busbw min/median/max per program, then the ratios of medians."""
     lines = []
-    for link in ("loopback", "netns"):
+    for link in ("loopback", "netns", "netns2"):
         for n in ranks:
             progs = [p for p in PROGRAMS if (link, p, n) in results]
             if not progs:
                 continue
             sizes = sorted({b for p in progs for b in results[(link, p, n)]})
-            title = "loopback" if link == "loopback" else f"network namespaces, links limited to {rate}"
+            title = {"loopback": "loopback",
+                     "netns": f"a network namespace each, links limited to {rate}",
+                     "netns2": f"two ranks per network namespace, links limited to {rate}"}[link]
             lines += [f"\n### {n} ranks, {title}: busbw GB/s, median (min–max) of the runs\n",
                       "| bytes | " + " | ".join(progs) + " |", "|---" * (len(progs) + 1) + "|"]
             med = {}

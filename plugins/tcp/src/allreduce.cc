@@ -24,6 +24,10 @@ namespace {
 
 using boost::system::error_code;
 
+size_t RingPosition(const std::vector<int>& ring, int rank) {
+  return static_cast<size_t>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
+}
+
 }  // namespace
 
 // One call, on the core ring's schedule (reel/ring_allreduce.h): reduce-scatter chunks arrive in
@@ -37,8 +41,9 @@ class TcpCommunicator::RingAllReduce {
   static constexpr int64_t kSlots = 4;  // receives posted ahead
   static constexpr size_t kCountFloats = sizeof(uint64_t) / sizeof(float);
 
-  RingAllReduce(TcpCommunicator& comm, std::span<float> data, ReduceOp op, uint32_t seq,
-                Deadline deadline)
+  // Over `ring` (the ranks in ring order, this one among them, at least 2).
+  RingAllReduce(TcpCommunicator& comm, const std::vector<int>& ring, std::span<float> data,
+                ReduceOp op, uint32_t seq, Deadline deadline)
       : comm_(comm),
         mailbox_(comm.mailbox_),
         data_(data),
@@ -48,11 +53,11 @@ class TcpCommunicator::RingAllReduce {
         deadline_(deadline),
         spin_(comm.allreduce_spin_),
         yield_(comm.allreduce_yield_),
-        n_(static_cast<size_t>(comm.world_)),
-        r_(static_cast<size_t>(comm.rank_)),
-        left_(*comm.peers_[(r_ + n_ - 1) % n_]),
-        right_(*comm.peers_[(r_ + 1) % n_]),
-        schedule_(data.size(), comm.world_, comm.rank_, kChunkBytes),
+        n_(ring.size()),
+        r_(RingPosition(ring, comm.rank_)),
+        left_(*comm.peers_[static_cast<size_t>(ring[(r_ + n_ - 1) % n_])]),
+        right_(*comm.peers_[static_cast<size_t>(ring[(r_ + 1) % n_])]),
+        schedule_(data.size(), static_cast<int>(n_), static_cast<int>(r_), kChunkBytes),
         chunks_(schedule_.chunks()),
         units_(schedule_.units()),
         slot_floats_(schedule_.max_chunk()),
@@ -307,7 +312,8 @@ class TcpCommunicator::RingAllReduce {
 };
 
 // Every call, an empty one too, takes the next collective number and agrees on its arguments
-// (reel/collective_agreement.h) on that number's frames before any data moves: ranks that
+// (reel/collective_agreement.h) on that number's frames, or in a group on one host through its
+// shared memory (host_allreduce.cc), before any data moves: ranks that
 // disagree all return InvalidArgument with their data and the group in step. Any other failure
 // leaves the collectives failed for good (reel/transport.h).
 // A call that another thread's AllReduce keeps waiting past its deadline returns
@@ -334,8 +340,20 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
   if (const uint64_t stale = mailbox_.StartCollective(seq); stale > 0)
     Log("dropped " + std::to_string(stale) +
         " message(s) of earlier allreduces that failed on this rank");
-  // A small call sends its data with its arguments: once every rank has everyone's (and they
-  // agree), each reduces them itself, in rank order, and no ring runs.
+  // A group on one host agrees and reduces through its memory alone.
+  Status s = host_.shared && host_.leaders.size() == 1 ? OneHostAllReduce(data, op, deadline)
+                                                       : AgreeAndReduce(data, op, seq, deadline);
+  if (s.ok() || s.code() == StatusCode::kInvalidArgument) return s.WithContext(what);
+  s = s.WithContext(what);
+  std::lock_guard<std::mutex> failed(failed_mu_);
+  if (collectives_failed_.empty()) collectives_failed_ = s.message();
+  return s;
+}
+
+// A small call sends its data with its arguments: once every rank has everyone's (and they
+// agree), each reduces them itself, in rank order, and no ring runs.
+Status TcpCommunicator::AgreeAndReduce(std::span<float> data, ReduceOp op, uint32_t seq,
+                                       Deadline deadline) {
   const size_t bytes = data.size() * sizeof(float);
   const bool send_data = !data.empty() && bytes <= options_.allreduce_small_bytes &&
                          bytes * static_cast<size_t>(world_ - 1) <= options_.allreduce_small_bytes;
@@ -343,13 +361,11 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
   Status s = AgreeOnArguments(agreement::AllReduceArgs(data.size(), op), seq, deadline,
                               send_data ? std::span<const float>(data) : std::span<const float>(),
                               &theirs);
-  if (s.code() == StatusCode::kInvalidArgument) return s.WithContext(what);  // nothing moved
+  if (!s.ok() || data.empty()) return s;  // InvalidArgument: nothing moved
   // Every rank sent its data (the ranks agree, so theirs holds every rank's): reduce here. A rank
   // whose options say otherwise makes every rank run the ring.
-  const bool every_rank_sent =
-      !data.empty() && std::all_of(theirs.begin(), theirs.end(),
-                                   [&](const auto& d) { return d.size() == data.size(); });
-  if (s.ok() && every_rank_sent) {
+  if (std::all_of(theirs.begin(), theirs.end(),
+                  [&](const auto& d) { return d.size() == data.size(); })) {
     // Into rank 0's copy (the ring's scratch keeps its size for the ring's calls).
     std::vector<float>& sum = theirs[0];
     for (size_t r = 1; r < theirs.size(); ++r)
@@ -357,21 +373,18 @@ Status TcpCommunicator::AllReduce(std::span<float> data, ReduceOp op, Deadline d
     std::copy(sum.begin(), sum.end(), data.begin());
     return Status::Ok();
   }
-  if (s.ok() && !data.empty()) {
-    Peer& left = *peers_[static_cast<size_t>((rank_ + world_ - 1) % world_)];
-    Result<std::unique_lock<DeadlineMutex>> reading =
-        Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline);
-    if (reading.ok()) {
-      s = RingAllReduce(*this, data, op, seq, deadline).Run();
-      GiveBack(left, std::move(*reading));
-    } else {
-      s = reading.status();
-    }
-  }
-  if (s.ok()) return s;
-  s = s.WithContext(what);
-  std::lock_guard<std::mutex> failed(failed_mu_);
-  if (collectives_failed_.empty()) collectives_failed_ = s.message();
+  return host_.shared ? HostAllReduce(data, op, seq, deadline)
+                      : Ring(ring_, data, op, seq, deadline);
+}
+
+Status TcpCommunicator::Ring(const std::vector<int>& ring, std::span<float> data, ReduceOp op,
+                             uint32_t seq, Deadline deadline) {
+  const size_t at = RingPosition(ring, rank_), n = ring.size();
+  Peer& left = *peers_[static_cast<size_t>(ring[(at + n - 1) % n])];
+  REEL_ASSIGN_OR_RETURN(std::unique_lock<DeadlineMutex> reading,
+                        Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline));
+  Status s = RingAllReduce(*this, ring, data, op, seq, deadline).Run();
+  GiveBack(left, std::move(reading));
   return s;
 }
 

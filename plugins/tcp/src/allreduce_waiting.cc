@@ -1,6 +1,7 @@
 // The choice of how AllReduce waits (see allreduce_waiting.h).
 #include "allreduce_waiting.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,5 +55,14 @@ std::string MachineId() {
     return "host:" + id;
   return "host:unknown";
 }
+
+std::string HostId(const std::string& host_id) {
+  if (!host_id.empty()) return MachineId() + "/id:" + host_id;
+  struct stat net {};
+  if (stat("/proc/self/ns/net", &net) != 0) return MachineId() + "/net:unknown";
+  return MachineId() + "/net:" + std::to_string(net.st_ino);
+}
+
+std::string MachineOf(const std::string& host) { return host.substr(0, host.find('/')); }
 
 }  // namespace reel::tcp

@@ -47,6 +47,12 @@ using reel::CoresAvailable;
 // id (network namespaces and containers on one host share it, and their cores), else the host
 // name. Printable, without spaces, at most 255 characters.
 std::string MachineId();
+// The host this process runs on, for AllReduce's layout: MachineId(), "/", and `host_id` if given
+// (as "id:" + host_id), else the network namespace ("net:" + its inode), so that simulated hosts
+// in namespaces of one kernel are hosts of their own. Printable, without spaces.
+std::string HostId(const std::string& host_id);
+// The machine of a HostId(): its part before the "/".
+std::string MachineOf(const std::string& host);
 
 }  // namespace reel::tcp
 

@@ -62,7 +62,7 @@ Result<std::unique_ptr<Communicator>> TcpCommunicator::Connect(const TcpOptions&
 Status TcpCommunicator::Form(const std::string& coordinator, Deadline deadline) {
   REEL_ASSIGN_OR_RETURN(Endpoint coord, ParseHostPort(coordinator, Where() + ": coordinator"));
   peers_[0]->endpoint = coord;
-  peers_[static_cast<size_t>(rank_)]->machine = MachineId();
+  peers_[static_cast<size_t>(rank_)]->machine = HostId(options_.host_id);
   REEL_RETURN_IF_ERROR(rank_ == 0 ? HostRendezvous(coord, deadline)
                                   : JoinRendezvous(coord, deadline));
   REEL_RETURN_IF_ERROR(ConnectMesh(deadline));
@@ -73,13 +73,13 @@ Status TcpCommunicator::Form(const std::string& coordinator, Deadline deadline) 
   }
   ChooseWaiting();
   StartHeartbeats();
-  return Status::Ok();
+  return SetUpHostAllReduce(deadline);
 }
 
 void TcpCommunicator::ChooseWaiting() {
-  const std::string& mine = peers_[static_cast<size_t>(rank_)]->machine;
+  const std::string mine = MachineOf(peers_[static_cast<size_t>(rank_)]->machine);
   const auto on_host = std::count_if(peers_.begin(), peers_.end(),
-                                     [&](const auto& p) { return p->machine == mine; });
+                                     [&](const auto& p) { return MachineOf(p->machine) == mine; });
   const AllReduceWaiting waiting =
       ChooseAllReduceWaiting(options_.allreduce_spin, static_cast<int>(on_host), CoresAvailable());
   allreduce_spin_ = waiting.spin;

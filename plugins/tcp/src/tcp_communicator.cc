@@ -38,6 +38,7 @@ TcpCommunicator::TcpCommunicator(const TcpOptions& options, int rank, int world,
   for (int r = 0; r < world; ++r) {
     peers_.push_back(std::make_unique<Peer>(io_));
     peers_.back()->rank = r;
+    ring_.push_back(r);
   }
   mailbox_.SetBudget(options.receive_budget_bytes, [this](int source) {
     asio::post(io_, [p = peers_[static_cast<size_t>(source)].get()] { p->room.cancel(); });

@@ -11,7 +11,8 @@
 // thread (writes heartbeats on idle connections, declares silent peers failed), and the callers.
 // Send and Recv may be called from any threads at once; sends to one rank are serialised.
 //
-// AllReduce is native (allreduce.cc): once the ranks agreed on its arguments
+// AllReduce is native (allreduce.cc; host_allreduce.cc where ranks share a host): once the ranks
+// agreed on its arguments
 // (reel/collective_agreement.h, on the call's collective frames), a ring whose calling thread
 // drives both of its
 // connections in one poll loop, writing to the right and reading from the left, with no thread
@@ -34,6 +35,7 @@
 #include "admission.h"
 #include "blocking_io.h"
 #include "frame_reader.h"
+#include "host_memory.h"
 #include "mailbox.h"
 #include "reel/collective_agreement.h"
 #include "tcp_transport.h"
@@ -77,7 +79,7 @@ class TcpCommunicator final : public Communicator {
     explicit Peer(asio::io_context& io) : out(io), resume(io), room(io) {}
     int rank = 0;
     Endpoint endpoint;    // where it accepts connections
-    std::string machine;  // the machine it runs on (MachineId()), from the rendezvous
+    std::string machine;  // the host it runs on (HostId()), from the rendezvous
     // Outgoing (this rank writes). `out` is written by whoever holds write_mu.
     DeadlineMutex write_mu;
     tcp::socket out;
@@ -101,6 +103,35 @@ class TcpCommunicator final : public Communicator {
     asio::steady_timer room;  // io thread only
   };
   class RingAllReduce;
+  class HostRounds;
+
+  // AllReduce across hosts (or without shared memory): agrees on the arguments over TCP, then
+  // reduces (a small call's data came along), through HostAllReduce or the flat ring.
+  // REQUIRES: collective_mu_.
+  Status AgreeAndReduce(std::span<float> data, ReduceOp op, uint32_t seq, Deadline deadline);
+  // The flat ring over `ring` (ranks in ring order, this one among them): RingAllReduce.
+  Status Ring(const std::vector<int>& ring, std::span<float> data, ReduceOp op, uint32_t seq,
+              Deadline deadline);
+
+  // ---- AllReduce within and across hosts (host_allreduce.cc) ----
+  // Once formed: where some host runs more than one rank of the group (and allreduce_layout
+  // allows), the ranks of each such host share a segment (host_memory.h); every rank agrees on
+  // whether each host's could be set up, else AllReduce stays the flat ring. Logs the layout.
+  Status SetUpHostAllReduce(Deadline deadline);
+  // Reduces within this host through its segment, runs the ring of the hosts' leaders across
+  // hosts, and hands the result back out through the segment. REQUIRES: collective_mu_,
+  // host_.shared.
+  Status HostAllReduce(std::span<float> data, ReduceOp op, uint32_t seq, Deadline deadline);
+  // A group on one host: agrees on the arguments and reduces through the segment alone, no TCP.
+  // REQUIRES: collective_mu_, host_.shared, one host.
+  Status OneHostAllReduce(std::span<float> data, ReduceOp op, Deadline deadline);
+  struct HostLayout {
+    std::vector<int> ranks;                // this host's ranks, in rank order (this one among them)
+    std::vector<int> leaders;              // every host's lowest rank, in rank order
+    std::unique_ptr<HostSegment> segment;  // shared with this host's ranks (when it has others)
+    bool shared = false;  // AllReduce goes through HostAllReduce, else through the flat ring
+    uint64_t round = 0;   // rounds through the segment so far; guarded by collective_mu_
+  };
 
   // A RecvInto of at least kReadItselfBytes from one rank: when no other thread reads that
   // rank's connection at the moment, the calling thread reads it itself, as AllReduce does (its
@@ -219,6 +250,8 @@ class TcpCommunicator final : public Communicator {
   // collective_mu_ records its failure too, without it).
   std::mutex failed_mu_;
   std::string collectives_failed_;
+  std::vector<int> ring_;  // the flat ring: every rank, in rank order
+  HostLayout host_;        // fixed once formed, but for its round
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
   // How long AllReduce polls once nothing moves, and whether it yields the core between polls;

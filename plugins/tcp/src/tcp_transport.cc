@@ -1,6 +1,7 @@
 // The tcp Transport: options and the factory (see tcp_transport.h).
 #include "tcp_transport.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "congestion_control.h"
@@ -64,6 +65,15 @@ OptionSchema TcpOptionSchema() {
                 "an AllReduce of at most this many bytes times (ranks - 1) sends its data with "
                 "the ranks' agreement on its arguments and reduces every rank's data itself, "
                 "instead of agreeing first and running the ring; 0: always the ring"),
+      StringOption("allreduce_layout", "auto",
+                   "how AllReduce runs: 'hierarchical': the ranks of each host reduce through "
+                   "shared memory and one rank per host runs the ring across hosts; 'flat': one "
+                   "ring of every rank over TCP; 'auto': hierarchical where some host runs more "
+                   "than one rank and every such host could set up its shared memory, else flat"),
+      StringOption("host_id", "",
+                   "this rank's host for AllReduce's layout: ranks with the same id share memory "
+                   "(they must run under one kernel and network namespace). Empty: detected "
+                   "(the kernel's boot id and the network namespace)"),
       StringOption("congestion_control", "",
                    "TCP congestion control of this rank's sending connections. Empty: automatic, "
                    "reno instead of the system's bbr on loopback (bbr's pacing only delays bytes "
@@ -113,6 +123,22 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
     return InvalidArgumentError("tcp option 'receive_budget_bytes': " + std::to_string(budget) +
                                 " is below 0");
   t.receive_budget_bytes = static_cast<uint64_t>(budget);
+  const std::string layout = o.GetString("allreduce_layout");
+  if (layout == "auto") {
+    t.allreduce_layout = TcpOptions::Layout::kAuto;
+  } else if (layout == "flat") {
+    t.allreduce_layout = TcpOptions::Layout::kFlat;
+  } else if (layout == "hierarchical") {
+    t.allreduce_layout = TcpOptions::Layout::kHierarchical;
+  } else {
+    return InvalidArgumentError("tcp option 'allreduce_layout': '" + layout +
+                                "' is none of auto, flat, hierarchical");
+  }
+  t.host_id = o.GetString("host_id");
+  if (t.host_id.size() > 64 ||
+      std::any_of(t.host_id.begin(), t.host_id.end(), [](char c) { return c <= ' ' || c > '~'; }))
+    return InvalidArgumentError("tcp option 'host_id': '" + t.host_id +
+                                "' is not 1 to 64 printable characters without spaces");
   t.congestion_control = o.GetString("congestion_control");
   REEL_RETURN_IF_ERROR(CheckCongestionControlOption(t.congestion_control));
   if (t.heartbeat_timeout <= t.heartbeat)

@@ -39,6 +39,15 @@ struct TcpOptions {
   // with its arguments (the agreement's messages) and reduces every rank's here, instead of
   // agreeing first and then running the ring: one round (on 2 ranks) instead of three. 0: never.
   size_t allreduce_small_bytes = size_t{64} << 10;
+  // How AllReduce runs (host_allreduce.cc). kAuto: where some host runs more than one rank, the
+  // ranks of a host reduce through shared memory and one rank per host runs the ring across
+  // hosts (kHierarchical); else, or if a host's shared memory cannot be set up, the ring of every
+  // rank (kFlat). kHierarchical fails the group's forming when shared memory cannot be set up.
+  enum class Layout { kAuto, kFlat, kHierarchical };
+  Layout allreduce_layout = Layout::kAuto;
+  // This rank's host for AllReduce's layout: ranks with the same one share memory. Empty: the
+  // kernel's boot id and the network namespace (so simulated hosts in namespaces are hosts).
+  std::string host_id;
   // The TCP congestion control of this rank's sending connections: empty, automatic (reno instead
   // of bbr on loopback, the system's elsewhere; congestion_control.h); "system": the system's
   // everywhere; else that algorithm on every one.

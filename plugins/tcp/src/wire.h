@@ -47,8 +47,9 @@
 
 namespace reel::tcp {
 
-// 2: collective frames; 3: machine ids in the rendezvous; 4: the job nonce in the handshake.
-constexpr uint8_t kWireVersion = 4;
+// 2: collective frames; 3: machine ids in the rendezvous; 4: the job nonce in the handshake;
+// 5: host ids in the rendezvous, and the hand-over of each host's shared memory once formed.
+constexpr uint8_t kWireVersion = 5;
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;
 using Nonce = std::array<std::byte, kNonceBytes>;

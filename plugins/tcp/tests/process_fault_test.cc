@@ -1,5 +1,7 @@
 // Ranks as processes: one is killed (kill -9) or stopped (SIGSTOP) in the middle of a stream of
-// allreduces, and every other rank must return Unavailable naming it — not hang, not time out.
+// allreduces, and every other rank must return Unavailable naming it — not hang, not time out —
+// whether the ranks share one host's memory, or two hosts' with a ring of their leaders across
+// (host_allreduce.cc), and nothing is left in /dev/shm.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -9,8 +11,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -39,8 +43,9 @@ struct Rank {
 [[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent,
                           std::chrono::microseconds spin,
                           std::chrono::milliseconds heartbeat_timeout = 1000ms, int calls = 0,
-                          size_t floats = 1 << 20) {
+                          size_t floats = 1 << 20, const std::string& host_id = "") {
   TcpOptions options = TestOptions();
+  options.host_id = host_id;
   options.allreduce_spin = spin;
   options.heartbeat = 100ms;
   options.heartbeat_timeout = heartbeat_timeout;
@@ -104,16 +109,30 @@ class ProcessRanks : public ::testing::Test {
   std::vector<Rank> ranks_;
 };
 
-// The signal, and the microseconds AllReduce busy-waits before it sleeps.
+// What /dev/shm holds of reel's (other programs' tests may run meanwhile).
+std::set<std::string> SharedMemoryFiles() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (e.path().filename().string().find("reel") != std::string::npos)
+      names.insert(e.path().filename().string());
+  return names;
+}
+
+// The signal, the microseconds AllReduce busy-waits before it sleeps, and each rank's host
+// (option host_id; "" the one detected).
 class ProcessFault : public ProcessRanks,
-                     public ::testing::WithParamInterface<std::tuple<int, int>> {};
+                     public ::testing::WithParamInterface<std::tuple<int, int, const char*>> {};
 
 TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   constexpr int kWorld = 3, kVictim = 1;
   const std::string coordinator = FreeCoordinator();
+  const std::string hosts = std::get<2>(GetParam());
+  const std::set<std::string> shm_before = SharedMemoryFiles();
   for (int r = 0; r < kWorld; ++r)
     Start([&](int report) {
-      RunRank(r, kWorld, coordinator, report, std::chrono::microseconds(std::get<1>(GetParam())));
+      RunRank(r, kWorld, coordinator, report, std::chrono::microseconds(std::get<1>(GetParam())),
+              1000ms, 0, 1 << 20, hosts.empty() ? "" : hosts.substr(static_cast<size_t>(r), 1));
     });
   for (int r = 0; r < kWorld; ++r)
     ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
@@ -130,6 +149,10 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
     ranks_[r].pid = -1;
     EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << "rank " << r;
   }
+  kill(ranks_[kVictim].pid, SIGKILL);
+  waitpid(ranks_[kVictim].pid, nullptr, 0);
+  ranks_[kVictim].pid = -1;
+  EXPECT_EQ(SharedMemoryFiles(), shm_before) << "shared memory was left behind in /dev/shm";
 }
 
 // A rank stopped (SIGSTOP) for longer than its own heartbeat timeout, while its peer waits more
@@ -216,13 +239,21 @@ TEST_F(ProcessRanks, AReceiveWhoseSenderStopsMidMessageEndsAtItsDeadline) {
   std::cerr << "receive from a sender stopped mid-message: " << status << "\n";
 }
 
-std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int, const char*>>& info) {
+  const std::string hosts = std::get<2>(info.param);
   return std::string(std::get<0>(info.param) == SIGKILL ? "Killed" : "Stopped") +
-         (std::get<1>(info.param) > 0 ? "WhileSpinning" : "");
+         (std::get<1>(info.param) > 0 ? "WhileSpinning" : "") +
+         (hosts.empty() ? "" : "OnHosts_" + hosts);
 }
 INSTANTIATE_TEST_SUITE_P(Tcp, ProcessFault,
-                         ::testing::Values(std::tuple{SIGKILL, 0}, std::tuple{SIGSTOP, 0},
-                                           std::tuple{SIGKILL, 2000}),
+                         // Rank 1 is the one lost: in "aab" a rank of the first host, whose
+                         // leader is in the ring with the other host's; in "abb" the second
+                         // host's leader.
+                         ::testing::Values(std::tuple{SIGKILL, 0, ""}, std::tuple{SIGSTOP, 0, ""},
+                                           std::tuple{SIGKILL, 2000, ""},
+                                           std::tuple{SIGKILL, 0, "aab"},
+                                           std::tuple{SIGKILL, 0, "abb"},
+                                           std::tuple{SIGSTOP, 0, "abb"}),
                          CaseName);
 
 }  // namespace

@@ -144,7 +144,9 @@ TEST(TcpReadItself, APeerThatLeavesEndsTheReceive) {
 // An AllReduce that needs the connection a large receive on another thread is reading ends at its
 // own deadline, while that receive goes on waiting for its message.
 TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
-  auto comms = Group(2);
+  TcpOptions ring = TestOptions();  // the ring's connection, not the host's shared memory
+  ring.allreduce_layout = TcpOptions::Layout::kFlat;
+  auto comms = Group(2, ring);
   ASSERT_EQ(comms.size(), 2u);
   std::atomic<bool> receive_ended{false};
   std::thread receiver([&] {
