@@ -47,7 +47,7 @@ PROGRAMS = {  # name -> (links it runs on, description)
                  "the host's ranks fit its cores)"),
     "reel_tcp_flat": (("loopback", "netns", "netns2"), "reel, transport tcp with allreduce_layout="
                       "flat (the ring of every rank over TCP, loopback between ranks of a host)"),
-    "reel_tcp_spin": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us="
+    "reel_tcp_spin": (("loopback", "netns", "netns2"), "reel, transport tcp with allreduce_spin_us="
                       f"--tcp-spin-us (default {TCP_SPIN_US}: busy waiting before a sleep, as MPI "
                       "polls)"),
     "reel_tcp_sleep": (("loopback", "netns"), "reel, transport tcp with allreduce_spin_us=0 "

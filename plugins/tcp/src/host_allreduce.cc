@@ -4,12 +4,15 @@
 // once per node: a host's data crosses its link once instead of once per rank.
 //
 // Within a host the data goes through the segment in rounds of at most kSlotFloats elements per
-// rank: each rank copies its part of the round into its own slot; once all have, the host's
-// i-th rank reduces the i-th piece of every slot into its own slot; once all have, each copies
-// every reduced piece out. Across hosts only the leader copies out, runs the ring of the leaders
-// on the whole buffer, and hands the result to the others through the segment, in rounds of
-// the whole buffer. The segment holds two buffers that rounds alternate between, so that a rank
-// writes one round while the others still read the one before.
+// rank: each rank copies its part of the round into its own slot, but for its own piece (the
+// host's i-th rank owns the round's i-th piece); once all have, each reduces the other slots'
+// copies of its piece into its own buffer, in place, and copies the result into its slot; once
+// all have, each copies the other reduced pieces out. Per byte of data a rank moves about 4
+// bytes through memory (a copy in and out of the others' pieces, reading and writing its own).
+// Across hosts only the leader copies out, runs the ring of the leaders on the whole buffer, and
+// hands the result to the others through the segment, in rounds of the whole buffer. The segment
+// holds two buffers that rounds alternate between, so that a rank writes one round while the others
+// still read the one before.
 //
 // Progress: each rank's counter (HostStep) is 3r+1 once it wrote round r, 3r+2 once it reduced
 // its piece and 3r+3 once it read all it reads of round r. A rank writes round r only once
@@ -48,7 +51,7 @@ class TcpCommunicator::HostRounds {
   // A round's floats per rank: 512 KiB, so that a round's copies stay in the cores' caches.
   static constexpr size_t kSlotFloats = size_t{128} << 10;
   static size_t SegmentBytes(size_t ranks) {
-    return ranks * sizeof(HostStep) + FailureBytes() + 2 * ranks * kSlotFloats * sizeof(float);
+    return ControlBytes(ranks) + 2 * ranks * kSlotFloats * sizeof(float);
   }
 
   HostRounds(TcpCommunicator& comm, Deadline deadline)
@@ -60,23 +63,40 @@ class TcpCommunicator::HostRounds {
         deadline_(deadline),
         steps_(reinterpret_cast<HostStep*>(host_.segment->data())),
         failure_(*reinterpret_cast<HostFailure*>(host_.segment->data() + n_ * sizeof(HostStep))),
-        floats_(reinterpret_cast<float*>(host_.segment->data() + n_ * sizeof(HostStep) +
-                                         FailureBytes())) {}
+        args_(host_.segment->data() + n_ * sizeof(HostStep) + FailureBytes()),
+        floats_(reinterpret_cast<float*>(host_.segment->data() + ControlBytes(n_))) {}
 
   // `data` reduced over this host's ranks, into every rank's `data` (`everyone`) or into the
-  // leader's only.
-  Status Reduce(std::span<float> data, ReduceOp op, bool everyone) {
-    for (size_t at = 0; at < data.size(); at += kSlotFloats) {
+  // leader's only. With `agree` (a group on one host, whose calls need no TCP), the first round
+  // also carries every rank's arguments: OK, or InvalidArgument on every rank alike
+  // (agreement::CheckAgreement) with `data` untouched, if they differ.
+  Status Reduce(std::span<float> data, ReduceOp op, bool everyone,
+                const agreement::Args* agree = nullptr) {
+    for (size_t at = 0; at < data.size() || (agree && at == 0); at += kSlotFloats) {
       const size_t length = std::min(kSlotFloats, data.size() - at);
       const uint64_t r = host_.round++;
+      float* const round = data.data() + at;
       REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r - 2, 3)));
-      std::copy_n(data.data() + at, length, Slot(r, i_));
+      // Every piece but this rank's own, which only it reads, into its slot.
+      for (size_t q = 0; q < n_; ++q) {
+        const auto [b, e] = Piece(length, q);
+        if (q != i_) std::copy(round + b, round + e, Slot(r, i_) + b);
+      }
+      if (agree && at == 0) WriteArgs(r, *agree);
       Advance(steps_[i_], Counter(r, 1));
       REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r, 1)));
+      if (agree && at == 0) {
+        Status agreed = CheckArgs(r);
+        if (!agreed.ok() || data.empty()) {
+          Advance(steps_[i_], Counter(r, 3));  // reads nothing more of this round
+          return agreed;
+        }
+      }
+      // Its own piece: reduced in place in the caller's buffer, then into its slot for the others.
       const auto [begin, end] = Piece(length, i_);
-      float* mine = Slot(r, i_) + begin;
       for (size_t q = 0; q < n_; ++q)
-        if (q != i_) ring::Reduce(mine, Slot(r, q) + begin, end - begin, op);
+        if (q != i_) ring::Reduce(round + begin, Slot(r, q) + begin, end - begin, op);
+      std::copy(round + begin, round + end, Slot(r, i_) + begin);
       if (!everyone && i_ != 0) {
         Advance(steps_[i_], Counter(r, 3));  // reads nothing more
         continue;
@@ -85,36 +105,11 @@ class TcpCommunicator::HostRounds {
       REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r, 2)));
       for (size_t q = 0; q < n_; ++q) {
         const auto [b, e] = Piece(length, q);
-        std::copy(Slot(r, q) + b, Slot(r, q) + e, data.data() + at + b);
+        if (q != i_) std::copy(Slot(r, q) + b, Slot(r, q) + e, round + b);
       }
       Advance(steps_[i_], Counter(r, 3));
     }
     return Status::Ok();
-  }
-
-  // Every rank's arguments, through the segment (a group on one host, whose calls need no TCP):
-  // OK, or InvalidArgument on every rank alike (agreement::CheckAgreement) if they differ.
-  Status Agree(const agreement::Args& mine) {
-    const uint64_t r = host_.round++;
-    REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r - 2, 3)));
-    auto* at = reinterpret_cast<std::byte*>(Slot(r, i_));
-    const auto collective = static_cast<uint32_t>(mine.collective);
-    std::memcpy(at, &collective, 4);
-    std::memcpy(at + 4, &mine.detail, 4);
-    std::memcpy(at + 8, &mine.count, 8);
-    Advance(steps_[i_], Counter(r, 1));
-    REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r, 1)));
-    std::vector<agreement::Args> all(n_);
-    for (size_t q = 0; q < n_; ++q) {
-      const auto* theirs = reinterpret_cast<const std::byte*>(Slot(r, q));
-      uint32_t c = 0;
-      std::memcpy(&c, theirs, 4);
-      all[q].collective = static_cast<agreement::Collective>(c);
-      std::memcpy(&all[q].detail, theirs + 4, 4);
-      std::memcpy(&all[q].count, theirs + 8, 8);
-    }
-    Advance(steps_[i_], Counter(r, 3));
-    return agreement::CheckAgreement(all);
   }
 
   // The leader's `data` into every other rank's of this host.
@@ -150,6 +145,34 @@ class TcpCommunicator::HostRounds {
 
  private:
   static size_t FailureBytes() { return (sizeof(HostFailure) + 63) / 64 * 64; }
+  // The counters, the failure, and each round parity's arguments of every rank (kArgsBytes each).
+  static size_t ControlBytes(size_t ranks) {
+    return ranks * sizeof(HostStep) + FailureBytes() +
+           (2 * ranks * agreement::kArgsBytes + 63) / 64 * 64;
+  }
+  std::byte* Args(uint64_t r, size_t q) const {
+    return args_ + ((r % 2) * n_ + q) * agreement::kArgsBytes;
+  }
+  void WriteArgs(uint64_t r, const agreement::Args& mine) {
+    std::byte* at = Args(r, i_);
+    const auto collective = static_cast<uint32_t>(mine.collective);
+    std::memcpy(at, &collective, 4);
+    std::memcpy(at + 4, &mine.detail, 4);
+    std::memcpy(at + 8, &mine.count, 8);
+  }
+  // Every rank's arguments of round r: OK, or InvalidArgument on every rank alike.
+  Status CheckArgs(uint64_t r) const {
+    std::vector<agreement::Args> all(n_);
+    for (size_t q = 0; q < n_; ++q) {
+      const std::byte* theirs = Args(r, q);
+      uint32_t collective = 0;
+      std::memcpy(&collective, theirs, 4);
+      all[q].collective = static_cast<agreement::Collective>(collective);
+      std::memcpy(&all[q].detail, theirs + 4, 4);
+      std::memcpy(&all[q].count, theirs + 8, 8);
+    }
+    return agreement::CheckAgreement(all);
+  }
   // The counter's value at `stage` (1 to 3) of round r; wraps as every rank's does.
   static uint32_t Counter(uint64_t r, uint32_t stage) {
     return static_cast<uint32_t>(3 * r + stage);
@@ -213,6 +236,7 @@ class TcpCommunicator::HostRounds {
   const Deadline deadline_;
   HostStep* const steps_;
   HostFailure& failure_;
+  std::byte* const args_;
   float* const floats_;
 };
 
@@ -232,10 +256,9 @@ Status TcpCommunicator::HostAllReduce(std::span<float> data, ReduceOp op, uint32
 
 Status TcpCommunicator::OneHostAllReduce(std::span<float> data, ReduceOp op, Deadline deadline) {
   HostRounds rounds(*this, deadline);
-  Status s = rounds.Agree(agreement::AllReduceArgs(data.size(), op));
-  if (s.code() == StatusCode::kInvalidArgument) return s;  // nothing moved, on every rank
-  if (s.ok() && !data.empty()) s = rounds.Reduce(data, op, /*everyone=*/true);
-  if (!s.ok()) rounds.GiveUp(s);
+  const agreement::Args args = agreement::AllReduceArgs(data.size(), op);
+  Status s = rounds.Reduce(data, op, /*everyone=*/true, &args);
+  if (!s.ok() && s.code() != StatusCode::kInvalidArgument) rounds.GiveUp(s);
   return s;
 }
 
