@@ -36,6 +36,21 @@ int PollMs(Deadline deadline, std::chrono::milliseconds slice) {
   return static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), slice).count());
 }
 
+// A message of one byte (SCM_RIGHTS needs some data) with room for one descriptor.
+struct FdMessage {
+  FdMessage() {
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  char byte = 'S';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+};
+
 }  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -115,21 +130,13 @@ Status SegmentOffer::HandOut(int fd, std::vector<pid_t> pids, const std::atomic<
       ++*strangers;
       continue;
     }
-    // One byte of data carries the descriptor (SCM_RIGHTS needs some).
-    char byte = 'S';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    cmsghdr* c_msg = CMSG_FIRSTHDR(&m);
+    FdMessage out;
+    cmsghdr* c_msg = CMSG_FIRSTHDR(&out.m);
     c_msg->cmsg_level = SOL_SOCKET;
     c_msg->cmsg_type = SCM_RIGHTS;
     c_msg->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c_msg), &fd, sizeof fd);
-    if (sendmsg(c.get(), &m, MSG_NOSIGNAL) == 1) pids.erase(it);
+    if (sendmsg(c.get(), &out.m, MSG_NOSIGNAL) == 1) pids.erase(it);
   }
   return Status::Ok();
 }
@@ -146,17 +153,10 @@ Result<UniqueFd> FetchSegment(const std::string& name, Deadline deadline) {
   while (::poll(&p, 1, PollMs(deadline, std::chrono::milliseconds(100))) == 0)
     if (Clock::now() >= deadline)
       return DeadlineExceededError("the host's leader did not hand over the shared segment");
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  if (recvmsg(s.get(), &m, MSG_CMSG_CLOEXEC) != 1)
+  FdMessage in;
+  if (recvmsg(s.get(), &in.m, MSG_CMSG_CLOEXEC) != 1)
     return UnavailableError("the host's leader closed the connection without the shared segment");
-  const cmsghdr* c = CMSG_FIRSTHDR(&m);
+  const cmsghdr* c = CMSG_FIRSTHDR(&in.m);
   if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
       c->cmsg_len != CMSG_LEN(sizeof(int)))
     return UnavailableError("the host's leader sent no descriptor");
