@@ -227,7 +227,9 @@ git -C "$repo" ls-files -z | (cd "$repo" && while IFS= read -r -d '' f; do
 # A reused root keeps only its build directories (for an incremental build): files that the
 # tree has moved or deleted since must not linger beside the new ones.
 find "$root$clone" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
-tar -C "$repo" --null -T "$files" -cf - | tar -C "$root$clone" -xf -
+# --touch: every file gets the time of the copy, not the tree's, so that a reused root's build
+# (whose outputs may be newer than an edit made while it ran) rebuilds whatever changed.
+tar -C "$repo" --null -T "$files" -cf - | tar -C "$root$clone" --touch -xf -
 rm -rf "$root$clone/.git"
 git -C "$root$clone" init -q
 git -C "$root$clone" add --pathspec-from-file="$files" --pathspec-file-nul
