@@ -3,11 +3,12 @@
 2 under `reel launch -n 2`, transport tcp) against PyTorch DistributedDataParallel (gloo) under
 torchrun (bench/ddp/torchrun.py, bench/ddp/torch_moe_ddp.py), 1 and 2 processes on this host.
 
-  bench/ddp/run_moe.py [--build build] [--reps 3] [--epochs 30] [--ranks 1,2] [--out FILE]
+  bench/ddp/run_moe.py [--build build] [--reps 3] [--epochs 5] [--ranks 1,2] [--out FILE]
 
 Every case is the whole command, timed from its start to its exit: startup, reading the two
 training shards (reel each epoch from the files, PyTorch once into memory), training `--epochs`
-epochs of batch 32 per rank, Adam. Examples are those all ranks trained (steps x 32 x ranks).
+epochs of batch 32 per rank, Adam. Examples are those all ranks trained (reel: as its last
+line counts them; PyTorch: whole batches, steps x 32 x ranks).
 Repetitions alternate the four programs; medians, minima and maxima of examples/s over the runs.
 PyTorch gets the host's cores over its processes as threads (torch.set_num_threads), as reel's
 ranks narrow themselves to theirs.
@@ -36,10 +37,12 @@ def run_reel(build, ranks, epochs):
     seconds = time.time() - start
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {p.stderr[-2000:]}")
-    steps = [int(m.group(1)) for m in re.finditer(r"trained (\d+) steps", p.stdout + p.stderr)]
-    if not steps:
-        raise RuntimeError(f"no 'trained N steps' line: {p.stdout[-2000:]}")
-    return {"seconds": seconds, "examples": steps[0] * 32 * ranks}
+    # "trained N steps (X examples, ...)": X counts every rank's examples (each epoch's last,
+    # partial batch too).
+    done = re.search(r"trained \d+ steps \((\d+) examples", p.stdout + p.stderr)
+    if not done:
+        raise RuntimeError(f"no 'trained N steps (X examples' line: {p.stdout[-2000:]}")
+    return {"seconds": seconds, "examples": int(done.group(1))}
 
 
 def run_torch(ranks, epochs):
@@ -61,7 +64,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "ddp_moe.json"))
     args = ap.parse_args()

@@ -4,7 +4,7 @@
 Run under torchrun, one process per rank (gloo backend):
 
   torchrun --nproc_per_node N bench/ddp/torch_moe_ddp.py --files A.tfrecord,B.tfrecord
-      [--epochs 30] [--batch 32] [--experts 4] [--lr 0.005] [--threads T]
+      [--epochs 5] [--batch 32] [--experts 4] [--lr 0.005] [--threads T]
 
 The same job as `reel train` of bench/ddp/moe.pbtxt: the YouTube-8M video-level records
 (mean_rgb 1024 + mean_audio 128 floats, labels of 3862 classes), a mixture of `experts` sigmoid
@@ -126,7 +126,7 @@ def read_tfrecords(paths):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", required=True)
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.005)
