@@ -4,6 +4,7 @@
 torchrun (bench/ddp/torchrun.py, bench/ddp/torch_moe_ddp.py), 1 and 2 processes on this host.
 
   bench/ddp/run_moe.py [--build build] [--reps 3] [--epochs 5] [--ranks 1,2] [--out FILE]
+      [--hosts 2 [--rate 1gbit]]
 
 Every case is the whole command, timed from its start to its exit: startup, reading the two
 training shards (reel each epoch from the files, PyTorch once into memory), training `--epochs`
@@ -27,10 +28,40 @@ FILES = ",".join(os.path.join(ROOT, "data", "yt8m", f"validate000{i}.tfrecord") 
 PYTHON = "/usr/bin/python3"  # Debian's, which has python3-torch
 
 
+NETNS = os.path.join(ROOT, "tests", "netns", "netns.sh")
+PORT = 29517
+
+
+def run_hosts(commands, env):
+    """Runs commands[i] in simulated host i at once; (seconds until all ended, outputs)."""
+    start = time.time()
+    procs = [subprocess.Popen(["ip", "netns", "exec", f"{HOSTS}-r{i}", "env"] +
+                              [f"{k}={v}" for k, v in env.items()] + c, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i, c in enumerate(commands)]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    seconds = time.time() - start
+    for c, p, o in zip(commands, procs, outs):
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(c)}: {o[-2000:]}")
+    return seconds, outs
+
+
+HOSTS = None  # the namespaces' name with --hosts 2
+
+
 def run_reel(build, ranks, epochs):
     reel = os.path.join(build, "bin", "reel")
     train = [reel, "train", "--config", os.path.join(ROOT, "bench", "ddp", "moe.pbtxt"),
              "--set", f"trainer.epochs={epochs}"]
+    if HOSTS:  # one rank on each simulated host
+        a0 = subprocess.check_output([NETNS, "addr", "0"], text=True).strip()
+        seconds, outs = run_hosts(
+            [[reel, "launch", "-n", "1", "--nnodes", str(ranks), "--node-rank", str(i),
+              "--coordinator", f"{a0}:{PORT}", "--"] + train for i in range(ranks)],
+            {"REEL_SECRET": "ddp-bench", "OMP_NUM_THREADS": "1"})
+        done = re.search(r"trained \d+ steps \((\d+) examples", outs[0])
+        return {"seconds": seconds, "examples": int(done.group(1))}
     cmd = train if ranks == 1 else [reel, "launch", "-n", str(ranks), "--"] + train
     start = time.time()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -46,9 +77,20 @@ def run_reel(build, ranks, epochs):
 
 
 def run_torch(ranks, epochs):
+    script = [os.path.join(ROOT, "bench", "ddp", "torch_moe_ddp.py"), "--files", FILES,
+              "--epochs", str(epochs)]
+    if HOSTS:  # one process on each simulated host, gloo on the namespace's link
+        a0 = subprocess.check_output([NETNS, "addr", "0"], text=True).strip()
+        seconds, outs = run_hosts(
+            [[PYTHON, os.path.join(ROOT, "bench", "ddp", "torchrun.py"), "--nnodes", str(ranks),
+              "--node_rank", str(i), "--nproc_per_node", "1", "--master_addr", a0,
+              "--master_port", str(PORT + 1)] + script + ["--threads", "1"]
+             for i in range(ranks)],
+            {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"})
+        inner = json.loads([l for l in outs[0].splitlines() if l.startswith("{")][-1])
+        return {"seconds": seconds, "examples": inner["examples"], "inner": inner}
     cmd = [PYTHON, os.path.join(ROOT, "bench", "ddp", "torchrun.py"), "--nproc_per_node",
-           str(ranks), os.path.join(ROOT, "bench", "ddp", "torch_moe_ddp.py"), "--files", FILES,
-           "--epochs", str(epochs)]
+           str(ranks)] + script
     start = time.time()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     seconds = time.time() - start
@@ -67,8 +109,25 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "ddp_moe.json"))
+    ap.add_argument("--hosts", type=int, default=1,
+                    help="2: each rank on a simulated host of its own (network namespaces, "
+                    "tests/netns/netns.sh), links limited to --rate, one thread per process")
+    ap.add_argument("--rate", default="1gbit")
     args = ap.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
+    if args.hosts > 1:
+        global HOSTS
+        HOSTS = f"reelddp{os.getpid()}"
+        ranks = [args.hosts]
+        subprocess.run([NETNS, "up", HOSTS, str(args.hosts), args.rate], check=True)
+    try:
+        run_all(args, ranks)
+    finally:
+        if HOSTS:
+            subprocess.run([NETNS, "down", HOSTS])
+
+
+def run_all(args, ranks):
     runs = {}
     for rep in range(args.reps):
         for n in ranks:
@@ -87,6 +146,7 @@ def main():
               summary[f"torch_ddp/{n}"]["median"] for n in ranks}
     doc = {"benchmark": "whole-job moe training, reel against PyTorch DDP",
            "command": "bench/ddp/run_moe.py " + " ".join(sys.argv[1:]),
+           "hosts": args.hosts, "rate": args.rate if args.hosts > 1 else None,
            "cores": os.cpu_count(), "load_average": os.getloadavg(),
            "examples_per_sec": summary, "ratios_of_medians": ratios, "runs": runs}
     with open(args.out, "w") as f:
