@@ -155,6 +155,46 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   EXPECT_EQ(SharedMemoryFiles(), shm_before) << "shared memory was left behind in /dev/shm";
 }
 
+// A rank of the host that runs as another user gets no segment from the host's leader (its uid
+// is not the leader's), so every rank learns at forming that this host cannot share memory: with
+// allreduce_layout=auto the group falls back to the flat ring and sums right; with hierarchical
+// forming fails on every rank, saying why.
+TEST_F(ProcessRanks, ARankOfAnotherUserGetsNoSegmentAndTheGroupUsesTheRingOrRefuses) {
+  if (geteuid() != 0) GTEST_SKIP() << "running a rank as another user needs root";
+  for (const auto layout : {TcpOptions::Layout::kAuto, TcpOptions::Layout::kHierarchical}) {
+    const std::string coordinator = FreeCoordinator();
+    for (int r = 0; r < 2; ++r)
+      Start([&, r](int report) {
+        if (r == 1 && setuid(65534) != 0) _exit(3);  // nobody
+        TcpOptions options = TestOptions();
+        options.allreduce_layout = layout;
+        auto comm = MakeTcpTransport(options)->Connect({r, 2, coordinator}, DeadlineIn(60s));
+        std::string said;
+        if (!comm.ok()) {
+          said = comm.status().ToString();
+        } else {
+          std::vector<float> data(1 << 16, static_cast<float>(r + 1));  // past the small path
+          const Status s = (*comm)->AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
+          said = s.ok() ? "sum " + std::to_string(static_cast<int>(data.back())) : s.ToString();
+        }
+        (void)!write(report, said.data(), said.size());
+        _exit(0);
+      });
+    for (int r = 0; r < 2; ++r) {
+      const std::string said = ReadReport(ranks_[r].from, false, DeadlineIn(90s));
+      if (layout == TcpOptions::Layout::kAuto)
+        EXPECT_EQ(said, "sum 3") << "rank " << r;
+      else
+        EXPECT_THAT(said, AllOf(HasSubstr("FAILED_PRECONDITION"),
+                                HasSubstr("some host could not share memory")))
+            << "rank " << r;
+      waitpid(ranks_[r].pid, nullptr, 0);
+      close(ranks_[r].from);
+    }
+    ranks_.clear();
+  }
+}
+
 // A rank stopped (SIGSTOP) for longer than its own heartbeat timeout, while its peer waits more
 // patiently, carries on where it was once continued: its heartbeat thread sees that it did not run
 // itself, so the peer's silence meanwhile (its bytes wait unread in this rank's socket) is not held
