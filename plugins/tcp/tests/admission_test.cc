@@ -170,22 +170,31 @@ TEST(ConnectAndAuthenticate, GivesUpAtItsDeadlineNamingTheCuts) {
 }
 
 TEST(ResolveHost, ALookupThatHangsEndsAtTheDeadline) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
-  auto hanging = [&](const std::string&) -> Result<std::vector<asio::ip::address>> {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return release; });
+  // Shared with the abandoned lookup's thread, which outlives ResolveHost and may outlive the
+  // test's stack frame: held by value, and the test waits for that thread before it ends.
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;  // guarded by mu
+    int lookups_done = 0;  // guarded by mu
+  };
+  auto gate = std::make_shared<Gate>();
+  auto hanging = [gate](const std::string&) -> Result<std::vector<asio::ip::address>> {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    gate->cv.wait(lock, [&] { return gate->release; });
+    ++gate->lookups_done;
+    gate->cv.notify_all();
     return std::vector<asio::ip::address>{asio::ip::make_address("127.0.0.1")};
   };
   Result<asio::ip::address> a = ResolveHost("coordinator.example", DeadlineIn(200ms), hanging);
   EXPECT_EQ(a.status().code(), StatusCode::kDeadlineExceeded) << a.status();
   EXPECT_THAT(a.status().message(), HasSubstr("looking up host 'coordinator.example'"));
   {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;  // the abandoned lookup ends on its own
+    std::unique_lock<std::mutex> lock(gate->mu);
+    gate->release = true;  // the abandoned lookup ends on its own
+    gate->cv.notify_all();
+    gate->cv.wait(lock, [&] { return gate->lookups_done == 1; });
   }
-  cv.notify_all();
   // Numeric addresses need no lookup; names that resolve return their address.
   EXPECT_EQ(*ResolveHost("127.0.0.1", DeadlineIn(1s), hanging),
             asio::ip::make_address("127.0.0.1"));
