@@ -1,6 +1,6 @@
 // Optimizer conformance (reel/optimizer.h) on a quadratic, f(w) = ½|w − t|², whose gradient is
 // w − t: steps descend, two ranks train together and Finish, the state a checkpoint stores
-// (CollectState) makes a fresh optimizer step exactly as the original does, and a foreign state is
+// (SaveState) makes a fresh optimizer step exactly as the original does, and a foreign state is
 // refused. Each rank's factory learns its rank and the world size (OptimizerContext).
 #include <cmath>
 #include <thread>
@@ -52,6 +52,12 @@ Result<std::vector<Rank>> MakeRanks(const Registry& registry, const ComponentEnt
   return ranks;
 }
 
+// A rank that only serves (RankRoles::IsServerOnly) takes no steps.
+bool ServesOnly(Optimizer& optimizer) {
+  const RankRoles* roles = optimizer.rank_roles();
+  return roles != nullptr && roles->IsServerOnly();
+}
+
 double Loss(const ParamArena& arena, float target) {
   double sum = 0;
   for (float w : arena.values()) sum += 0.5 * (w - target) * (w - target);
@@ -85,14 +91,14 @@ Status TwoRanks(std::vector<Rank>& ranks) {
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ranks.size(); ++r)
     threads.emplace_back([&, r] {
-      if (!ranks[r].optimizer->IsServerOnly())
+      if (!ServesOnly(*ranks[r].optimizer))
         done[r] = Steps(ranks[r], 1.0f + 2.0f * static_cast<float>(r), 40);
       if (done[r].ok()) done[r] = ranks[r].optimizer->Finish().WithContext("Finish");
     });
   for (std::thread& t : threads) t.join();
   for (size_t r = 0; r < ranks.size(); ++r) {
     REEL_RETURN_IF_ERROR(done[r].WithContext("rank " + std::to_string(r)));
-    if (!ranks[r].optimizer->IsServerOnly() &&
+    if (!ServesOnly(*ranks[r].optimizer) &&
         !(Loss(*ranks[r].arena, 2.0f) < Loss(*ranks[r].arena, 0.0f)))
       return InvalidArgumentError("rank " + std::to_string(r) +
                                   " did not move towards the ranks' common minimum");
@@ -104,9 +110,8 @@ Status StateRoundTrips(const Registry& registry, const ComponentEntry& entry,
                        const ConformanceOptions& options) {
   REEL_ASSIGN_OR_RETURN(auto original, MakeRanks(registry, entry, options, 1, 0.0f));
   REEL_RETURN_IF_ERROR(Steps(original[0], 1.0f, 5));
-  // What a checkpoint stores: the lead's CollectState() (SaveState() unless the optimizer's
-  // state lives on other ranks).
-  REEL_ASSIGN_OR_RETURN(std::string state, original[0].optimizer->CollectState());
+  // What a checkpoint stores: the lead's SaveState().
+  REEL_ASSIGN_OR_RETURN(std::string state, original[0].optimizer->SaveState());
   auto w = original[0].arena->values();
   REEL_ASSIGN_OR_RETURN(auto restored, MakeRanks(registry, entry, options, 1, 0.0f));
   std::copy(w.begin(), w.end(), restored[0].arena->values().begin());

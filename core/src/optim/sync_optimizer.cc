@@ -75,7 +75,7 @@ class SyncOptimizer final : public Optimizer {
     return Status::Ok();
   }
 
-  Result<std::string> SaveState() const override {
+  Result<std::string> SaveState() override {
     std::string out(kMagic, sizeof kMagic);
     auto put32 = [&out](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
     put32(kVersion);

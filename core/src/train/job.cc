@@ -40,14 +40,16 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
   Owned<Optimizer> optimizer = std::move(*made);
   // The training ranks, when some ranks only serve or the training ranks step independently.
   std::unique_ptr<Communicator> group;
-  if (optimizer->HasServerOnlyRanks() || optimizer->TrainsIndependently()) {
-    REEL_ASSIGN_OR_RETURN(
-        group, comm->Split(optimizer->IsServerOnly() ? 1 : 0, rank, DeadlineIn(options.timeout)));
+  const RankRoles* roles = optimizer->rank_roles();
+  const bool serves_only = roles != nullptr && roles->IsServerOnly();
+  if (roles != nullptr && (roles->HasServerOnlyRanks() || roles->TrainsIndependently())) {
+    REEL_ASSIGN_OR_RETURN(group,
+                          comm->Split(serves_only ? 1 : 0, rank, DeadlineIn(options.timeout)));
   }
   const Communicator& shards = group ? *group : *comm;
   DataSourceContext dctx{{shards.rank(), shards.size()}, c.trainer().seed(), &host};
   Owned<DataSource> train, eval;
-  if (!optimizer->IsServerOnly()) {
+  if (!serves_only) {
     REEL_ASSIGN_OR_RETURN(
         train,
         reg.CreateDataSource(c.data().name(),
@@ -101,7 +103,8 @@ bool ToleratesLostRanks(const config::RunConfig& c, const Registry& reg, const R
   Result<Owned<Optimizer>> probe =
       reg.CreateOptimizer(opt.name(), ComponentOptions(reg, ComponentKind::kOptimizer, opt, c),
                           OptimizerContext{0, plan.ranks.front().world_size});
-  return probe.ok() && (*probe)->HasServerOnlyRanks();
+  return probe.ok() && (*probe)->rank_roles() != nullptr &&
+         (*probe)->rank_roles()->HasServerOnlyRanks();
 }
 
 }  // namespace

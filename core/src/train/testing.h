@@ -253,7 +253,7 @@ class TinySgd : public Optimizer {
     ++steps_;
     return Status::Ok();
   }
-  Result<std::string> SaveState() const override {
+  Result<std::string> SaveState() override {
     std::string s(reinterpret_cast<const char*>(velocity_.data()),
                   velocity_.size() * sizeof(float));
     return "sgd:" + std::to_string(steps_) + ":" + s;

@@ -39,8 +39,9 @@ class Loop {
       : o_(o),
         r_(r),
         group_(r.group != nullptr ? r.group : r.comm),
-        trains_(r.optimizer == nullptr || !r.optimizer->IsServerOnly()),
-        independent_(trains_ && r.optimizer != nullptr && r.optimizer->TrainsIndependently() &&
+        roles_(r.optimizer != nullptr ? r.optimizer->rank_roles() : nullptr),
+        trains_(roles_ == nullptr || !roles_->IsServerOnly()),
+        independent_(trains_ && roles_ != nullptr && roles_->TrainsIndependently() &&
                      group_->size() > 1),
         storage_(s),
         progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
@@ -60,6 +61,10 @@ class Loop {
   Result<bool> ResumeFromCheckpoint();
   Status TrainStep(const Batch& batch);
   Status StepWithoutData();
+  // The learning rate of the step about to be taken on `examples`, told to the optimizer's roles.
+  float BeginStep(int64_t examples);
+  // Brings the arena to the newest parameters (RankRoles::Refresh).
+  Status Refresh(const char* before);
   Status LogWindow();
   Status RunEval();
   // Gathers every rank's position and has the lead write the checkpoint of this step.
@@ -115,6 +120,7 @@ class Loop {
   const TrainerOptions& o_;
   const RankComponents& r_;
   Communicator* group_;     // the training ranks; not owned
+  RankRoles* const roles_;  // the optimizer's, null if it gives ranks no roles; not owned
   const bool trains_;       // false on a server-only rank
   const bool independent_;  // training ranks step on their own (see reel/core/trainer.h)
   std::unique_ptr<WorkerReports> reports_;  // independent ranks: their view of the others
@@ -258,7 +264,8 @@ Result<bool> Loop::ResumeFromCheckpoint() {
 Status Loop::Init() {
   if ((trains_ && !r_.train) || !r_.model || !r_.arena || !r_.optimizer || !r_.comm)
     return InvalidArgumentError("trainer: a rank component is missing");
-  if (r_.optimizer->TrainsIndependently() && r_.group == nullptr)
+  const bool independent = roles_ != nullptr && roles_->TrainsIndependently();
+  if (independent && r_.group == nullptr)
     return InvalidArgumentError(
         "trainer: the optimizer's training ranks step independently but no training group was "
         "split off");
@@ -276,7 +283,7 @@ Status Loop::Init() {
     return InvalidArgumentError(
         "trainer: on_checkpoint_failure must be \"stop\" or \"continue\", got \"" +
         o_.on_checkpoint_failure + "\"");
-  if (!r_.optimizer->TrainsIndependently()) REEL_RETURN_IF_ERROR(AgreeOnSchedule());
+  if (!independent) REEL_RETURN_IF_ERROR(AgreeOnSchedule());
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0 && lr.total_epochs == 0) {  // unset: the run's own budget
     lr.total_steps = o_.steps;
@@ -290,8 +297,8 @@ Status Loop::Init() {
   if (o_.resume && !checkpoints_)
     return InvalidArgumentError("--resume needs trainer.checkpoint_dir");
   optimizer_clips_ = r_.optimizer->AcceptGradientClipping(o_.clip_norm);
-  if (checkpoints_)
-    r_.optimizer->OfferCheckpoints(
+  if (checkpoints_ && roles_)
+    roles_->OfferCheckpoints(
         {&storage_, o_.checkpoint_dir, o_.checkpoint_every_steps, o_.keep_checkpoints, o_.resume});
   bool resumed = false;
   if (o_.resume) {
@@ -311,9 +318,7 @@ Status Loop::TrainStep(const Batch& batch) {
   REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
   REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
   if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
-  last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
-  r_.optimizer->NoteStep(step_ + 1, batch.size());
-  REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
@@ -328,12 +333,21 @@ Status Loop::TrainStep(const Batch& batch) {
 Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
-  last_lr_ = schedule_->At(r_.optimizer->ScheduleStep(step_), epoch_);
-  r_.optimizer->NoteStep(step_ + 1, 0);
-  REEL_RETURN_IF_ERROR(r_.optimizer->Step(static_cast<float>(last_lr_)));
+  REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(0)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;
   return Status::Ok();
+}
+
+float Loop::BeginStep(int64_t examples) {
+  last_lr_ = schedule_->At(roles_ != nullptr ? roles_->ScheduleStep(step_) : step_, epoch_);
+  if (roles_ != nullptr) roles_->NoteStep(step_ + 1, examples);
+  return static_cast<float>(last_lr_);
+}
+
+Status Loop::Refresh(const char* before) {
+  if (roles_ == nullptr) return Status::Ok();
+  return roles_->Refresh().WithContext(before);
 }
 
 // The step budget, or for an epoch budget the steps so far plus what the epochs left take at
@@ -367,7 +381,7 @@ ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec,
 
 Result<int64_t> Loop::JobExamples() {
   if (!independent_) return job_examples_;
-  REEL_ASSIGN_OR_RETURN(const std::optional<int64_t> applied, r_.optimizer->ExamplesApplied());
+  REEL_ASSIGN_OR_RETURN(const std::optional<int64_t> applied, roles_->ExamplesApplied());
   if (applied) return *applied;
   // The others' as of their newest reports.
   return examples_ + window_examples_ - session_start_examples_ +
@@ -437,7 +451,7 @@ Status Loop::RunEval() {
   // Independent ranks: the lead alone, on the whole evaluation set (the host gives every training
   // rank one, since any may take over from a lost lead).
   if (r_.eval == nullptr || (independent_ && !lead())) return Status::Ok();
-  REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before evaluation"));
+  REEL_RETURN_IF_ERROR(Refresh("before evaluation"));
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
   REEL_ASSIGN_OR_RETURN(EvalMetrics m, Evaluate(models, *r_.eval, o_.num_classes, o_.eval_top_k,
@@ -486,12 +500,12 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     // ones; a rank that takes over a lost lead here goes on as the lead.
     REEL_RETURN_IF_ERROR(Report(ReportKind::kCheckpoint, my_position));
     if (!lead()) return Status::Ok();
-    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
+    REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
     ranks.positions = reports_->Positions(my_position);
     ranks.epochs = reports_->Epochs(PositionEpoch());
     ranks.steps = reports_->Steps(step_);
   } else {
-    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before a checkpoint"));
+    REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
     REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
     ranks.epochs.assign(ranks.positions.size(), PositionEpoch());  // in step: one epoch
     ranks.steps.assign(ranks.positions.size(), step_);
@@ -505,7 +519,7 @@ Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   s.model_name = o_.model_name;
   // The state first: an optimizer whose state lives on other ranks (parameter servers that
   // others keep updating) brings the arena to the parameters of the state's own instant.
-  REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->CollectState());
+  REEL_ASSIGN_OR_RETURN(s.optimizer_state, r_.optimizer->SaveState());
   s.CaptureParams(*r_.arena);
   s.step = step_;
   s.epoch = PositionEpoch();  // the lead's
@@ -543,7 +557,7 @@ Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
 // serve until the training ranks are done.
 Result<TrainResult> Loop::Serve() {
   REEL_RETURN_IF_ERROR(
-      r_.optimizer->Serve().WithContext("rank " + std::to_string(r_.comm->rank()) + " serving"));
+      roles_->Serve().WithContext("rank " + std::to_string(r_.comm->rank()) + " serving"));
   REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
   result_.steps = step_;
   result_.steps_this_run = step_ - session_start_step_;
@@ -585,7 +599,7 @@ Status Loop::FollowLead(const Status& why) {
   const int lost = lead_;
   const std::string who = "the lead (training rank " + std::to_string(lost) + ", rank " +
                           std::to_string(members_[static_cast<size_t>(lost)]) + ")";
-  Result<std::optional<int>> next = r_.optimizer->LeadAfter(members_[static_cast<size_t>(lost)]);
+  Result<std::optional<int>> next = roles_->LeadAfter(members_[static_cast<size_t>(lost)]);
   if (!next.ok()) return next.status().WithContext("finding the successor of " + who);
   if (!*next)
     return UnavailableError(
@@ -632,7 +646,7 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   bool gathered = false;  // this rank gathered the final reports as the lead
   if (!lead()) {
     // Every push of this rank applied first, so that the lead's final pull holds them.
-    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the final report"));
+    REEL_RETURN_IF_ERROR(Refresh("before the final report"));
     REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
     gathered = lead();
     // The lead's end, after its final checkpoint: a lead lost before it is replaced, and this
@@ -656,7 +670,7 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   std::map<int, AppliedWork> applied;
   for (const LostRank& l : reports_->Lost(budget)) {
     if (l.rank < 0) continue;
-    Result<std::optional<AppliedWork>> work = r_.optimizer->AppliedWorkOf(l.rank);
+    Result<std::optional<AppliedWork>> work = roles_->AppliedWorkOf(l.rank);
     if (!work.ok())
       return work.status().WithContext("asking what was applied of lost rank " +
                                        std::to_string(l.rank));
@@ -709,7 +723,7 @@ Result<TrainResult> Loop::Run() {
     reports_ = std::make_unique<WorkerReports>(*group_, o_.timeout);
     // The newest parameters, from ranks that serve them (a rank that also serves a shard starts
     // serving here, so that the others need not wait for its first step).
-    REEL_RETURN_IF_ERROR(r_.optimizer->Refresh().WithContext("before the first step"));
+    REEL_RETURN_IF_ERROR(Refresh("before the first step"));
     REEL_ASSIGN_OR_RETURN(std::string start, r_.train->Position());
     REEL_RETURN_IF_ERROR(Report(ReportKind::kStart, start));
   }

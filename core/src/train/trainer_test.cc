@@ -623,7 +623,7 @@ TEST(TrainerTest, OneRankInterruptedStopsBothAtTheSameStep) {
 }
 
 // An optimizer whose state lives elsewhere and moves on while the lead checkpoints (async_sgd's
-// servers): CollectState() brings the arena to the parameters of its state's instant, here
+// servers): SaveState() brings the arena to the parameters of its state's instant, here
 // every parameter to the number of states collected so far.
 class CuttingSgd : public TinySgd {
  public:
@@ -631,10 +631,10 @@ class CuttingSgd : public TinySgd {
     arena_ = &arena;
     return TinySgd::Setup(arena, comm);
   }
-  Result<std::string> CollectState() override {
+  Result<std::string> SaveState() override {
     ++cuts_;
     for (float& v : arena_->values()) v = static_cast<float>(cuts_);
-    return SaveState();
+    return TinySgd::SaveState();
   }
 
  private:
@@ -642,7 +642,7 @@ class CuttingSgd : public TinySgd {
   int cuts_ = 0;
 };
 
-// A checkpoint takes the parameters after the optimizer's state (Optimizer::CollectState), so
+// A checkpoint takes the parameters after the optimizer's state (Optimizer::SaveState), so
 // the two are one snapshot; before, it took them first, and async_sgd's values could be older
 // than the versions its state named.
 TEST(TrainerTest, ACheckpointTakesTheParametersOfTheOptimizersStateInstant) {

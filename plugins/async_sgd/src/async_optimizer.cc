@@ -193,19 +193,12 @@ std::string AsyncOptimizer::Encode(const std::vector<std::string>& shards) {
   return out;
 }
 
-Result<std::string> AsyncOptimizer::CollectState() {
-  REEL_RETURN_IF_ERROR(Ready("CollectState"));
-  if (!worker_) return FailedPreconditionError("async_sgd: CollectState() on a server-only rank");
+Result<std::string> AsyncOptimizer::SaveState() {
+  REEL_RETURN_IF_ERROR(Ready("SaveState"));
+  if (!worker_) return FailedPreconditionError("async_sgd: SaveState() on a server-only rank");
   StartColocatedServer();
   REEL_ASSIGN_OR_RETURN(std::vector<std::string> shards, worker_->CollectCut());
   return Encode(shards);
-}
-
-// Without the servers' help (a rank that is not the lead): only what this rank holds, which is
-// no checkpoint; the trainer calls CollectState() on the lead.
-Result<std::string> AsyncOptimizer::SaveState() const {
-  return FailedPreconditionError(
-      "async_sgd: the state lives on the servers; the lead collects it (CollectState)");
 }
 
 Result<std::vector<std::string>> AsyncOptimizer::SplitState(std::string_view state) const {

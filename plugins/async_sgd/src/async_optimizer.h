@@ -8,17 +8,18 @@
 // Life: Setup() broadcasts rank 0's initial parameters to every rank, so servers and workers
 // start from the same values. A server-only rank then runs Serve() until every worker has called
 // Finish(); a colocated rank serves from the first call after Setup() (its peers may push before
-// it trains) until Finish(). The lead worker's CollectState() takes a cut of every shard from its
+// it trains) until Finish(). The lead worker's SaveState() takes a cut of every shard from its
 // server (values, rule state and version of one instant, Worker::CollectCut) and puts the values
 // into its arena, where the trainer's checkpoint takes the parameters from; RestoreState() hands
 // each server its shard and each worker the versions.
 //
 // Servers' own checkpoints (shard_checkpoints.h): offered the run's checkpoint directory
-// (OfferCheckpoints), each server writes its shard every server_checkpoint_every updates. On a
-// resume every rank lists the complete sets; if the newest is newer than the checkpoint the
-// trainer restored (its shards' highest version), the servers take their shards from it and the
-// workers pull them before their first step. The ranks check they saw the same set. A resume
-// that found no trainer checkpoint but a complete set is refused (RefuseShardsWithoutCheckpoint).
+// (RankRoles::OfferCheckpoints), each server writes its shard every server_checkpoint_every
+// updates. On a resume every rank lists the complete sets; if the newest is newer than the
+// checkpoint the trainer restored (its shards' highest version), the servers take their shards from
+// it and the workers pull them before their first step. The ranks check they saw the same set. A
+// resume that found no trainer checkpoint but a complete set is refused
+// (RefuseShardsWithoutCheckpoint).
 //
 // State format: "RASG" | uint32 version (1) | uint32 shards | per shard: uint64 length + the
 // shard's state (int64 version, then the update rule's state, reel/update_rule.h).
@@ -39,7 +40,7 @@
 
 namespace reel::async_sgd {
 
-class AsyncOptimizer final : public Optimizer {
+class AsyncOptimizer final : public Optimizer, public RankRoles {
  public:
   // Errors: InvalidArgument for bad options or a world without workers (ParseAsyncConfig).
   static Result<std::unique_ptr<AsyncOptimizer>> Create(const Options& options,
@@ -48,22 +49,24 @@ class AsyncOptimizer final : public Optimizer {
 
   Status Setup(ParamArena& arena, Communicator& comm) override;
   Status Step(float lr) override;
+  // The lead worker: a cut of every shard from its server, and the arena brought to that cut.
+  Result<std::string> SaveState() override;
+  Status RestoreState(std::string_view state) override;
   Status EndEpoch(int64_t epoch) override;
   Status Finish() override;
-  Result<std::string> SaveState() const override;
-  Status RestoreState(std::string_view state) override;
+  RankRoles* rank_roles() override { return this; }
+
+  // RankRoles.
   bool IsServerOnly() const override;
   bool HasServerOnlyRanks() const override { return !config_.colocated; }
   // Colocated too: its ranks serve from threads, so none waits for another's step.
   bool TrainsIndependently() const override { return true; }
   Status Serve() override;
-  int64_t ScheduleStep(int64_t local_step) const override;
-  Status Refresh() override;
-  // Also brings the arena to the cut the state is of (Optimizer::CollectState).
-  Result<std::string> CollectState() override;
   void OfferCheckpoints(const OptimizerCheckpoints& checkpoints) override {
     offered_ = checkpoints;
   }
+  int64_t ScheduleStep(int64_t local_step) const override;
+  Status Refresh() override;
   void NoteStep(int64_t step, int64_t examples) override {
     if (worker_) worker_->NoteStep(step, examples);
   }

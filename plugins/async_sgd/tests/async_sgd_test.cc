@@ -487,11 +487,11 @@ struct CutCase {
 class Cut : public ::testing::TestWithParam<CutCase> {};
 
 // A periodic checkpoint is one cut: the lead takes it as the trainer does (Refresh, then
-// CollectState, then the parameters from its arena) while worker 3 keeps pushing. Every push
+// SaveState, then the parameters from its arena) while worker 3 keeps pushing. Every push
 // adds exactly 1 to every parameter of every shard (sgd, lr 1, gradients -1, from zeros), so a
 // shard at version v holds v in every float: each shard's values in the arena must equal the
 // version its state names. First worker 3 pushes between the lead's Refresh and its
-// CollectState (before, the arena held the pulled values, the state the later version), then
+// SaveState (before, the arena held the pulled values, the state the later version), then
 // during it. A resume from the first cut restores exactly it: every server's version and
 // values, and what the workers pull.
 TEST_P(Cut, APeriodicCheckpointIsOneCutOfEveryShardAndResumesExactly) {
@@ -525,7 +525,7 @@ TEST_P(Cut, APeriodicCheckpointIsOneCutOfEveryShardAndResumesExactly) {
       if (c.rank() == kLead) {
         for (int i = 0; i < kBefore; ++i) REEL_RETURN_IF_ERROR(step(*opt, arena));
         auto take = [&]() -> Status {
-          REEL_ASSIGN_OR_RETURN(std::string state, opt->CollectState());
+          REEL_ASSIGN_OR_RETURN(std::string state, opt->SaveState());
           cuts.push_back({std::move(state), {arena.values().begin(), arena.values().end()}});
           return Status::Ok();
         };
@@ -648,7 +648,7 @@ class ServerCheckpoints : public ::testing::Test {
       if (opt->IsServerOnly()) return opt->Serve();
       for (int step = 0; step < kSteps; ++step) {
         if (step == 2) {
-          REEL_ASSIGN_OR_RETURN(lead_state, opt->CollectState());
+          REEL_ASSIGN_OR_RETURN(lead_state, opt->SaveState());
         }
         for (size_t i = 0; i < arena.grads().size(); ++i)
           arena.grads()[i] = IntGrad(c.rank(), step, i);

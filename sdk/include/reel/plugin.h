@@ -162,7 +162,11 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 8: Optimizer gained LeadAfter (who takes over a lost lead of independent training ranks).
 // 9: Optimizer gained ExamplesApplied (the whole job's examples/s of independent training ranks,
 //    from what the parameter holders applied).
-inline constexpr uint32_t kPluginAbiVersion = 9;
+// 10: Optimizer keeps what every optimizer needs; the calls for optimizers that give ranks roles
+//     (IsServerOnly to LeadAfter, OfferCheckpoints, ScheduleStep, Refresh, NoteStep) moved to
+//     RankRoles (reel/rank_roles.h, Optimizer::rank_roles); CollectState merged into SaveState,
+//     which is no longer const.
+inline constexpr uint32_t kPluginAbiVersion = 10;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;

@@ -74,7 +74,7 @@ class ForgetfulOptimizer final : public reel::Optimizer {
     for (size_t i = 0; i < w.size(); ++i) w[i] -= lr * (velocity_[i] = 0.9f * velocity_[i] + g[i]);
     return reel::Status::Ok();
   }
-  reel::Result<std::string> SaveState() const override { return std::string("v1"); }
+  reel::Result<std::string> SaveState() override { return std::string("v1"); }
   reel::Status RestoreState(std::string_view state) override {
     return state == "v1" ? reel::Status::Ok() : reel::InvalidArgumentError("not a state");
   }

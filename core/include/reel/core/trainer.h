@@ -10,7 +10,7 @@
 // one was interrupted, so they always leave an epoch and stop together. Rank 0 alone prints,
 // logs and writes checkpoints (gathering every rank's data position into them).
 //
-// An optimizer whose training ranks step independently (Optimizer::TrainsIndependently: one with
+// An optimizer whose training ranks step independently (RankRoles::TrainsIndependently: one with
 // server-only ranks, or async_sgd colocated) keeps them together through its servers: no per-step
 // agreement, each leaves its epoch when its own share ends, its logging window is its own, and
 // it sends the lead point-to-point reports (train/worker_reports.h) at its start, at checkpoint
@@ -19,7 +19,7 @@
 // that dies (its connection lost, or silent past the timeout) is dropped and listed in
 // TrainResult::lost_ranks with the share it did not train, while the others finish the run.
 // The lead too: when the others find it lost (a report or their wait for its end fails), they ask
-// the optimizer who leads now (Optimizer::LeadAfter), and that rank takes over its duties from
+// the optimizer who leads now (RankRoles::LeadAfter), and that rank takes over its duties from
 // there on: it logs, evaluates, writes the checkpoints (its metrics log appended to), and at the
 // end gathers the reports, evaluates, writes the final checkpoint and lists the lost lead in its
 // lost_ranks like any other. The others wait for the lead's end before they leave, so a lead
@@ -119,7 +119,7 @@ struct RankComponents {
   Optimizer* optimizer = nullptr;
   Communicator* comm = nullptr;  // with working collectives; size 1 for a single process
   // The training ranks' own group (Communicator::Split) when they step independently
-  // (Optimizer::TrainsIndependently), null otherwise. On a server-only rank `train` may be null.
+  // (RankRoles::TrainsIndependently), null otherwise. On a server-only rank `train` may be null.
   Communicator* group = nullptr;
 };
 
@@ -130,7 +130,7 @@ struct LostRank {
   int group_rank = 0;     // among the training ranks
   int64_t last_step = 0;  // its step at its last report (start or checkpoint)
   // Its step after its newest update that reached the parameters, and the updates applied in
-  // this session, as the optimizer's parameter holders counted them (Optimizer::AppliedWorkOf);
+  // this session, as the optimizer's parameter holders counted them (RankRoles::AppliedWorkOf);
   // -1 if the optimizer cannot tell.
   int64_t applied_step = -1;
   int64_t applied_updates = -1;
@@ -160,8 +160,8 @@ struct TrainResult {
   // only; the error of the newest of them.
   int64_t checkpoint_failures = 0;
   std::string last_checkpoint_error;
-  bool served_only = false;  // a server-only rank (Optimizer::IsServerOnly): it did not train
-  // The training ranks stepped on their own (Optimizer::TrainsIndependently): `steps`, `epoch`
+  bool served_only = false;  // a server-only rank (RankRoles::IsServerOnly): it did not train
+  // The training ranks stepped on their own (RankRoles::TrainsIndependently): `steps`, `epoch`
   // and `last_loss` are this rank's. `examples` still counts every rank's on the lead, which
   // waits for every worker's final report; on another rank only what it heard of the others
   // (examples_complete false).

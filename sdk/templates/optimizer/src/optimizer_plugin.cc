@@ -6,6 +6,8 @@
 //   - every rank calls the same collectives in the same order;
 //   - SaveState/RestoreState carry everything Step depends on (here the velocity) in a format
 //     that says what it is, and refuse what is not theirs.
+// Setup, Step, SaveState and RestoreState are all it must implement; an optimizer that gives
+// ranks roles (parameter servers) also implements reel/rank_roles.h.
 #include <cstring>
 #include <memory>
 
@@ -40,7 +42,7 @@ class MomentumOptimizer final : public reel::Optimizer {
     return reel::Status::Ok();
   }
 
-  reel::Result<std::string> SaveState() const override {
+  reel::Result<std::string> SaveState() override {
     std::string state(kStateMagic);
     state.append(reinterpret_cast<const char*>(velocity_.data()), velocity_.size() * sizeof(float));
     return state;
