@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <utility>
 
@@ -13,6 +12,7 @@
 #include "reel/core/evaluator.h"
 #include "reel/core/loss.h"
 #include "reel/core/rank_agreement.h"
+#include "train/independent_ranks.h"
 #include "train/progress.h"
 #include "train/run_log.h"
 #include "train/shared_checkpoint.h"
@@ -41,8 +41,6 @@ class Loop {
         group_(r.group != nullptr ? r.group : r.comm),
         roles_(r.optimizer != nullptr ? r.optimizer->rank_roles() : nullptr),
         trains_(roles_ == nullptr || !roles_->IsServerOnly()),
-        independent_(trains_ && roles_ != nullptr && roles_->TrainsIndependently() &&
-                     group_->size() > 1),
         storage_(s),
         progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
 
@@ -51,7 +49,9 @@ class Loop {
  private:
   // The lead: rank 0 of the training ranks, or the one that took over from a lost lead; it logs,
   // reports and writes checkpoints.
-  bool lead() const { return trains_ && group_->rank() == lead_; }
+  bool lead() const {
+    return trains_ && (independent_ ? independent_->leads() : group_->rank() == 0);
+  }
   // The training ranks (all ranks unless the optimizer has server-only ranks).
   int world() const { return group_->size(); }
 
@@ -99,20 +99,12 @@ class Loop {
   int64_t ProjectedSteps() const;
 
   Result<TrainResult> Serve();
-  // Independent training ranks (see reel/core/trainer.h). The lead: tells the others its own
-  // position and gathers theirs (kStart, kFinal: waits for each; kCheckpoint: takes what has
-  // arrived). Another rank: reports to the lead, and finds and follows (or becomes) its successor
-  // if it was lost.
-  Status Report(ReportKind kind, const std::string& position);
+  // Independent training ranks (see reel/core/trainer.h): joins them and reports this rank's
+  // start to the lead.
+  Status StartIndependently();
   WorkerReport MyReport(ReportKind kind, const std::string& position) const;
-  // Whether `s` shows a peer lost (or silent past the deadline) rather than a fault of this rank.
-  static bool ShowsLoss(const Status& s) {
-    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
-  }
-  // The lead did not answer (`why`): asks the optimizer who leads now and follows it, taking
-  // over if it is this rank. Unchanged if the optimizer sees the lead alive and `why` was silence.
-  Status FollowLead(const Status& why);
-  Status TakeOver(int lost, const Status& why);
+  // This rank became the lead of independent ranks (IndependentRanks::TakeOverFn).
+  Status TakeOverLead(const std::string& note);
   // The end of an independent rank's run: the lead waits for every other rank's final report
   // (or its loss), evaluates, writes the final checkpoint and reports the lost ranks.
   Status FinishIndependently(bool interrupted, const std::string& position_before);
@@ -122,10 +114,8 @@ class Loop {
   Communicator* group_;     // the training ranks; not owned
   RankRoles* const roles_;  // the optimizer's, null if it gives ranks no roles; not owned
   const bool trains_;       // false on a server-only rank
-  const bool independent_;  // training ranks step on their own (see reel/core/trainer.h)
-  std::unique_ptr<WorkerReports> reports_;  // independent ranks: their view of the others
-  int lead_ = 0;                            // the lead's rank among the training ranks
-  std::vector<int> members_;                // independent ranks: world rank by group rank
+  // Set when the training ranks step on their own (see reel/core/trainer.h), from the start.
+  std::unique_ptr<IndependentRanks> independent_;
   StorageResolver& storage_;
   Progress progress_;
   std::optional<LrSchedule> schedule_;
@@ -381,11 +371,7 @@ ProgressSnapshot Loop::Snapshot(double loss, double examples_per_sec,
 
 Result<int64_t> Loop::JobExamples() {
   if (!independent_) return job_examples_;
-  REEL_ASSIGN_OR_RETURN(const std::optional<int64_t> applied, roles_->ExamplesApplied());
-  if (applied) return *applied;
-  // The others' as of their newest reports.
-  return examples_ + window_examples_ - session_start_examples_ +
-         (lead() ? reports_->Examples() : 0);
+  return independent_->JobExamples(examples_ + window_examples_ - session_start_examples_);
 }
 
 // The window's loss (over every rank's examples), its whole job's rate (JobExamples) and this
@@ -498,12 +484,13 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (independent_) {
     // The lead takes the other ranks' newest reported positions, without waiting for slower
     // ones; a rank that takes over a lost lead here goes on as the lead.
-    REEL_RETURN_IF_ERROR(Report(ReportKind::kCheckpoint, my_position));
+    REEL_RETURN_IF_ERROR(independent_->Report(MyReport(ReportKind::kCheckpoint, my_position)));
     if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
-    ranks.positions = reports_->Positions(my_position);
-    ranks.epochs = reports_->Epochs(PositionEpoch());
-    ranks.steps = reports_->Steps(step_);
+    const WorkerReports& reports = independent_->reports();
+    ranks.positions = reports.Positions(my_position);
+    ranks.epochs = reports.Epochs(PositionEpoch());
+    ranks.steps = reports.Steps(step_);
   } else {
     REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
     REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
@@ -529,7 +516,7 @@ Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   s.data_steps = std::move(ranks.steps);
   s.config_text = o_.config_text;
   s.seed = o_.seed;
-  s.examples_seen = independent_ ? examples_ + window_examples_ + reports_->Examples()
+  s.examples_seen = independent_ ? examples_ + window_examples_ + independent_->reports().Examples()
                                  : examples_ + window_examples_ * world();
   s.world_size = world();
   s.wall_time = WallTime();
@@ -578,64 +565,22 @@ WorkerReport Loop::MyReport(ReportKind kind, const std::string& position) const 
   return r;
 }
 
-Status Loop::Report(ReportKind kind, const std::string& position) {
-  const WorkerReport mine = MyReport(kind, position);
-  if (!lead()) {
-    Status sent = SendWorkerReport(*group_, lead_, kWorkerReportTag, mine, o_.timeout);
-    while (!sent.ok() && !lead()) {
-      if (!ShowsLoss(sent)) return sent;
-      REEL_RETURN_IF_ERROR(FollowLead(sent));
-      if (!lead()) sent = SendWorkerReport(*group_, lead_, kWorkerReportTag, mine, o_.timeout);
-    }
-    if (!lead()) return Status::Ok();
-  }
-  // The lead (perhaps since just now).
-  reports_->TellOthers(mine);
-  if (kind == ReportKind::kCheckpoint) return reports_->Poll();
-  return reports_->CatchUp(kind == ReportKind::kFinal ? WorkerReports::kFinal : step_);
+Status Loop::StartIndependently() {
+  REEL_ASSIGN_OR_RETURN(
+      independent_,
+      IndependentRanks::Join(*group_, r_.comm->rank(), *roles_, o_.timeout,
+                             [this](const std::string& note) { return TakeOverLead(note); }));
+  // The newest parameters, from ranks that serve them (a rank that also serves a shard starts
+  // serving here, so that the others need not wait for its first step).
+  REEL_RETURN_IF_ERROR(Refresh("before the first step"));
+  REEL_ASSIGN_OR_RETURN(std::string start, r_.train->Position());
+  return independent_->Report(MyReport(ReportKind::kStart, start));
 }
 
-Status Loop::FollowLead(const Status& why) {
-  const int lost = lead_;
-  const std::string who = "the lead (training rank " + std::to_string(lost) + ", rank " +
-                          std::to_string(members_[static_cast<size_t>(lost)]) + ")";
-  Result<std::optional<int>> next = roles_->LeadAfter(members_[static_cast<size_t>(lost)]);
-  if (!next.ok()) return next.status().WithContext("finding the successor of " + who);
-  if (!*next)
-    return UnavailableError(
-        who +
-        " was lost, and this optimizer names no successor: nothing evaluates or writes "
-        "checkpoints without it; `reel train --resume` continues from the newest "
-        "checkpoint (" +
-        why.ToString() + ")");
-  if (**next == members_[static_cast<size_t>(lost)]) {
-    if (why.code() == StatusCode::kDeadlineExceeded) return Status::Ok();  // busy, not lost
-    return UnavailableError("training rank " + std::to_string(group_->rank()) + " cannot reach " +
-                            who + ", which the optimizer's servers still see alive (" +
-                            why.ToString() + ")");
-  }
-  const auto it = std::find(members_.begin(), members_.end(), **next);
-  if (it == members_.end())
-    return InternalError("the optimizer named rank " + std::to_string(**next) + " to lead after " +
-                         who + ", which is not a training rank");
-  lead_ = static_cast<int>(it - members_.begin());
-  if (!lead()) return Status::Ok();
-  return TakeOver(lost, why);
-}
-
-Status Loop::TakeOver(int lost, const Status& why) {
-  REEL_RETURN_IF_ERROR(
-      reports_->LoseLead(lost, members_[static_cast<size_t>(lost)], why.ToString()));
+Status Loop::TakeOverLead(const std::string& note) {
   progress_ = Progress(o_.progress, o_.tty, o_.verbosity);
-  progress_.Note("training rank " + std::to_string(group_->rank()) + " (rank " +
-                 std::to_string(r_.comm->rank()) + ") takes over as the lead from training rank " +
-                 std::to_string(lost) + " (rank " +
-                 std::to_string(members_[static_cast<size_t>(lost)]) + "), which was lost (" +
-                 why.ToString() + ")");
-  REEL_RETURN_IF_ERROR(OpenLogs(/*append=*/true));
-  // A report from every other rank (each sends its next one here once it finds the old lead
-  // gone), so that checkpoints hold every rank's position.
-  return reports_->CatchUp(0);
+  progress_.Note(note);
+  return OpenLogs(/*append=*/true);
 }
 
 Status Loop::FinishIndependently(bool interrupted, const std::string& position_before) {
@@ -643,59 +588,13 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   if (!interrupted) {
     REEL_ASSIGN_OR_RETURN(position, r_.train->Position());
   }
-  bool gathered = false;  // this rank gathered the final reports as the lead
-  if (!lead()) {
-    // Every push of this rank applied first, so that the lead's final pull holds them.
-    REEL_RETURN_IF_ERROR(Refresh("before the final report"));
-    REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
-    gathered = lead();
-    // The lead's end, after its final checkpoint: a lead lost before it is replaced, and this
-    // rank may be the replacement. Finish() only then, since it may wait for the lead (a rank
-    // that also serves a shard serves until every rank, the lead too, is done).
-    while (!lead()) {
-      Status end = reports_->AwaitEnd(lead_);
-      if (end.ok()) return r_.optimizer->Finish();
-      if (!ShowsLoss(end)) return end;
-      REEL_RETURN_IF_ERROR(FollowLead(end));
-      if (!lead()) {
-        REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
-        gathered = lead();
-      }
-    }
-  }
-  if (!gathered) REEL_RETURN_IF_ERROR(Report(ReportKind::kFinal, position));
+  REEL_ASSIGN_OR_RETURN(const bool leads,
+                        independent_->End(MyReport(ReportKind::kFinal, position)));
+  if (!leads) return r_.optimizer->Finish();
   const int64_t budget =
       o_.steps > 0 ? o_.steps : (steps_per_epoch_ > 0 ? steps_per_epoch_ * o_.epochs : 0);
-  // What reached the parameters of each lost rank's work, as the optimizer counted it.
-  std::map<int, AppliedWork> applied;
-  for (const LostRank& l : reports_->Lost(budget)) {
-    if (l.rank < 0) continue;
-    Result<std::optional<AppliedWork>> work = roles_->AppliedWorkOf(l.rank);
-    if (!work.ok())
-      return work.status().WithContext("asking what was applied of lost rank " +
-                                       std::to_string(l.rank));
-    if (*work) applied[l.rank] = **work;
-  }
-  result_.lost_ranks = reports_->Lost(budget, applied);
-  for (const LostRank& l : result_.lost_ranks) {
-    std::string what = l.rank >= 0 ? "rank " + std::to_string(l.rank)
-                                   : "training rank " + std::to_string(l.group_rank);
-    const std::string applied_note = l.applied_step < 0
-                                         ? std::string()
-                                         : "; its updates reached the parameters up to step " +
-                                               std::to_string(l.applied_step) + " (" +
-                                               std::to_string(l.applied_updates) + " updates)";
-    std::string share =
-        l.steps_not_trained < 0
-            ? "the rest of its share after that was not trained"
-            : std::to_string(l.steps_not_trained) + " steps of its share" +
-                  (l.examples_not_trained < 0
-                       ? std::string()
-                       : " (about " + std::to_string(l.examples_not_trained) + " examples)") +
-                  " were not trained";
-    progress_.Note("lost " + what + " after its report at step " + std::to_string(l.last_step) +
-                   applied_note + ": " + share + "; the others finished the run (" + l.why + ")");
-  }
+  REEL_ASSIGN_OR_RETURN(result_.lost_ranks, independent_->Lost(budget));
+  for (const LostRank& l : result_.lost_ranks) progress_.Note(IndependentRanks::Describe(l));
   if (interrupted) {
     progress_.Note("interrupted at step " + std::to_string(step_) + "; saving a checkpoint");
   } else {
@@ -704,29 +603,15 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
   }
   REEL_RETURN_IF_ERROR(SaveCheckpoint(position));
   // The others may leave now.
-  reports_->TellOthers(MyReport(ReportKind::kEnd, position));
+  independent_->Release(MyReport(ReportKind::kEnd, position));
   return Status::Ok();
 }
 
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   if (!trains_) return Serve();
-  if (independent_) {
-    // Who is who among the training ranks, for finding a lost lead's successor.
-    const int me = r_.comm->rank();
-    members_.resize(static_cast<size_t>(world()));
-    REEL_RETURN_IF_ERROR(group_
-                             ->AllGather(std::as_bytes(std::span<const int>(&me, 1)),
-                                         std::as_writable_bytes(std::span<int>(members_)),
-                                         DeadlineIn(o_.timeout))
-                             .WithContext("training ranks exchanging their world ranks"));
-    reports_ = std::make_unique<WorkerReports>(*group_, o_.timeout);
-    // The newest parameters, from ranks that serve them (a rank that also serves a shard starts
-    // serving here, so that the others need not wait for its first step).
-    REEL_RETURN_IF_ERROR(Refresh("before the first step"));
-    REEL_ASSIGN_OR_RETURN(std::string start, r_.train->Position());
-    REEL_RETURN_IF_ERROR(Report(ReportKind::kStart, start));
-  }
+  if (roles_ != nullptr && roles_->TrainsIndependently() && world() > 1)
+    REEL_RETURN_IF_ERROR(StartIndependently());
   int64_t batches_this_epoch = 0;
   // False while in the epoch a checkpoint resumed in the middle of: its earlier batches are not
   // counted here, and what is left of it may be nothing at all.
@@ -813,8 +698,8 @@ Result<TrainResult> Loop::Run() {
   progress_.Finish();
   result_.steps = step_;
   result_.steps_this_run = step_ - session_start_step_;
-  result_.examples = examples_ + (reports_ ? reports_->Examples() : 0);
-  result_.independent = independent_;
+  result_.examples = examples_ + (independent_ ? independent_->reports().Examples() : 0);
+  result_.independent = independent_ != nullptr;
   result_.examples_complete = !independent_ || lead();
   result_.epoch = epoch_;
   result_.interrupted = interrupted;
