@@ -230,7 +230,8 @@ class TinyModel : public Model {
   ParamArena::BlockId w_ = 0, b_ = 0;
 };
 
-// Momentum SGD; averages gradients over ranks with AllReduce when there are several.
+// Momentum SGD; averages gradients over ranks with AllReduce when there are several. Written as a
+// third party's synchronous optimizer: the four methods reel/optimizer.h requires, nothing else.
 class TinySgd : public Optimizer {
  public:
   Status Setup(ParamArena& arena, Communicator& comm) override {

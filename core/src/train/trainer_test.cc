@@ -451,6 +451,8 @@ TEST(TrainerTest, QuietPrintsNothing) {
   EXPECT_EQ(progress.str(), "");
 }
 
+// TinySgd implements only Setup, Step, SaveState and RestoreState (no RankRoles): the trainer
+// keeps its ranks in step and checkpoints every rank's position.
 TEST(TrainerTest, TwoInprocRanksStayInSyncAndCheckpointBoth) {
   MemStorage storage;
   auto group = CreateInprocGroup(2);
@@ -459,6 +461,7 @@ TEST(TrainerTest, TwoInprocRanksStayInSyncAndCheckpointBoth) {
   for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  ASSERT_EQ(ranks[0]->optimizer.rank_roles(), nullptr);
   TrainerOptions o = BaseOptions();
   o.steps = 0;
   o.epochs = 3;  // 24 videos per rank: 3 batches an epoch
@@ -474,6 +477,7 @@ TEST(TrainerTest, TwoInprocRanksStayInSyncAndCheckpointBoth) {
     ASSERT_TRUE(results[i].ok()) << "rank " << i << ": " << results[i].status();
     EXPECT_EQ(results[i]->steps, 9);
     EXPECT_EQ(results[i]->examples, kVideos * 3);
+    EXPECT_FALSE(results[i]->independent);
   }
   EXPECT_EQ(ranks[0]->params(), ranks[1]->params());
   ASSERT_TRUE(results[0]->final_eval.has_value());
