@@ -5,13 +5,15 @@
 //
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (the bytes each rank must move, as in
 // nccl-tests), so busbw is comparable with memcpy bandwidth, the ceiling of a loopback transport.
-// Writes DIR/allreduce_inproc.json and .md (DIR defaults to the source tree's bench/results).
+// Writes DIR/allreduce_inproc.json and .md (DIR defaults to the source tree's bench/out, which git
+// ignores; a figure worth keeping goes to bench/results/, bench/RESULTS.md says how).
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -69,7 +71,7 @@ struct Row {
 
 int main(int argc, char** argv) {
   int ranks = 2, reps = 5;
-  std::string out_dir = std::string(REEL_SOURCE_DIR_FOR_BENCH) + "/bench/results";
+  std::string out_dir = std::string(REEL_SOURCE_DIR_FOR_BENCH) + "/bench/out";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--ranks")
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
   }
   json += "  ]\n}\n";
   std::printf("%s\n%s", json.c_str(), md.c_str());
+  std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/allreduce_inproc.json") << json;
   std::ofstream(out_dir + "/allreduce_inproc.md")
       << "# allreduce: core ring allreduce on inproc, " << ranks << " ranks (threads)\n\n"

@@ -3,7 +3,7 @@
 TCP ring, alternated in one run, 2 and 3 ranks, 4 KiB .. 64 MiB float32.
 
   bench/allreduce/run_allreduce.py [--build build] [--ranks 2,3] [--reps 3]
-      [--links loopback,netns] [--rate 1gbit] [--out bench/results]
+      [--links loopback,netns] [--rate 1gbit] [--out bench/out]
       [--programs reel_tcp,gloo,...] [--baseline DIR] [--min-bytes B] [--max-bytes B]
       [--max-calls N]
 
@@ -195,7 +195,7 @@ def main():
     ap.add_argument("--tcp-spin-us", type=int, default=TCP_SPIN_US,
                     help="allreduce_spin_us of the reel_tcp_spin program")
     ap.add_argument("--timeout", type=int, default=600)
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out"))
     ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")
     args = ap.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]

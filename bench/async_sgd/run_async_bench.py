@@ -9,7 +9,7 @@
      rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
      above --target held-out GAP (fixed before the runs), its wall time and the examples it took.
      The metrics log's examples_per_sec is the whole job's (every worker's); the figures in
-     bench/results/async_sgd.md (all sections so far) were taken when an async run's was the lead's
+     bench/journal/async_sgd.md (all sections so far) were taken when an async run's was the lead's
      own ("lead's window rate").
 
   3. overlap (--only async_2w,async_2w_overlap --eval-every 0 --json async_sgd_overlap.json):
@@ -23,11 +23,12 @@
      (amplitude 0.15) in noise (sigma 1.0), so that the configurations need several
      evaluations to reach a target.
 
-  bench/async_sgd/run_async_bench.py [--build build] [--reps 3] [--out bench/results]
+  bench/async_sgd/run_async_bench.py [--build build] [--reps 3] [--out bench/out]
       [--link loopback|netns] [--rate 1gbit] [--data easy|hard]
 
 Every repetition runs every case once, in turn, so drift on this shared machine hits all alike.
-Writes OUT/async_sgd.json; the table in OUT/async_sgd.md is written by hand from it.
+Writes OUT/async_sgd.json (--json names it); the tables in bench/journal/async_sgd.md are written
+by hand from such files.
 """
 import argparse
 import json
@@ -151,7 +152,7 @@ def main():
     ap.add_argument("--eval-every", type=int, default=10,
                     help="evaluation interval in steps (0: only the final one)")
     ap.add_argument("--json", default="async_sgd.json", help="result file name in --out")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out"))
     ap.add_argument("--link", default="loopback", choices=("loopback", "netns"))
     ap.add_argument("--rate", default="1gbit", help="tc rate of each link with --link netns")
     ap.add_argument("--data", default="easy", choices=sorted(DATA))
@@ -200,7 +201,7 @@ def run_all(args):
              ("async_3w_epoch", 4, "async_sgd", {"rule": "adam", "frequency": "epoch"}),
              ("async_2w_overlap", 3, "async_sgd", {"rule": "adam", "overlap": "true"}),
              # sync with the learning rate scaled by the rank count (0.01 x N), beside async
-             # whose N workers each apply their own update at 0.01 (section 7 of the results).
+             # whose N workers each apply their own update at 0.01.
              ("sync_2_lr_x2", 2, "sync", {"rule": "adam"}, 0.02),
              ("sync_3_lr_x3", 3, "sync", {"rule": "adam"}, 0.03)]
     if args.only:

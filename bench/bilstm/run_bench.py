@@ -12,7 +12,7 @@ the time a training run pays per step over that window; /proc/loadavg is recorde
 The summary gives min/median/max of the step times beside the ratios of the
 medians, the reel gemm step's per-phase breakdown, and the fraction of the sgemm rate.
 
-  bench/bilstm/run_bench.py --build build [--reps 3] [--out bench/results] [--shapes video,audio]
+  bench/bilstm/run_bench.py --build build [--reps 3] [--out bench/out] [--shapes video,audio]
 
 Writes <out>/bilstm_step.json and <out>/bilstm_step.md (--render re-renders from a json).
 """
@@ -114,7 +114,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "results"))
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "out"))
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch")
     ap.add_argument("--timeout", type=int, default=150,
                     help="per measurement process; a timed-out PyTorch run counts as this (a lower bound)")

@@ -108,7 +108,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--ranks", default="1,2")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "ddp_moe.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "ddp_moe.json"))
     ap.add_argument("--hosts", type=int, default=1,
                     help="2: each rank on a simulated host of its own (network namespaces, "
                     "tests/netns/netns.sh), links limited to --rate, one thread per process")
@@ -149,6 +149,7 @@ def run_all(args, ranks):
            "hosts": args.hosts, "rate": args.rate if args.hosts > 1 else None,
            "cores": os.cpu_count(), "load_average": os.getloadavg(),
            "examples_per_sec": summary, "ratios_of_medians": ratios, "runs": runs}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     print(json.dumps({"examples_per_sec": summary, "ratios_of_medians": ratios}, indent=1))

@@ -39,7 +39,7 @@ struct Config {
   std::string dir = "/tmp/reel_ingest_bench";
   int64_t videos = 1500;
   int reps = 5;
-  std::string out = "bench/results";
+  std::string out = "bench/out";
   bool keep = false;
   bool ingest_only = false;
 };

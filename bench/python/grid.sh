@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The same grid two ways (bench/results/python.md): scikit-learn's GridSearchCV(n_jobs=2) over
+# The same grid two ways (bench/journal/python.md): scikit-learn's GridSearchCV(n_jobs=2) over
 # reel.sklearn.VideoClassifier against `reel tune --parallel 2`. Both: the logistic model,
 # Adam, batch 32, 2 epochs, learning rates 0.003 / 0.01 / 0.03, trained on
 # data/yt8m/validate000[01] and scored (GAP@20) on validate0002 (GridSearchCV through a
 # PredefinedSplit, no refit). Run from the repository root after building:
-#   bash bench/python/grid.sh [OUT_DIR]   (default bench/results; raw output python_grid.txt)
+#   bash bench/python/grid.sh [OUT_DIR]   (default bench/out; raw output python_grid.txt)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:-bench/results}
+out=${1:-bench/out}
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The Python module against the command on the same inputs (bench/results/python.md):
+# The Python module against the command on the same inputs (bench/journal/python.md):
 #   read  records/s of reel.read_tfrecords (one dict of NumPy views per record) against
 #         `reel bench source --name tfrecord` (the same data source's batches, C++ alone), on
 #         synthetic frame-level shards, batch 64, no shuffling;
 #   train examples/s of reel.train against `reel train`, same config (configs/logistic.pbtxt on
 #         the real shards, 2 epochs, no checkpoints), from the run's own count and wall time.
 # Each pair alternates, REPS times (default 3). Run from the repository root after building:
-#   bash bench/python/run.sh [OUT_DIR]     (default bench/results; raw output python_*.txt)
+#   bash bench/python/run.sh [OUT_DIR]     (default bench/out; raw output python_*.txt)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:-bench/results}
+out=${1:-bench/out}
 reps=${REPS:-3}
 mkdir -p "$out"
 reel=build/bin/reel

@@ -3,12 +3,13 @@
 // one run, several repetitions, medians; memcpy of the same size is the ceiling.
 //
 //   s3_read --endpoint http://127.0.0.1:PORT [--bucket bench] [--size_mib 256] [--reps 5]
-//           [--out bench/results] [--command "how this was run"]
+//           [--out bench/out] [--command "how this was run"]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
   const std::string bucket = Arg(args, "bucket", "bench");
   const size_t size = std::stoull(Arg(args, "size_mib", "256")) << 20;
   const int reps = std::stoi(Arg(args, "reps", "5"));
-  const std::string out_dir = Arg(args, "out", "bench/results");
+  const std::string out_dir = Arg(args, "out", "bench/out");
   const std::string key = "s3_read/object.bin";
   const std::string uri = "s3://" + bucket + "/" + key;
 
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
                 gb / scan_s, aws_s, gb / aws_s, awsf_s, gb / awsf_s, curl_s, gb / curl_s, memcpy_s,
                 gb / memcpy_s, best_aws / reel_s, best_aws / scan_s, memcpy_s / reel_s,
                 Arg(args, "command", "").c_str());
+  std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/s3_read.json") << json;
   std::ofstream md(out_dir + "/s3_read.md");
   md << "# s3_read: one " << mib << " MiB object from a local s3rver (loopback)\n\n"
