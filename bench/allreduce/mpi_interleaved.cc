@@ -1,6 +1,6 @@
 // reel's mpi AllReduce against raw MPI_Allreduce in the same processes, block by block: what
 // reel adds to the MPI call it makes, free of what differs between separate runs on a noisy
-// machine (placement, page layout, the bimodal runs of bench/results/allreduce.md run 17).
+// machine (placement, page layout: single runs at 4 KiB on 2 ranks were bimodal, 2x apart).
 //
 //   mpirun -n N mpi_interleaved [--option KEY=VALUE]... [--blocks K] [sweep flags]
 //

@@ -3,8 +3,8 @@
 # (MPI_THREAD_SINGLE), reel mpi, reel mpi of a baseline build if one is given, and raw MPI at
 # MPI_THREAD_MULTIPLE, one after the other, and prints their microseconds per call and the ratio
 # raw / reel (above 1, reel is faster). For sizes where run_allreduce.py's medians of separate runs
-# are too coarse: on a 2-core VM single runs of one program at 4 KiB differ by 2x (allreduce.md
-# run 17), so runs taken seconds apart compare like with like.
+# are too coarse: on a 2-core VM single runs of one program at 4 KiB differ by 2x, so runs taken
+# seconds apart compare like with like.
 #
 #   BUILD=DIR [BASELINE=DIR] [REEL_OPTIONS="..."] [MCA="..."] bench/allreduce/mpi_pairs.sh REPS BYTES RANKS
 # DIR holds bin/ (mpi_allreduce_peer, reel_allreduce_peer) and lib/ of a release build.

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Training with tcp's AllReduce sleeping against polling-and-yielding on a host whose ranks
-# outnumber its cores (allreduce.md runs 20 and 23): `reel launch -n RANKS -- reel train` of the
-# two_stream model (hidden 128 / 64, moe head, adam) on synthetic frame-level data, batch 16, no
-# evaluation or checkpoints, the modes alternated run by run.
+# outnumber its cores (the default sleeps there; bench/RESULTS.md): `reel launch -n RANKS --
+# reel train` of the two_stream model (hidden 128 / 64, moe head, adam) on synthetic frame-level
+# data, batch 16, no evaluation or checkpoints, the modes alternated run by run.
 #
 #   bench/allreduce/train_wait_modes.sh BUILD PAIRS STEPS RANKS [--set k=v ...]
 #

@@ -1,7 +1,7 @@
 // One worker's push+pull and a 2-rank allreduce written as plainly as they can be, on raw loopback
 // TCP sockets between two processes, with nothing of reel in them (no framing, tags, deadlines,
 // heartbeats or checks): what the two shapes cost on this machine by themselves, beside
-// ps_push_pull's figures for reel (bench/results/async_sgd.md, section 16).
+// ps_push_pull's figures for reel (the async_sgd rows of bench/RESULTS.md).
 //   push+pull  the worker streams its gradient while it receives the fresh values; the server
 //              reads each chunk, applies sgd to it into a second buffer (as async_sgd's server did
 //              until 2939df2; it now writes over the gradient) and writes the fresh chunk back at

@@ -23,7 +23,7 @@
 //     recursive doubling of small point-to-point messages, the exchange pass below without
 //     data) that every rank has arrived in the same collective with the same arguments (size,
 //     root, operation), then run the blocking native MPI call (the round costs a 256 KiB-16 MiB
-//     AllReduce on 2 ranks 0-3%: bench/results/allreduce.md run 26). Only the
+//     AllReduce on 2 ranks 0-3%: bench/RESULTS.md). Only the
 //     arrival can time out: once every rank is in, the data phase depends on no one being late.
 //     Disagreeing arguments, or ranks in different collectives, are InvalidArgument on every
 //     rank, and the communicator stays usable.
@@ -125,7 +125,7 @@ std::unique_ptr<Transport> MakeMpiTransport(MpiOptions options = {});
 // Below this many bytes AllReduce runs as one pass of point-to-point messages that carry the
 // arguments (mpi_exchange_allreduce.cc) instead of the arrival round and the native call: there the
 // round trip of the arrival round is most of the time (at 64-96 KiB on 3 ranks the pass took
-// 0.7-0.8x the time of the round and the native call, bench/results/allreduce.md run 21; from
+// 0.7-0.8x the time of the round and the native call, bench/RESULTS.md; from
 // 256 KiB up the two are even). So no message of that pass is longer.
 constexpr size_t kExchangeBelowBytes = size_t{128} << 10;
 

@@ -50,7 +50,7 @@ constexpr size_t kHeaderBytes = 64;
 // A smaller eager limit is not worth cutting a message into that many pieces for.
 constexpr size_t kMinPieceBytes = 1024;
 // Above this many bytes a step sends its data whole: the pieces' second copy (through the shared
-// memory) then costs about what the rendezvous saves (run 19: even at 60 KiB on 2 ranks).
+// memory) then costs about what the rendezvous saves (measured: even at 60 KiB on 2 ranks).
 constexpr size_t kPiecesUpTo = size_t{32} << 10;
 
 // Element-wise into `dst`: op(dst, src) when `dst_first`, else op(src, dst). The lower rank's
@@ -73,8 +73,8 @@ void Combine(float* __restrict dst, const float* __restrict src, size_t n, Reduc
 // Open MPI's shared-memory transport sends a message of up to btl_vader_eager_limit bytes (4 KiB
 // by default, its header included) eagerly, and a longer one by rendezvous, a round trip more: a
 // 4096-byte allreduce on 2 ranks in one message per step took 5x raw MPI's time
-// (bench/results/allreduce.md run 18); cut into pieces under the limit it takes about raw MPI's
-// time at 4 KiB and less up to 32 KiB, on 2 and 3 ranks (run 19). Over TCP (other nodes, or `--mca
+// (bench/RESULTS.md); cut into pieces under the limit it takes about raw MPI's time at 4 KiB and
+// less up to 32 KiB, on 2 and 3 ranks. Over TCP (other nodes, or `--mca
 // btl tcp,self`) the eager limit is 64 KiB and pieces only cost, so a step cuts its data into
 // pieces only for a rank on this node while that transport is in use.
 std::vector<size_t> MpiCommunicator::ExchangePieceBytes(const std::vector<bool>& on_this_node) {

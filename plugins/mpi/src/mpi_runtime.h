@@ -8,7 +8,7 @@
 // Thread levels. The Communicator contract (reel/transport.h) lets Send and Recv run on several
 // threads at once, so by default (thread_level=multiple) MPI runs with MPI_THREAD_MULTIPLE. That
 // level alone turns on Open MPI's internal locking (raw MPI measured 0.78x at a 4 KiB allreduce on
-// 2 ranks, bench/results/allreduce.md run 15); MPI_THREAD_SERIALIZED costs what MPI_THREAD_SINGLE
+// 2 ranks; bench/RESULTS.md); MPI_THREAD_SERIALIZED costs what MPI_THREAD_SINGLE
 // does. With thread_level=serialized MPI runs with MPI_THREAD_SERIALIZED and the transport keeps
 // MPI's rule itself: every MPI call it makes holds MpiLock, one process-wide mutex, so the whole
 // contract still holds (several threads sending and receiving, any-source receives, deadlines).

@@ -3,10 +3,10 @@
 // leaves the core to whoever needs it). Polling pays by default only when every rank on the host
 // has a core of its own. Where ranks share cores, a polling rank yields its core between polls:
 // polling without yielding it takes the time its peer needs to make the progress it polls for
-// (bench/results/allreduce.md, runs 7 and 8: 3 ranks on 2 cores ran 2-100x slower); polling and
-// yielding made 3 ranks' bare allreduces 1.2-1.8x faster than sleeping, but their training 10%
-// slower (run 20: the yields share the cores with the ranks still computing), so there it is the
-// option's choice, not the default.
+// (3 ranks on 2 cores ran 2-100x slower); polling and yielding made 3 ranks' bare allreduces
+// 1.2-1.8x faster than sleeping, but their training 10% slower (the yields share the cores with
+// the ranks still computing), so there it is the option's choice, not the default. Figures and
+// how they were measured: bench/RESULTS.md.
 //
 // The automatic choice follows Open MPI's rule for when to poll: its launcher marks a node
 // oversubscribed when it runs more processes than the node has slots (cores), and then its

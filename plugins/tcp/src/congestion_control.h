@@ -4,8 +4,7 @@
 // On loopback there is no link to share and no queue to keep short, yet BBR, a common system
 // default, paces every connection by its estimate of the bottleneck's rate (TCP's own pacing
 // timer, without the fq qdisc). With reno on reel's sending connections instead, reel tcp's
-// AllReduce ran 1.1-1.5x faster at 1-16 MiB on 2 and 3 ranks on loopback
-// (bench/results/allreduce.md, runs 12 and 14).
+// AllReduce ran 1.1-1.5x faster at 1-16 MiB on 2 and 3 ranks on loopback (bench/RESULTS.md).
 // So, unless told otherwise, a sending connection to a loopback address that would use bbr uses
 // reno; every other connection keeps the system's choice (between hosts, BBR's pacing is what the
 // administrator chose it for).
