@@ -5,7 +5,7 @@ Each repetition runs every case once, in turn (rotating the order is --rotate), 
 shared machine falls on every case alike. From each run's output the metrics are read (a regular
 expression per metric, its first group, or its groups `key` and `value` for one number per key),
 and per case and metric the min / median / max over the repetitions are printed; per repetition,
-each case's metrics over the first case's give the ratios (min / median / max).
+each case's metrics over the first case's (or the pairs --ratio names) give the ratios.
 
   bench/ab.py --reps 5 --out bench/out/ab_x \\
       --case base 'BASE/bin/reel launch -n 2 -- BASE/bin/ps_push_pull --transport tcp' \\
@@ -18,6 +18,7 @@ Metrics:
                            named groups `key` and `value` every match as NAME@KEY
   --metric NAME=wall       the run's wall seconds (start to exit), measured here
   --quotient NAME=A/B      per run, metric A over metric B (either may be a number: 600/wall)
+  --ratio CASE/BASE        which cases to compare per repetition (default: each over the first)
 
 Every run's whole output is kept in OUT/<rep>_<case>.out (never overwritten: ab.py stops before
 writing over a file), and every run's metrics, exit status and 1-minute load average before and
@@ -111,6 +112,15 @@ def run_once(args, rep, name, command):
     return values if ok else None
 
 
+def metric_order(metric):
+    """NAME@KEY sorted by name, then by KEY as a number where it is one (4096 before 16384)."""
+    name, _, key = metric.partition("@")
+    try:
+        return name, 0, float(key), ""
+    except ValueError:
+        return name, 1, 0.0, key
+
+
 def spread(values):
     v = sorted(values)
     return f"{v[0]:.6g} / {statistics.median(v):.6g} / {v[-1]:.6g} ({len(v)} runs)"
@@ -123,6 +133,9 @@ def main():
                     metavar=("NAME", "COMMAND"), help="a case and its shell command (2 or more)")
     ap.add_argument("--metric", type=parse_metric, action="append", required=True)
     ap.add_argument("--quotient", type=parse_quotient, action="append", default=[])
+    ap.add_argument("--ratio", action="append", default=[], metavar="CASE/BASE",
+                    help="compare CASE with BASE per repetition (default: every case with the "
+                    "first)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", required=True, help="folder for the raw output (kept)")
     ap.add_argument("--rotate", action="store_true",
@@ -133,8 +146,15 @@ def main():
         ap.error("give two or more --case, with different names")
     if len({file_name(n) for n in names}) != len(names):
         ap.error("case names must differ after mapping to file names")
+    pairs_wanted = [tuple(r.split("/", 1)) for r in args.ratio] or [(n, names[0]) for n in names[1:]]
+    for pair in pairs_wanted:
+        if len(pair) != 2 or not set(pair) <= set(names):
+            ap.error(f"--ratio CASE/BASE with two of the cases, not {'/'.join(pair)}")
     os.makedirs(args.out, exist_ok=True)
-    header = (f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, "
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
+                             "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    header = (f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, commit {commit or '?'} "
+              f"(of bench/ab.py's tree), {os.cpu_count()} cores, "
               f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.reps} repetitions of "
               + ", ".join(names))
     print(header, flush=True)
@@ -152,12 +172,11 @@ def main():
         runs = [r for r in results[name] if r is not None]
         if not runs:
             lines.append(f"{name}: no run succeeded")
-        for metric in sorted({k for r in runs for k in r}):
+        for metric in sorted({k for r in runs for k in r}, key=metric_order):
             lines.append(f"{name} {metric}: {spread([r[metric] for r in runs if metric in r])}")
-    first = names[0]
-    for name in names[1:]:
+    for name, first in pairs_wanted:
         pairs = [(a, b) for a, b in zip(results[name], results[first]) if a and b]
-        for metric in sorted({k for a, b in pairs for k in a if k in b}):
+        for metric in sorted({k for a, b in pairs for k in a if k in b}, key=metric_order):
             ratios = [a[metric] / b[metric] for a, b in pairs if metric in a and metric in b
                       and b[metric]]
             if ratios:
