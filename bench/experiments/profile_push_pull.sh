@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Where the parameter server's CPU goes: runs ps_push_pull (one server, one worker, tcp on
 # loopback, 10M floats) under `reel launch -n 2` from BUILD (a directory with bin/ and lib/, as for
-# ab_push_pull.sh) and samples rank 0's threads with `perf record` for SECONDS, DELAY seconds after
-# the ranks started: a window inside the push+pull phase, or (a later one) inside the allreduce
-# phase. Writes OUT.data (perf report -i OUT.data) and OUT.txt (the program's output, with each
+# bench/async_sgd/ab_push_pull.sh) and samples rank 0's threads with `perf record` for SECONDS,
+# DELAY seconds after the ranks started: a window inside the push+pull phase, or (a later one)
+# inside the allreduce phase. Writes OUT.data (perf report -i OUT.data) and OUT.txt (the program's output, with each
 # phase's rates and CPU per round trip or call).
 #
-#   bench/async_sgd/profile_push_pull.sh BUILD DELAY SECONDS OUT [ITERS (default 400)]
+#   bench/experiments/profile_push_pull.sh BUILD DELAY SECONDS OUT [ITERS (default 400)]
 #   e.g. BUILD 2 6 $TMPDIR/pp (push+pull), BUILD 17.5 3 $TMPDIR/ar (allreduce, at about 26 round trips /s)
 # Add PERF_FLAGS="--call-graph dwarf,16384 -F 500" for user-space call stacks (the release build
 # keeps no frame pointers).

@@ -5,7 +5,7 @@
 # four alternated run by run. BUILD holds bin/reel, bin/ps_push_pull, bin/raw_exchange and lib/
 # (a copy of a build tree's).
 #
-#   bench/async_sgd/raw_vs_reel.sh REPS ITERS BUILD
+#   bench/experiments/raw_vs_reel.sh REPS ITERS BUILD
 set -euo pipefail
 reps=$1 iters=$2 b=$3
 uptime
