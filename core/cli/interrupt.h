@@ -17,7 +17,7 @@
 //
 // Outside a scope, from the start of main (ExitOnInterrupt), SIGINT and SIGTERM end reel at once
 // with status 130 and a line on stderr: every interrupted reel command, core or plugin, exits
-// 130 on either signal, as the README says.
+// 130 on either signal, as docs/training.md says.
 //
 // Thread-safety: one scope at a time, created and destroyed on the main thread; Requested() and
 // Poll() may be called from any thread.

@@ -84,7 +84,7 @@ TEST(InterruptScopeDeathTest, WorkThatPollsOwnsTheStop) {
 }
 
 // Outside a scope (every command before its work, and commands without a scope such as eval and
-// predict), either signal ends the process at once with status 130, as README.md says.
+// predict), either signal ends the process at once with status 130, as docs/training.md says.
 TEST(ExitOnInterruptDeathTest, SigintExits130) {
   EXPECT_EXIT(
       {

@@ -1,6 +1,6 @@
 // Every interrupted reel command exits with status 130, on SIGINT (Ctrl-C) as on SIGTERM (what
-// Slurm, Kubernetes, mpirun and `timeout` send), as README.md says. Each command gets work that
-// lasts well past the moment it is signalled; the signal is sent once reel handles the signals
+// Slurm, Kubernetes, mpirun and `timeout` send), as docs/training.md says. Each command gets work
+// that lasts well past the moment it is signalled; the signal is sent once reel handles the signals
 // and, for a command whose work shows, once it is at work (a file of its output exists).
 #include <gtest/gtest.h>
 #include <signal.h>
