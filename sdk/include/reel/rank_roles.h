@@ -43,6 +43,7 @@ struct AppliedWork {
   int64_t updates = 0;   // updates applied
 };
 
+// The roles an optimizer gives ranks; its life and reasons are in the file comment.
 class RankRoles {
  public:
   virtual ~RankRoles() = default;
