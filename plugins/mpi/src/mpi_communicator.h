@@ -1,86 +1,28 @@
 // The mpi transport's Communicator: one rank of an MPI job (mpirun, srun), point-to-point and
-// native collectives (reel/transport.h is the contract).
+// native collectives (reel/transport.h is the contract; what users see of deadlines, thread levels
+// and leaving is plugins/mpi/README.md).
 //
-// Each communicator duplicates MPI_COMM_WORLD twice, so user messages (tags 0..kMaxTag as given)
-// and collectives never match each other's receives; leave notices have a channel of their own
-// (mpi_leave.h). The duplicates are never freed: MPI reuses a freed communicator's context id, and
-// a late message for a destroyed communicator (a peer's abandoned send or collective) would land
-// in a newer one and break its message order. A process forms few communicators (one per
-// Connect), so this costs little. Every MPI error is returned (MPI_ERRORS_RETURN) as a Status
-// naming the call and rank.
+// Each communicator duplicates MPI_COMM_WORLD twice, so user messages and collectives never match
+// each other's receives; leave notices have a channel of their own (mpi_leave.h). The duplicates
+// are never freed: MPI reuses a freed context id, and a late message for a destroyed communicator
+// would land in a newer one. Every MPI error is returned (MPI_ERRORS_RETURN) as a Status naming
+// the call and rank.
 //
-// Deadlines. Operations are posted nonblocking and polled (mpi_wait.h):
-//   - Recv and RecvInto probe (MPI_Improbe) until a matching message is there, then receive it
-//     with MPI_Imrecv straight into its destination (RecvInto: the caller's memory, after checking
-//     its size). A probe consumes nothing, so a Recv that times out leaves no trace.
-//   - Send posts MPI_Isend from the caller's memory. If its deadline passes before the receiver
-//     matched it, the send is cancelled if MPI can (Open MPI cannot cancel sends); otherwise it
-//     stays posted and MPI may still read `data` when the receiver posts its receive later.
-//   - The same holds for a receive whose message was matched but did not arrive in time (MPI may
-//     still write the caller's memory). Such an operation is abandoned, not undone: keep its
-//     buffer alive until the communicator is destroyed; hosts treat a transport deadline as fatal.
-//   - Collectives first agree (polled: between 2 ranks one small message each way, beyond that
-//     recursive doubling of small point-to-point messages, the exchange pass below without
-//     data) that every rank has arrived in the same collective with the same arguments (size,
-//     root, operation), then run the blocking native MPI call (the round costs a 256 KiB-16 MiB
-//     AllReduce on 2 ranks 0-3%: bench/RESULTS.md). Only the
-//     arrival can time out: once every rank is in, the data phase depends on no one being late.
-//     Disagreeing arguments, or ranks in different collectives, are InvalidArgument on every
-//     rank, and the communicator stays usable.
-//   - An AllReduce below 128 KiB has no arrival round either: its round trip would be most of the
-//     call. It runs as one pass of point-to-point messages on the collective communicator
-//     (recursive doubling, the algorithm Open MPI itself picks there; mpi_exchange_allreduce.cc),
-//     each posted nonblocking and polled against the deadline and for ranks that left. The
-//     messages carry the arguments (a message's length is its sender's size, its tag the
-//     operation), and a rank that sees a disagreement passes it on instead of data: every rank
-//     returns InvalidArgument with its data unchanged, and the communicator stays usable, as
-//     after the arrival round. To ranks on the same node the data goes in pieces small enough
-//     for Open MPI's shared memory to send eagerly (no rendezvous round trip).
-//     The arrival round above is the same pass with arguments only, so ranks whose sizes fall
-//     on both sides of 128 KiB (or that are in different collectives) meet in it whichever path
-//     each took, and all return InvalidArgument with their data unchanged. A pass that fails
-//     stops the collectives as a timed-out arrival does.
-//   - Except AllReduce with the option polled_allreduce: no round before the data moves, which
-//     costs a synchronisation per call (much of a small allreduce; on ranks that outnumber the
-//     cores, a time slice). The native MPI_Iallreduce is posted on the caller's memory at once and
-//     polled against the deadline and for leave notices. Like MPI, it takes every rank to pass the
-//     same size and operation (a disagreement is an MPI error or the deadline, not a check of its
-//     own). Open MPI's nonblocking allreduce has its own algorithms, slower than the blocking
-//     one's at some sizes: measure before choosing (bench/allreduce, program reel_mpi_polled).
-//   - Or AllReduce with the option blocking_allreduce (excludes polled_allreduce): the blocking
-//     native MPI_Allreduce(MPI_IN_PLACE) straight on the caller's memory, as PyTorch's MPI backend
-//     and Horovod call it: no arrival round, no argument check, no polling, which cost a small
-//     allreduce a synchronisation or a fixed ~0.5 us of polling. Before it only the local check
-//     that the collectives still work (FailedPrecondition as above; no MPI call unless a timed-out
-//     Barrier is pending); ranks that left are not looked for, which would take an MPI call. What
-//     it trades: ranks that disagree on size or operation get MPI's undefined behaviour or an MPI
-//     error, not InvalidArgument; and a call past its deadline (a rank late or gone) cannot
-//     return DeadlineExceeded or Unavailable, since MPI cannot take it back: a watchdog
-//     (mpi_watchdog.h; one thread per communicator, armed with relaxed stores) writes one line to
-//     stderr and aborts the MPI job (MPI_Abort). A call with NoDeadline() is not watched: it waits
-//     as long as raw MPI would.
+// Deadlines: operations are posted nonblocking and polled (mpi_wait.h). A Recv probes before it
+// receives, so one that times out leaves no trace; a send or a matched receive past its deadline is
+// abandoned, not undone (MPI may still use its buffer). Collectives first agree on arrival and
+// arguments (mpi_collectives.cc; below 128 KiB an AllReduce carries its data in that same pass,
+// mpi_exchange_allreduce.cc), then run the blocking native call: only the arrival can time out.
+// Options polled_allreduce (MPI_Iallreduce, polled) and blocking_allreduce (the native call
+// straight away, its deadline kept by mpi_watchdog.h's MPI_Abort) skip the agreement.
 //
-// When a collective's arrival (or a polled AllReduce) times out or a peer leaves meanwhile, MPI
-// cannot take this rank's contribution back: the other ranks may still complete the arrival and
-// then wait in the data phase for this rank, which never comes. So the collectives of this
-// communicator are failed from then on (FailedPrecondition naming the first failure; point-to-point
-// still works), MPI is left unfinalised at exit (mpi_runtime.h) and the launcher ends the job. A
-// Barrier or a polled AllReduce that timed out is the exception: it is the whole collective, so
-// once the late ranks have arrived it is complete and the communicator's collectives work again
-// (the AllReduce then has written its result into the caller's buffer, which must still be alive).
-//
-// Leaving. The destructor tells every peer how many messages it sent them per tag (mpi_leave.h). A
-// receive waiting for a rank that has left returns Unavailable naming it once every message that
-// rank sent is received; sends to it and collectives fail the same way. A process that dies instead
-// is the launcher's business: mpirun ends the job.
-//
-// Threads. Option thread_level=serialized runs MPI with MPI_THREAD_SERIALIZED (the default,
-// multiple: MPI_THREAD_MULTIPLE) and holds MpiLock around every MPI call; waits hold it per call,
-// a blocking native call (the data phase of a collective, blocking_allreduce's AllReduce) for its
-// whole duration (mpi_runtime.h says what that means for the other threads).
+// After an arrival times out or a peer leaves during it, MPI cannot take this rank's contribution
+// back, so the collectives fail from then on (FailedPrecondition naming the first failure) and MPI
+// is left unfinalised at exit (mpi_runtime.h); a timed-out Barrier or polled AllReduce is whole
+// once the late ranks arrive, and the collectives work again.
 //
 // Thread-safety: as Communicator (Send and Recv from any threads at once; collectives from one
-// thread), at either thread_level.
+// thread), at either thread_level (mpi_runtime.h: MpiLock under serialized).
 #ifndef REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
 #define REEL_PLUGINS_MPI_SRC_MPI_COMMUNICATOR_H_
 

@@ -1,40 +1,23 @@
-// The MPI library's process-wide state, as the mpi transport uses it.
+// The MPI library's process-wide state, as the mpi transport uses it (thread levels as users see
+// them: plugins/mpi/README.md, "Thread levels").
 //
-// MPI may be initialised once per process and never again after MPI_Finalize. The transport
-// initialises it lazily, on the first Connect(), at the thread level that Connect's option
-// thread_level asks for, and finalises it at process exit. A host that initialised MPI itself keeps
-// that job: then the transport only checks the thread level.
+// MPI may be initialised once per process and never again after MPI_Finalize, so the transport
+// initialises it lazily, on the first Connect(), at the level that Connect's thread_level asks
+// for, and finalises it at process exit; a host that initialised MPI itself keeps that job (the
+// level is then only checked). The level is the process's: a later Connect asking for more than
+// was initialised is FailedPrecondition naming both.
 //
-// Thread levels. The Communicator contract (reel/transport.h) lets Send and Recv run on several
-// threads at once, so by default (thread_level=multiple) MPI runs with MPI_THREAD_MULTIPLE. That
-// level alone turns on Open MPI's internal locking (raw MPI measured 0.78x at a 4 KiB allreduce on
-// 2 ranks; bench/RESULTS.md); MPI_THREAD_SERIALIZED costs what MPI_THREAD_SINGLE
-// does. With thread_level=serialized MPI runs with MPI_THREAD_SERIALIZED and the transport keeps
-// MPI's rule itself: every MPI call it makes holds MpiLock, one process-wide mutex, so the whole
-// contract still holds (several threads sending and receiving, any-source receives, deadlines).
-//   - Waits poll (mpi_wait.h) and hold the lock per call, never while they spin or sleep between
-//     calls, so two threads waiting for each other's messages both progress.
-//   - A blocking native call holds it throughout, and the other threads' MPI calls wait for it:
-//     the data phase of a collective (every rank has arrived by then) and above all an AllReduce
-//     with blocking_allreduce, which waits for the slowest rank to arrive. That suits a host that
-//     communicates from one thread (the trainer with the `sync` optimizer). Otherwise, should a
-//     rank reach that AllReduce only after a message that another thread of a rank already in it
-//     has yet to send, the job stalls until the AllReduce's deadline and the watchdog's abort
-//     (mpi_watchdog.h; it calls MPI_Abort without the lock).
+// thread_level=multiple runs MPI_THREAD_MULTIPLE, which the Communicator contract (Send and Recv on
+// several threads) needs. thread_level=serialized runs MPI_THREAD_SERIALIZED, which spares Open
+// MPI's internal locking, and keeps MPI's rule here instead: every MPI call the transport makes
+// holds MpiLock, one process-wide mutex. Polled waits hold it per call, never between calls, so
+// two threads waiting for each other's messages both progress; a blocking native call holds it
+// throughout.
 //
-// The level is the process's, set by the first Connect: a later Connect that asks for multiple
-// after MPI was initialised with MPI_THREAD_SERIALIZED is FailedPrecondition naming both, while
-// one that asks for serialized after multiple is served by the stronger level (and takes no lock).
-// A host that initialised MPI itself must have provided MPI_THREAD_MULTIPLE for multiple, and at
-// least MPI_THREAD_SERIALIZED for serialized; under MPI_THREAD_SERIALIZED such a host must keep its
-// own MPI calls apart from the transport's (MpiLock does not cover them).
-//
-// Finalising at exit is skipped when a collective was abandoned (its deadline passed, or a peer
-// left, while it waited for the other ranks): MPI_Finalize synchronises with every process, and a
-// peer may then be waiting in that collective forever. Without MPI_Finalize the launcher (mpirun,
-// srun) notices the improper exit and ends the whole job instead of hanging.
-//
-// The plugin is loaded with RTLD_NODELETE, so the exit handler's code outlives every unload.
+// Finalising at exit is skipped when a collective was abandoned: MPI_Finalize synchronises with
+// every process, and a peer may be waiting in that collective forever; without it the launcher
+// notices the improper exit and ends the job. The plugin is loaded with RTLD_NODELETE, so the exit
+// handler's code outlives every unload.
 //
 // Thread-safety: every function may be called from any thread. MpiLock is not recursive: hold it
 // around MPI calls only, never around MpiStatus (which takes it) or another lock.
