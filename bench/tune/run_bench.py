@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Task-parallel overhead of reel tune beside scikit-learn's GridSearchCV, in one run: the
+"""Task-parallel overhead of reel tune beside scikit-learn's GridSearchCV and Optuna, in one run: the
 programs alternate, each case runs --reps times, and min/median/max of the overhead per trial
 are reported with the ratio of medians. Usage (from the repository root, after a build with
 -DREEL_BUILD_BENCH=ON):
@@ -42,6 +42,9 @@ def main():
         "reel_tcp": [os.path.join(a.build, "bin", "reel_tune_overhead"), "--executor", "tcp",
                      "--workdir", work + "/c"] + common,
         "sklearn_gridsearchcv": [python, os.path.join(here, "sklearn_gridsearch.py")] + common,
+        "optuna_tpe": [python, os.path.join(here, "optuna_overhead.py"), "--sampler", "tpe"] + common,
+        "optuna_random": [python, os.path.join(here, "optuna_overhead.py"), "--sampler",
+                          "random"] + common,
     }
     samples = {name: [] for name in programs}
     for rep in range(a.reps):
@@ -61,9 +64,9 @@ def main():
         med[name] = statistics.median(o)
         print(f"| {name} | {w[0]:.3f} / {statistics.median(w):.3f} / {w[-1]:.3f} | "
               f"{o[0]:.3f} / {med[name]:.3f} / {o[-1]:.3f} |")
-    base = med["sklearn_gridsearchcv"]
-    for name in ("reel_threads", "reel_inproc", "reel_tcp"):
-        print(f"overhead ratio {name} / sklearn (medians): {med[name] / base:.2f}")
+    for peer in ("sklearn_gridsearchcv", "optuna_tpe", "optuna_random"):
+        for name in ("reel_threads", "reel_inproc", "reel_tcp"):
+            print(f"overhead ratio {name} / {peer} (medians): {med[name] / med[peer]:.2f}")
 
 
 if __name__ == "__main__":
