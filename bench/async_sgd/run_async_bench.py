@@ -103,18 +103,19 @@ eval_data {{ name: "tfrecord" options {{ key: "files" value: "{data}/train0004.t
 model {{ name: "bilstm_video" options {{ key: "hidden" value: "16" }} }}
 optimizer {{ name: "{optimizer}" {options} }}
 {transport}
-trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: {classes} learning_rate {{ base: {lr} }}
+trainer {{ steps: {steps} batch_size: 32 seed: 1 num_classes: {classes} learning_rate {{ base: {lr} warmup_steps: {warmup} }}
   log_every_steps: 10 eval_every_steps: {eval_every} metrics_log: "{run}/metrics.jsonl" }}
 """
 
 
 def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, target, classes,
-          lr=0.01):
+          lr=0.01, warmup=0):
     run = tempfile.mkdtemp(prefix=name + "-", dir=work)
     opts = " ".join(f'options {{ key: "{k}" value: "{v}" }}' for k, v in options.items())
     config = os.path.join(run, "run.pbtxt")
     with open(config, "w") as f:
         f.write(CONFIG.format(data=data, optimizer=optimizer, options=opts, steps=steps, lr=lr,
+                              warmup=warmup,
                               eval_every=eval_every, run=run, classes=classes,
                               transport='transport { name: "tcp" }' if NETNS_NAME else ""))
     start = time.time()
@@ -203,7 +204,10 @@ def run_all(args):
              # sync with the learning rate scaled by the rank count (0.01 x N), beside async
              # whose N workers each apply their own update at 0.01.
              ("sync_2_lr_x2", 2, "sync", {"rule": "adam"}, 0.02),
-             ("sync_3_lr_x3", 3, "sync", {"rule": "adam"}, 0.03)]
+             ("sync_3_lr_x3", 3, "sync", {"rule": "adam"}, 0.03),
+             # the same with a linear warm-up over the first 15 steps (Goyal et al. 2017)
+             ("sync_2_lr_x2_warmup", 2, "sync", {"rule": "adam"}, 0.02, 15),
+             ("sync_3_lr_x3_warmup", 3, "sync", {"rule": "adam"}, 0.03, 15)]
     if args.only:
         cases = [c for c in cases if c[0] in args.only.split(",")]
     for rep in range(args.reps):
