@@ -3,7 +3,7 @@
 // Every rank's model and the core's loss and update rules run on OpenMP teams, by default as
 // wide as the process's cores. Ranks that share cores then oversubscribe them: two `reel launch`
 // processes on 2 cores ran 2 teams of 2 threads each, and trained at 0.5-0.8 of the speed of the
-// same two ranks with a thread each (bench/results/thread_budget.md). So, as torchrun sets
+// same two ranks with a thread each (bench/RESULTS.md, "thread budget"). So, as torchrun sets
 // OMP_NUM_THREADS for the processes it starts and mpirun binds each to its cores, the ranks that
 // share this process's cores divide them: threads per rank = max(1, cores / ranks sharing), where
 //   cores = those of this process's affinity mask (taskset, cpusets, a launcher's binding),
