@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from curves import print_targets, stats
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -58,13 +60,6 @@ def cost_curve(records):
     return curve
 
 
-def steps_to_reach(curve, target):
-    for spent, metric in curve:
-        if metric >= target:
-            return spent
-    return None
-
-
 def run_search(reel, config_text, workdir):
     path = workdir + ".pbtxt"
     with open(path, "w") as f:
@@ -77,11 +72,6 @@ def run_search(reel, config_text, workdir):
         sys.exit(f"reel tune failed:\n{out.stdout}\n{out.stderr}")
     records = finished(os.path.join(workdir, "journal.jsonl"))
     return cost_curve(records), wall
-
-
-def stats(xs):
-    xs = sorted(xs)
-    return f"{xs[0]:.0f} / {statistics.median(xs):.0f} / {xs[-1]:.0f}"
 
 
 def main():
@@ -122,22 +112,9 @@ def main():
               f"{max(best):.4f} | {min(walls):.1f} / {statistics.median(walls):.1f} / "
               f"{max(walls):.1f} |")
     print()
-    print("| target GAP@20 | grid trial-steps to it (min / median / max) "
-          "| ASHA trial-steps to it (min / median / max) | ratio of medians, grid / ASHA |")
-    print("|---|---|---|---|")
-    for tolerance in a.tolerance:
-        target = best_grid - tolerance
-        cells, medians = [], {}
-        for name, runs in samples.items():
-            reach = [steps_to_reach(r["curve"], target) for r in runs]
-            hit = [x for x in reach if x is not None]
-            missed = len(reach) - len(hit)
-            medians[name] = statistics.median(hit) if hit else None
-            cells.append((stats(hit) if hit else "-") +
-                         (f" ({missed} of {len(reach)} runs never reached it)" if missed else ""))
-        ratio = (f"{medians['grid'] / medians['asha']:.2f}"
-                 if medians["grid"] and medians["asha"] else "-")
-        print(f"| >= {target:.4f} (best grid - {tolerance}) | {cells[0]} | {cells[1]} | {ratio} |")
+    print_targets({"grid": samples["grid"], "ASHA": samples["asha"]}, "ASHA", "grid",
+                  "trial-steps", best_grid, a.tolerance, "best grid")
+
 
 if __name__ == "__main__":
     main()

@@ -15,13 +15,14 @@ stopped. Wall time is the whole search, process start to exit.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from curves import print_targets, stats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -85,15 +86,6 @@ def python_path(build):
     sys.exit(f"no reel Python module under {build}")
 
 
-def reach(curve, target):
-    return next((spent for spent, metric in curve if metric >= target), None)
-
-
-def stats(xs, fmt="{:.0f}"):
-    xs = sorted(xs)
-    return " / ".join(fmt.format(x) for x in (xs[0], statistics.median(xs), xs[-1]))
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
@@ -133,22 +125,7 @@ def main():
               f"{stats([max(m for _, m in r['curve']) for r in rs], '{:.4f}')} | "
               f"{stats(walls, '{:.1f}')} | {statistics.median(walls) / TRIALS:.2f} |")
     print()
-    print("| target GAP@20 | reel ASHA epochs to it (min / median / max) "
-          "| Optuna epochs to it (min / median / max) | ratio of medians, Optuna / reel |")
-    print("|---|---|---|---|")
-    for tolerance in a.tolerance:
-        target = best - tolerance
-        cells, medians = [], {}
-        for name, rs in runs.items():
-            hit = [x for x in (reach(r["curve"], target) for r in rs) if x is not None]
-            missed = len(rs) - len(hit)
-            medians[name] = statistics.median(hit) if hit else None
-            cells.append((stats(hit) if hit else "-") +
-                         (f" ({missed} of {len(rs)} runs never reached it)" if missed else ""))
-        ratio = (f"{medians['optuna_tpe_sha'] / medians['reel_asha']:.2f}"
-                 if medians["reel_asha"] and medians["optuna_tpe_sha"] else "-")
-        print(f"| >= {target:.4f} (best - {tolerance}) | {cells[0]} | {cells[1]} | {ratio} |")
-
+    print_targets(runs, "reel_asha", "optuna_tpe_sha", "epochs", best, a.tolerance)
 
 if __name__ == "__main__":
     main()
