@@ -70,4 +70,23 @@ TEST(PluginReadmeTest, MissingAndExtraOptionsAreNamed) {
       << o.status;
 }
 
+// A default the table states as one value must be the schema's; a described one is not compared.
+TEST(PluginReadmeTest, AStatedDefaultThatDiffersFromTheSchemaIsNamed) {
+  if (!fs::exists(Bundled("tfrecord"))) GTEST_SKIP() << "tfrecord plugin not built";
+  std::ifstream in(REEL_SOURCE_DIR "/plugins/tfrecord/README.md");
+  std::string text, line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| `batch_size` | 32 |", 0) == 0) line = "| `batch_size` | `64` | changed |";
+    if (line.rfind("| `shuffle_buffer` | 0 |", 0) == 0)
+      line = "| `shuffle_buffer` | none unless set | described, not compared |";
+    text += line + "\n";
+  }
+  const reel::core::CheckOutcome o = CheckReadme(Bundled("tfrecord"), text);
+  EXPECT_EQ(o.status.code(), reel::StatusCode::kInvalidArgument) << o.status;
+  EXPECT_NE(o.status.message().find("default differs: batch_size says 64, the schema 32"),
+            std::string::npos)
+      << o.status;
+  EXPECT_EQ(o.status.message().find("shuffle_buffer"), std::string::npos) << o.status;
+}
+
 }  // namespace
