@@ -424,11 +424,10 @@ Status TcpCommunicator::AgreeOnArguments(const agreement::Args& mine, uint32_t s
       const Block& b = have[i];
       const size_t at = out.size(), floats = b.with_data ? b.data.size() : 0;
       out.resize(at + agreement::kArgsBytes + floats * sizeof(float));
-      const uint32_t collective =
-          static_cast<uint32_t>(b.args.collective) | (b.with_data ? kDataFollows : 0);
-      std::memcpy(&out[at], &collective, 4);
-      std::memcpy(&out[at + 4], &b.args.detail, 4);
-      std::memcpy(&out[at + 8], &b.args.count, 8);
+      agreement::Args sent = b.args;
+      sent.collective = static_cast<agreement::Collective>(static_cast<uint32_t>(sent.collective) |
+                                                           (b.with_data ? kDataFollows : 0));
+      agreement::WriteArgs(sent, &out[at]);
       if (floats > 0)
         std::memcpy(&out[at + agreement::kArgsBytes], b.data.data(), floats * sizeof(float));
     }
@@ -442,15 +441,13 @@ Status TcpCommunicator::AgreeOnArguments(const agreement::Args& mine, uint32_t s
     size_t at = 0;
     for (size_t i = 0; i < k; ++i) {
       Block b;
-      uint32_t collective = 0;
       if (bytes.size() - at < agreement::kArgsBytes)
         return InternalError("agreeing on a collective's arguments: rank " +
                              std::to_string(source) + " sent " + std::to_string(bytes.size()) +
                              " bytes, too few for " + std::to_string(k) +
                              " ranks' arguments (is it in another collective?)");
-      std::memcpy(&collective, &bytes[at], 4);
-      std::memcpy(&b.args.detail, &bytes[at + 4], 4);
-      std::memcpy(&b.args.count, &bytes[at + 8], 8);
+      b.args = agreement::ReadArgs(&bytes[at]);
+      const auto collective = static_cast<uint32_t>(b.args.collective);
       b.with_data = (collective & kDataFollows) != 0;
       b.args.collective = static_cast<agreement::Collective>(collective & ~kDataFollows);
       at += agreement::kArgsBytes;

@@ -82,7 +82,7 @@ class TcpCommunicator::HostRounds {
         const auto [b, e] = Piece(length, q);
         if (q != i_) std::copy(round + b, round + e, Slot(r, i_) + b);
       }
-      if (agree && at == 0) WriteArgs(r, *agree);
+      if (agree && at == 0) agreement::WriteArgs(*agree, Args(r, i_));
       Advance(steps_[i_], Counter(r, 1));
       REEL_RETURN_IF_ERROR(WaitForEveryone(Counter(r, 1)));
       if (agree && at == 0) {
@@ -153,24 +153,10 @@ class TcpCommunicator::HostRounds {
   std::byte* Args(uint64_t r, size_t q) const {
     return args_ + ((r % 2) * n_ + q) * agreement::kArgsBytes;
   }
-  void WriteArgs(uint64_t r, const agreement::Args& mine) {
-    std::byte* at = Args(r, i_);
-    const auto collective = static_cast<uint32_t>(mine.collective);
-    std::memcpy(at, &collective, 4);
-    std::memcpy(at + 4, &mine.detail, 4);
-    std::memcpy(at + 8, &mine.count, 8);
-  }
   // Every rank's arguments of round r: OK, or InvalidArgument on every rank alike.
   Status CheckArgs(uint64_t r) const {
     std::vector<agreement::Args> all(n_);
-    for (size_t q = 0; q < n_; ++q) {
-      const std::byte* theirs = Args(r, q);
-      uint32_t collective = 0;
-      std::memcpy(&collective, theirs, 4);
-      all[q].collective = static_cast<agreement::Collective>(collective);
-      std::memcpy(&all[q].detail, theirs + 4, 4);
-      std::memcpy(&all[q].count, theirs + 8, 8);
-    }
+    for (size_t q = 0; q < n_; ++q) all[q] = agreement::ReadArgs(Args(r, q));
     return agreement::CheckAgreement(all);
   }
   // The counter's value at `stage` (1 to 3) of round r; wraps as every rank's does.

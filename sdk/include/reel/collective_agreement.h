@@ -39,6 +39,23 @@ struct Args {
 };
 constexpr size_t kArgsBytes = 16;
 
+// Args as they travel (kArgsBytes at `at`: collective, detail, count, in host byte order).
+inline void WriteArgs(const Args& a, std::byte* at) {
+  const uint32_t collective = static_cast<uint32_t>(a.collective);
+  std::memcpy(at, &collective, 4);
+  std::memcpy(at + 4, &a.detail, 4);
+  std::memcpy(at + 8, &a.count, 8);
+}
+inline Args ReadArgs(const std::byte* at) {
+  Args a;
+  uint32_t collective = 0;
+  std::memcpy(&collective, at, 4);
+  a.collective = static_cast<Collective>(collective);
+  std::memcpy(&a.detail, at + 4, 4);
+  std::memcpy(&a.count, at + 8, 8);
+  return a;
+}
+
 // The Args of each collective call.
 inline Args AllReduceArgs(size_t floats, ReduceOp op) {
   return {Collective::kAllReduce, static_cast<int32_t>(op), floats};
@@ -115,13 +132,7 @@ Result<std::vector<Args>> GatherArgs(int rank, int size, const Args& mine, SendF
   while (have.size() < n) {
     const size_t m = have.size(), k = std::min(m, n - m);
     out.resize(k * kArgsBytes);
-    for (size_t i = 0; i < k; ++i) {
-      std::byte* at = out.data() + i * kArgsBytes;
-      const uint32_t collective = static_cast<uint32_t>(have[i].collective);
-      std::memcpy(at, &collective, 4);
-      std::memcpy(at + 4, &have[i].detail, 4);
-      std::memcpy(at + 8, &have[i].count, 8);
-    }
+    for (size_t i = 0; i < k; ++i) WriteArgs(have[i], out.data() + i * kArgsBytes);
     REEL_RETURN_IF_ERROR(send(static_cast<int>((r + n - m) % n), std::span<const std::byte>(out)));
     const int source = static_cast<int>((r + m) % n);
     REEL_ASSIGN_OR_RETURN(std::vector<std::byte> in, recv(source));
@@ -129,16 +140,7 @@ Result<std::vector<Args>> GatherArgs(int rank, int size, const Args& mine, SendF
       return InternalError("agreeing on a collective's arguments: rank " + std::to_string(source) +
                            " sent " + std::to_string(in.size()) + " bytes, expected " +
                            std::to_string(k * kArgsBytes) + " (is it in another collective?)");
-    for (size_t i = 0; i < k; ++i) {
-      const std::byte* at = in.data() + i * kArgsBytes;
-      Args a;
-      uint32_t collective;
-      std::memcpy(&collective, at, 4);
-      a.collective = static_cast<Collective>(collective);
-      std::memcpy(&a.detail, at + 4, 4);
-      std::memcpy(&a.count, at + 8, 8);
-      have.push_back(a);
-    }
+    for (size_t i = 0; i < k; ++i) have.push_back(ReadArgs(in.data() + i * kArgsBytes));
   }
   std::vector<Args> all(n);
   for (size_t i = 0; i < n; ++i) all[(r + i) % n] = have[i];
