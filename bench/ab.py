@@ -10,8 +10,8 @@ each case's metrics over the first case's (or the pairs --ratio names) give the 
   bench/ab.py --reps 5 --out bench/out/ab_x \\
       --case base 'BASE/bin/reel launch -n 2 -- BASE/bin/ps_push_pull --transport tcp' \\
       --case new 'NEW/bin/reel launch -n 2 -- NEW/bin/ps_push_pull --transport tcp' \\
-      --metric 'pp=all_workers_round_trips_per_second=([0-9.]+)' \\
-      --metric 'ar= calls_per_second=([0-9.]+)' --quotient ratio=pp/ar
+      --metric 'async=all_workers_round_trips_per_second=([0-9.]+)' \\
+      --metric 'sync=all_ranks_gradients_per_second=([0-9.]+)' --quotient whole_job=async/sync
 
 Metrics:
   --metric NAME=REGEX      the first group of the first match in stdout + stderr, or with the

@@ -4,7 +4,9 @@
 # the allreduce of all N + 1 ranks), for two or more builds alternated run by run (bench/ab.py), so
 # that the machine's load falls on every build alike. Each BUILD is a directory holding bin/reel,
 # bin/ps_push_pull and lib/ (a copy of a build tree's, so a rebuild meanwhile cannot swap them).
-# Prints per run the push+pull round trips /s, allreduce calls /s and their ratio, then each
+# Prints per run the gradients /s of the whole async job (all workers' round trips) and of the sync
+# job of the same processes (allreduce calls x ranks) and their ratio, and per step of all workers
+# one worker's round trips /s against calls /s (docs/benchmarks.md, counting whole jobs), then each
 # build's min / median / max and each build's over the first's per repetition. Every run's output
 # (with each rank's CPU ms and context switches, if its ps_push_pull prints them) and load average
 # stay in OUT (default bench/out/ab_push_pull_<UTC time>).
@@ -25,5 +27,8 @@ for b in "${builds[@]}"; do
 $(printf '%q' "$b/bin/ps_push_pull") --transport tcp --iters $iters$flags")
 done
 exec python3 "$(dirname "$0")/../ab.py" --reps "$reps" --out "$out" "${cases[@]}" \
-  --metric 'push_pull=all_workers_round_trips_per_second=([0-9.]+)' \
-  --metric 'allreduce= calls_per_second=([0-9.]+)' --quotient ratio=push_pull/allreduce
+  --metric 'async_job=all_workers_round_trips_per_second=([0-9.]+)' \
+  --metric 'sync_job=all_ranks_gradients_per_second=([0-9.]+)' \
+  --metric 'worker= round_trips_per_second=([0-9.]+)' \
+  --metric 'call= calls_per_second=([0-9.]+)' \
+  --quotient whole_job=async_job/sync_job --quotient per_step=worker/call

@@ -7,15 +7,19 @@
 // Between barriers; rank 0 prints one line per phase:
 //   push_pull workers=W floats=F seconds_per_round_trip=S round_trips_per_second=R GB_per_second=G
 //             all_workers_round_trips_per_second=W*R all_workers_GB_per_second=W*G
-//   allreduce ranks=N floats=F seconds_per_call=S calls_per_second=R GB_per_second=G
+//   allreduce ranks=N floats=F seconds_per_call=S calls_per_second=C GB_per_second=G
+//             all_ranks_gradients_per_second=N*C
 // and every rank one line per phase with its process's CPU time and context switches per round
 // trip (or call), from getrusage, to tell where a phase's time goes (e.g. waiting or copying):
 //   cpu rank=K phase=push_pull|allreduce user_ms=U sys_ms=S voluntary_switches=V
 //   involuntary_switches=I
 // GB/s counts the parameter bytes a worker moves per round trip (push + pull: 2 x 4F) and the
-// algorithm bytes per allreduce call (4F), so the figures say how fast a step's data moves. A
-// round trip is one worker's step; the workers step concurrently, so the server's rate is W times
-// one worker's (all_workers_*), the figure that compares with allreduce calls (one step of all).
+// algorithm bytes per allreduce call (4F), so the figures say how fast a step's data moves.
+// Whole jobs compare by gradients per second of all their processes: a round trip carries one
+// worker's gradient, so the async job's rate is W x R (all_workers_*); an allreduce call carries
+// one gradient of each of the N = W + 1 ranks, so the sync job of the same processes makes N x C
+// (all_ranks_*). Per step of all workers (each worker one gradient) the comparison is R against
+// C. Never W x R against C: that counts the async side W times (docs/benchmarks.md).
 //
 // --option KEY=VALUE (repeatable) sets an async_sgd option, e.g. --option pipeline=false for the
 // push and the pull one after the other instead of pipelined; --transport-option KEY=VALUE one
@@ -169,8 +173,9 @@ int main(int argc, char** argv) {
   if (rank == 0)
     std::printf(
         "allreduce ranks=%d floats=%lld seconds_per_call=%.6f calls_per_second=%.3f "
-        "GB_per_second=%.4f\n",
-        world, static_cast<long long>(floats), allreduce, 1.0 / allreduce, bytes / allreduce / 1e9);
+        "GB_per_second=%.4f all_ranks_gradients_per_second=%.3f\n",
+        world, static_cast<long long>(floats), allreduce, 1.0 / allreduce, bytes / allreduce / 1e9,
+        world / allreduce);
   std::fflush(stdout);
   return 0;
 }

@@ -2,8 +2,11 @@
 """async_sgd experiments (issue 12), over tcp on loopback, one process per rank (`reel launch`):
 
   1. ps_push_pull: push+pull round trips per second and GB/s of 10M parameters with 1-3 workers
-     (one server), beside the same transport's allreduce of the same parameters in the same run
-     (--sequential-too: also with the push and the pull one after the other, pipeline=false);
+     (one server), beside the same transport's allreduce of the same parameters by the same
+     processes in the same run, compared as whole jobs (gradients /s of all workers against calls
+     x ranks) and per step of all workers (one worker's round trips against calls), as
+     docs/benchmarks.md counts them (--sequential-too: also with the push and the pull one after
+     the other, pipeline=false);
   2. training: bilstm_video (hidden 16) on synthetic frame-level data, `sync` with 1-3 ranks and
      `async_sgd` with 1-3 workers (+1 server), then async with 3 workers and the staleness-aware
      rate, and with frequency: epoch. Per run: examples/s (metrics log), the first evaluation at or
@@ -93,6 +96,11 @@ def push_pull(reel, bench, workers, floats, iters, options=()):
     m = re.search(r"all_workers_round_trips_per_second=([0-9.]+) all_workers_GB_per_second=([0-9.]+)",
                   out)
     row["push_pull"].update(all_per_second=float(m.group(1)), all_GBps=float(m.group(2)))
+    # Whole jobs (docs/benchmarks.md): gradients /s of all workers against those of the sync job
+    # of the same processes (calls x ranks); per step of all workers, R against C.
+    row["allreduce"]["all_per_second"] = row["allreduce"]["per_second"] * (workers + 1)
+    row["whole_job_ratio"] = row["push_pull"]["all_per_second"] / row["allreduce"]["all_per_second"]
+    row["per_step_ratio"] = row["push_pull"]["per_second"] / row["allreduce"]["per_second"]
     return row
 
 
@@ -195,6 +203,8 @@ def run_all(args):
     cases = [("sync_1", 1, "sync", {"rule": "adam"}),
              ("sync_2", 2, "sync", {"rule": "adam"}),
              ("sync_3", 3, "sync", {"rule": "adam"}),
+             # as many processes as async with 3 workers and a server
+             ("sync_4", 4, "sync", {"rule": "adam"}),
              ("async_1w", 2, "async_sgd", {"rule": "adam"}),
              ("async_2w", 3, "async_sgd", {"rule": "adam"}),
              ("async_3w", 4, "async_sgd", {"rule": "adam"}),
