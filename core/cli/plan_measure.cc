@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -11,11 +12,18 @@
 #include "reel/core/collectives.h"
 #include "reel/core/connect.h"
 #include "reel/host_cores.h"
+#include "train/thread_budget.h"
 
 namespace reel::cli {
 namespace {
 
 double Median(const Times& t) { return Summary(t).median; }
+
+// The cores a step or an update rule measured here keeps busy: its OpenMP team, at most this
+// process's cores. A rate per core is the measured rate over these, not over the process's cores:
+// under OMP_NUM_THREADS=1 on 2 cores the step runs on one, and dividing its rate by 2 halved the
+// per-core rate (docs/capacity.md, "The machine profile").
+double BusyCores() { return std::min<double>(CoresAvailable(), std::max(1, core::TeamSize())); }
 
 Status RunCommand(CliEnv& env, const std::string& name, const std::vector<std::string>& args) {
   REEL_ASSIGN_OR_RETURN(auto command, env.host.registry().CreateCommand(name));
@@ -156,7 +164,7 @@ Result<double> RuleRate(CliEnv& env, const std::string& rule, const MeasureSizes
     t.push_back(s);
   }
   REEL_RETURN_IF_ERROR(optimizer->Finish());
-  return z.rule_params / Median(t) / CoresAvailable();
+  return z.rule_params / Median(t) / BusyCores();
 }
 
 // One connection's read rate from S3: z.s3_bytes written under `prefix`, read whole, deleted.
@@ -212,7 +220,7 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
   shape.num_classes = spec.classes;
   REEL_ASSIGN_OR_RETURN(ModelTimes t, TimeModel(env.host.registry(), spec.name, spec.options, shape,
                                                 spec.batch, spec.frames, reps, spec.rule));
-  const double cores = CoresAvailable();
+  const double cores = BusyCores();
   plan::ModelRates m;
   m.name = spec.name;
   m.options = OptionsKey(spec.options);

@@ -45,6 +45,8 @@ Result<ThreadBudget> ThreadsPerRank(const GetEnv& getenv, int ranks_in_process, 
   return budget;
 }
 
+int TeamSize() { return omp_get_max_threads(); }
+
 ScopedThreads::ScopedThreads(int threads) {
   if (threads <= 0) return;
   saved_ = omp_get_max_threads();

@@ -43,6 +43,10 @@ Result<ThreadBudget> ThreadsPerRank(const GetEnv& getenv, int ranks_in_process, 
 using reel::CoresAvailable;
 using reel::OnlineCores;
 
+// The calling thread's OpenMP team size (omp_get_max_threads): the compute threads a model step,
+// the loss or an update rule started on this thread would use.
+int TeamSize();
+
 // Sets the calling thread's OpenMP team size to `threads` (nothing when 0) until destroyed.
 class ScopedThreads {
  public:
