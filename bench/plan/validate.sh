@@ -3,8 +3,12 @@
 # For each case HOSTSxRATE:OPTIMIZER:MODEL, one epoch of `reel train` on HOSTS network namespaces
 # (tests/netns/netns.sh: a bridge, every link limited by tc tbf at RATE), then the plan's predicted
 # epoch for the same data, config and cluster, from a profile this script measures first on this
-# machine (`reel plan --measure`). The hosts share this machine's cores, so the plan is given
-# cores per node = cores / HOSTS, and every rank runs one compute thread (OMP_NUM_THREADS=1).
+# machine (`reel plan --measure`). Every rank runs one compute thread (OMP_NUM_THREADS=1), and the
+# hosts share this machine's cores, so the plan is given the cores a training rank gets here:
+# min(1 thread, cores / training ranks), the training ranks being the HOSTS (sync) or the workers
+# (async: a server's update of a push is a small share of a core, and on hosts of their own its
+# cores would be its own). The plan is also given the data's file count (each rank reads whole
+# files, so with 4 files on 3 ranks one rank reads 2 and sets the epoch).
 # The measured epoch is the trainer's `elapsed` at its last step (metrics.jsonl, logged every
 # step): training only, after group formation. Prints one Markdown row per case and run; raw
 # lines (JSON of the plan and the run) go to OUT.
@@ -89,10 +93,13 @@ for c in "${cases[@]}"; do
   config "$model" "$optimizer" "$hosts" >"$work/run.pbtxt"
   bytes=$(cat "$work/$level"/*.tfrecord | wc -c)
   videos=$([[ $level == video ]] && echo 6144 || echo 768)
+  files=$(find "$work/$level" -name '*.tfrecord' | wc -l)
+  training=$hosts
+  [[ $optimizer == async ]] && training=$((hosts - 1))  # one server
   tbf_rate=$(awk -v r="$rate" 'BEGIN { sub(/bit$/, "", r); print r }')
   plan=$("$reel" plan --config "$work/run.pbtxt" --profile "$work/profile.txt" --videos "$videos" \
-    --bytes "$bytes" --frames "$(mean_frames "$model")" --nodes "$hosts" \
-    --cores-per-node "$(awk -v c="$cores" -v h="$hosts" 'BEGIN { print c / h }')" \
+    --bytes "$bytes" --files "$files" --frames "$(mean_frames "$model")" --nodes "$hosts" \
+    --cores-per-node "$(awk -v c="$cores" -v t="$training" 'BEGIN { print (c / t < 1 ? c / t : 1) }')" \
     --link "${tbf_rate}bit/s" --link-latency-us 100 --checkpoints-per-epoch 0 --json)
   predicted=$(grep -o '"epoch_seconds": [0-9.e+-]*' <<<"$plan" | awk '{print $2}')
   bottleneck=$(grep -o '"bottleneck": "[^"]*"' <<<"$plan" | cut -d'"' -f4)

@@ -28,6 +28,28 @@ struct Costs {
   double write_rate = 0;  // bytes/s one rank writes a checkpoint at
 };
 
+// The busiest of `ranks` training ranks' share of the epoch (capacity_model.h, "share").
+struct Share {
+  double examples = 0;    // its videos
+  double read_bytes = 0;  // the bytes it reads for them
+  int64_t files = 0;      // its files (0: unknown, or fewer files than ranks)
+};
+
+Share ShareOf(const Dataset& d, int ranks, double bytes_per_example) {
+  const double V = static_cast<double>(d.videos), R = ranks;
+  Share s;
+  if (d.files >= ranks) {  // whole files: file i to rank i mod R
+    s.files = (d.files + ranks - 1) / ranks;
+    s.examples = std::ceil(static_cast<double>(s.files) * V / static_cast<double>(d.files));
+    s.read_bytes = s.examples * bytes_per_example;
+  } else {
+    s.examples = std::ceil(V / R);
+    // Fewer files than ranks: every rank reads every record, and keeps its own.
+    s.read_bytes = d.files > 0 ? d.bytes : s.examples * bytes_per_example;
+  }
+  return s;
+}
+
 Result<Costs> CostsOf(const Dataset& d, const Cluster& c, const Rates& r) {
   Costs k;
   if (d.mean_frames > 0 && r.frames > 0) k.frame_scale = d.mean_frames / r.frames;
@@ -42,8 +64,8 @@ Result<Costs> CostsOf(const Dataset& d, const Cluster& c, const Rates& r) {
     k.io_rate = std::min(c.s3_bytes_per_s, c.s3_connections * r.s3_bytes_per_connection);
     k.write_rate = c.s3_bytes_per_s;
     if (c.link_bytes_per_s > 0) {  // S3 traffic crosses the node's link
-      k.io_rate = std::min(k.io_rate, c.link_bytes_per_s);
-      k.write_rate = std::min(k.write_rate, c.link_bytes_per_s);
+      k.io_rate = std::min(k.io_rate, c.link_bytes_per_s * c.link_payload);
+      k.write_rate = std::min(k.write_rate, c.link_bytes_per_s * c.link_payload);
     }
   }
   return k;
@@ -58,6 +80,10 @@ Status Validate(const Dataset& d, const Cluster& c, const Training& t, const Rat
   REEL_RETURN_IF_ERROR(Positive(t.params, "the model's parameter count"));
   if (d.mean_frames < 0) return InvalidArgumentError("mean frames cannot be negative");
   if (d.eval_videos < 0) return InvalidArgumentError("eval videos cannot be negative");
+  if (d.files < 0) return InvalidArgumentError("the dataset's file count cannot be negative");
+  if (d.files > d.videos)
+    return InvalidArgumentError(fmt::format(
+        "{} files cannot hold {} videos: a file holds at least one", d.files, d.videos));
   if (t.checkpoints_per_epoch < 0)
     return InvalidArgumentError("checkpoints per epoch cannot be negative");
   int ranks = c.nodes;
@@ -72,6 +98,10 @@ Status Validate(const Dataset& d, const Cluster& c, const Training& t, const Rat
   }
   if (c.nodes > 1 || t.async) {
     REEL_RETURN_IF_ERROR(Positive(c.link_bytes_per_s, "the link rate per node"));
+    if (!(c.link_payload > 0 && c.link_payload <= 1))
+      return InvalidArgumentError(
+          fmt::format("the link's payload share must be in (0, 1], not {} (an MTU above 52 bytes)",
+                      c.link_payload));
     if (c.link_latency_s < 0) return InvalidArgumentError("the link latency cannot be negative");
   }
   if (d.videos < static_cast<int64_t>(ranks) * t.batch_per_rank)
@@ -130,6 +160,25 @@ void Assume(Plan& p, const Dataset& d, const Cluster& c, const Training& t, cons
                                        "({:.2f}x, linear in frames)",
                                        d.mean_frames, k.frame_scale)
                          : std::string()));
+  const int ranks = t.async ? c.nodes - t.servers : c.nodes;
+  const Share share = ShareOf(d, ranks, k.bytes_per_example);
+  if (d.files == 0)
+    a.push_back(
+        fmt::format("each of the {} training rank(s) reads an even share of the videos "
+                    "(the files were not given: --files)",
+                    ranks));
+  else if (share.files > 0)
+    a.push_back(fmt::format(
+        "each training rank reads whole files: the busiest {} of the {} files, {:.0f} videos "
+        "({:.3f}x an even share), and sets the epoch{}",
+        share.files, d.files, share.examples,
+        share.examples / (static_cast<double>(d.videos) / ranks),
+        t.async ? "" : " (ranks that run out join its steps)"));
+  else
+    a.push_back(
+        fmt::format("{} files for {} training ranks: every rank reads every record and "
+                    "keeps every {}th",
+                    d.files, ranks, ranks));
   a.push_back(
       fmt::format("decoding: {} per core; the data source's prefetch shares the node's "
                   "cores with the step and reading overlaps it",
@@ -141,19 +190,22 @@ void Assume(Plan& p, const Dataset& d, const Cluster& c, const Training& t, cons
     a.push_back(fmt::format("reading S3 at min({} per node, {} connections x {}) = {} per node",
                             Rate(c.s3_bytes_per_s), c.s3_connections,
                             Rate(r.s3_bytes_per_connection), Rate(k.io_rate)));
+  if (c.nodes > 1 || t.async)
+    a.push_back(fmt::format("the link's TCP payload: {:.1f}% of its {} (MTU overheads)",
+                            100 * c.link_payload, Rate(c.link_bytes_per_s)));
   if (!t.async && c.nodes > 1)
     a.push_back(
-        fmt::format("ring allreduce of {:.1f} MB per step over min(link {}, transport {}), "
+        fmt::format("ring allreduce of {:.1f} MB per step over min(link payload {}, transport {}), "
                     "latency {:.0f} us + {:.0f} us per message; not overlapped with the step",
-                    t.params * 4 / 1e6, Rate(c.link_bytes_per_s), Rate(r.reduce_bytes),
-                    c.link_latency_s * 1e6, r.message_latency_s * 1e6));
+                    t.params * 4 / 1e6, Rate(c.link_bytes_per_s * c.link_payload),
+                    Rate(r.reduce_bytes), c.link_latency_s * 1e6, r.message_latency_s * 1e6));
   if (t.async)
     a.push_back(fmt::format(
         "async_sgd: {} server node(s), {} worker(s); a step pushes and pulls {:.1f} MB over "
-        "min(link {}, transport {}){}; servers apply {:.0f} M parameters/s per core",
-        t.servers, c.nodes - t.servers, t.params * 4 / 1e6, Rate(c.link_bytes_per_s),
-        Rate(r.transfer_bytes), t.overlap ? ", overlapped with the next step" : "",
-        r.apply_params_per_core / 1e6));
+        "min(link payload {}, transport {}){}; servers apply {:.0f} M parameters/s per core",
+        t.servers, c.nodes - t.servers, t.params * 4 / 1e6,
+        Rate(c.link_bytes_per_s * c.link_payload), Rate(r.transfer_bytes),
+        t.overlap ? ", overlapped with the next step" : "", r.apply_params_per_core / 1e6));
   if (t.checkpoints_per_epoch > 0)
     a.push_back(
         fmt::format("{} checkpoint(s) per epoch of {:.1f} MB (parameters and {} state "
@@ -174,13 +226,14 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
   Plan p;
   double train = 0;
   if (!t.async) {
-    const double examples = std::ceil(V / c.nodes);
-    p.steps = static_cast<int64_t>(std::ceil(V / (c.nodes * B)));
+    const Share share = ShareOf(d, c.nodes, k.bytes_per_example);
+    const double examples = share.examples;
+    p.steps = static_cast<int64_t>(std::ceil(examples / B));
     const double decode = examples * k.decode_cs / cores, step = examples * k.step_cs / cores;
-    const double read = examples * k.bytes_per_example / k.io_rate;
+    const double read = share.read_bytes / k.io_rate;
     double exchange = 0;
     if (c.nodes > 1) {
-      const double n = c.nodes, bw = std::min(c.link_bytes_per_s, r.reduce_bytes);
+      const double n = c.nodes, bw = std::min(c.link_bytes_per_s * c.link_payload, r.reduce_bytes);
       exchange = p.steps * (2 * (n - 1) / n * grad_bytes / bw +
                             2 * (n - 1) * (c.link_latency_s + r.message_latency_s));
     }
@@ -193,9 +246,10 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
       p.bottleneck = Largest({{"decoding", decode}, {"step", step}, {"exchange", exchange}});
   } else {
     const double S = t.servers;
+    const Share share = ShareOf(d, workers, k.bytes_per_example);
     const double per_step_decode = B * k.decode_cs / cores, per_step_step = B * k.step_cs / cores;
-    const double per_step_read = B * k.bytes_per_example / k.io_rate;
-    const double worker_bw = std::min(c.link_bytes_per_s, r.transfer_bytes);
+    const double per_step_read = share.read_bytes / share.examples * B / k.io_rate;
+    const double worker_bw = std::min(c.link_bytes_per_s * c.link_payload, r.transfer_bytes);
     const double server_apply = r.apply_params_per_core * c.cores_per_node;  // params/s
     const double apply = t.params / S / server_apply;
     const double push_pull =
@@ -209,15 +263,18 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
     const double by_server_rules = S * server_apply / t.params;
     const double steps_per_s = std::min({by_workers, by_server_links, by_server_rules});
     const double total_steps = std::ceil(V / B);
-    train = total_steps / steps_per_s;
-    const double per_worker = total_steps / workers;
+    // The busiest worker's steps; with even shares (files unknown) the average, as the workers
+    // then finish together.
+    const double per_worker = d.files > 0 ? std::ceil(share.examples / B) : total_steps / workers;
+    const double by_job = total_steps / steps_per_s, by_busiest = per_worker * worker_step;
+    train = std::max(by_job, by_busiest);
     p.steps = static_cast<int64_t>(std::ceil(per_worker));
     p.parts = {{"reading", per_worker * per_step_read},
                {"decoding", per_worker * per_step_decode},
                {"step", per_worker * per_step_step},
                {"exchange", per_worker * push_pull},
                {"servers", total_steps / std::min(by_server_links, by_server_rules)}};
-    if (steps_per_s < by_workers)
+    if (steps_per_s < by_workers && by_job >= by_busiest)
       p.bottleneck = by_server_links < by_server_rules ? "servers' links" : "servers' update rule";
     else if (worker_step > compute)
       p.bottleneck =

@@ -2,19 +2,28 @@
 // a cluster of N nodes, and its parts, from rates measured on one node (machine_profile.h).
 //
 // Per training rank (one per node; a node's cores are its rank's compute threads):
-//   cpu     = examples of the rank x (decode core-seconds + step core-seconds per example) / cores;
+//   cpu     = examples of the (busiest) rank x (decode core-seconds + step core-seconds per
+//   example) / cores;
 //             decoding (the data source's prefetch thread) and the step share the node's cores.
+//   share   = the busiest training rank's videos: the tfrecord source gives each rank whole files
+//             (file i to rank i mod R) when there are at least as many files F as ranks R, so
+//             ceil(F / R) x V / F (files of equal size); with fewer files every rank reads every
+//             record and keeps every R-th, V / R of them; F unknown (0): an even share, V / R.
+//             Ranks that run out join the others' steps (sync) or stop (async), so the busiest
+//             sets the epoch.
 //   read    = the rank's bytes / min(storage rate, node link) (local disk, or S3 per node);
 //             it overlaps the steps (prefetch), so it shows only when it is the slower of the two;
 //             so does the prefetch thread's own decoding time (one thread decodes).
 //   sync    : exchange = steps x ring allreduce of the gradient bytes G: 2(N-1)/N x G over the
-//             slower of the node link and the transport's own rate, plus 2(N-1) message latencies;
+//             slower of the node link's payload rate (Cluster::link_payload) and the transport's
+//             own rate, plus 2(N-1) message latencies;
 //             not overlapped with the step (the sync optimizer reduces after backward).
 //             epoch = max(read, prefetch, cpu + exchange) + evaluation + checkpoints.
 //   async   : S server nodes and W = N - S workers; a worker's step is its cpu plus one push+pull
 //             (G each way, pipelined: G over its link, the servers' update of its push, latency),
 //             or the larger of the two with `overlap`; the job's worker steps per second are
-//             capped by the servers' links (S x link / G) and update rules (S x apply rate / P).
+//             capped by the servers' links (S x link / G) and update rules (S x apply rate / P);
+//             the epoch is the larger of all steps at that rate and the busiest worker's steps.
 //   evaluation = the epoch's eval videos decoded and forwarded on every training rank's share.
 //   checkpoints = their bytes (parameters and the rule's state) written by one rank.
 // Every rate is the profile's, scaled linearly by cores and frames; Plan::assumptions lists them.
@@ -37,16 +46,23 @@ struct Dataset {
   int64_t videos = 0;      // training videos in one epoch
   double bytes = 0;        // their TFRecord bytes
   double mean_frames = 0;  // frames the model sees per video on average; 0: video-level
+  int64_t files = 0;       // the files they are in (equal sizes assumed); 0: unknown, even shares
   Storage storage = Storage::kLocal;
   int64_t eval_videos = 0;  // evaluated once per epoch
 };
 
+// The share of an Ethernet link's nominal rate that TCP payload gets at a given MTU: per packet
+// MTU - 52 bytes of payload (IPv4 20, TCP 20, its timestamps 12) in MTU + 38 on the wire (Ethernet
+// header 14, FCS 4, preamble 8, inter-frame gap 12): 94.1% at 1500, 99.0% at 9001.
+constexpr double PayloadFraction(double mtu) { return (mtu - 52) / (mtu + 38); }
+
 struct Cluster {
   int nodes = 1;
-  double cores_per_node = 1;      // fractional for hosts that share a machine's cores
-  double link_bytes_per_s = 0;    // each node's network link, each direction
-  double s3_bytes_per_s = 0;      // each node's S3 bandwidth (Storage::kS3)
-  int s3_connections = 8;         // reads in flight per node
+  double cores_per_node = 1;                    // fractional for hosts that share a machine's cores
+  double link_bytes_per_s = 0;                  // each node's network link, each direction, nominal
+  double link_payload = PayloadFraction(1500);  // the share of it that TCP payload gets
+  double s3_bytes_per_s = 0;                    // each node's S3 bandwidth (Storage::kS3)
+  int s3_connections = 8;                       // reads in flight per node
   double link_latency_s = 50e-6;  // one way between two nodes, beside the transport's own
 };
 
@@ -86,7 +102,7 @@ struct Plan {
   double epoch_seconds = 0;
   std::vector<Part> parts;    // per node; see the header comment for how they combine
   std::string bottleneck;     // the part that sets the epoch time
-  int64_t steps = 0;          // per rank (sync), per worker on average (async)
+  int64_t steps = 0;          // of the busiest training rank (sync) or worker (async)
   double examples_per_s = 0;  // of the whole job
   double node_hours = 0;
   double scaling_efficiency = 0;  // examples/s over N x one node's, alone, without exchange

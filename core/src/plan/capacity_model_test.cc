@@ -16,7 +16,11 @@ using ::testing::HasSubstr;
 // The node: 2 cores; 0.01 core-s to decode and 0.1 core-s to step one example.
 struct Case {
   Dataset data{.videos = 1000, .bytes = 1e9, .mean_frames = 300};
-  Cluster cluster{.nodes = 2, .cores_per_node = 2, .link_bytes_per_s = 125e6, .link_latency_s = 0};
+  Cluster cluster{.nodes = 2,
+                  .cores_per_node = 2,
+                  .link_bytes_per_s = 125e6,
+                  .link_payload = 1,  // the sums below take the link's whole rate as payload
+                  .link_latency_s = 0};
   Training training{.batch_per_rank = 10, .params = 1e6};
   Rates rates{.cores = 2,
               .decode_bytes_per_core = 1e8,
@@ -109,6 +113,60 @@ TEST(CapacityModelTest, AsyncWorkersAndServers) {
   EXPECT_NEAR(p->epoch_seconds, 100 * 0.55 / 2, 1e-9);
 }
 
+TEST(CapacityModelTest, TcpPayloadIsTheLinksRateLessItsHeaders) {
+  // 1448 payload bytes in 1538 on the wire; 8949 in 9039 with jumbo frames.
+  EXPECT_DOUBLE_EQ(PayloadFraction(1500), 1448.0 / 1538);
+  EXPECT_DOUBLE_EQ(PayloadFraction(9001), 8949.0 / 9039);
+  Case c;
+  c.cluster.link_payload = PayloadFraction(1500);
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The exchange of SyncRingOnTwoNodes, 1.6 s at the whole rate, over 1448/1538 of it.
+  EXPECT_NEAR(PartOf(*p, "exchange"), 1.6 * 1538 / 1448, 1e-12);
+}
+
+TEST(CapacityModelTest, WholeFilesPerRankMakeTheBusiestRankSetTheEpoch) {
+  Case c;
+  c.cluster.nodes = 3;
+  c.data.files = 4;  // 250 videos each: ranks 0, 1, 2 read files {0, 3}, {1}, {2}
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Rank 0: 500 examples, 50 steps (the others join them); decode 2.5 s, step 25 s, reading
+  // 0.5 s, exchange 50 x (2 x 2/3 x 4e6 / 125e6) = 2.1333 s. Epoch 29.6333 s.
+  EXPECT_EQ(p->steps, 50);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 25);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "reading"), 0.5);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 50 * 2 * 2.0 / 3 * 4e6 / 125e6, 1e-12);
+  EXPECT_NEAR(p->epoch_seconds, 27.5 + 50 * 2 * 2.0 / 3 * 4e6 / 125e6, 1e-9);
+
+  c.data.files = 6;  // divides: 2 files of 166.67 videos each, 334 examples, 34 steps
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->steps, 34);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 334 * 0.1 / 2);
+
+  c.data.files = 2;  // fewer files than ranks: each rank reads all 1 GB and keeps 334 videos
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->steps, 34);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "reading"), 1.0);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 334 * 0.1 / 2);
+}
+
+TEST(CapacityModelTest, AsyncEpochWaitsForTheBusiestWorker) {
+  Case c;
+  c.cluster.nodes = 4;  // 1 server, 3 workers
+  c.training.async = true;
+  c.data.files = 4;  // worker 0 reads 2 files: 500 videos, 50 steps
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // A worker's step is 0.664 s (AsyncWorkersAndServers); the job's 100 steps at 3 / 0.664 steps/s
+  // would take 22.13 s, but worker 0 alone takes 50 x 0.664 = 33.2 s.
+  EXPECT_EQ(p->steps, 50);
+  EXPECT_NEAR(p->epoch_seconds, 50 * 0.664, 1e-9);
+  EXPECT_EQ(p->bottleneck, "step");
+}
+
 TEST(CapacityModelTest, ManyWorkersSaturateTheServer) {
   Case c;
   c.cluster.nodes = 9;
@@ -154,6 +212,9 @@ TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
        "leaves no worker"},
       {[](Case& c) { c.data.storage = Storage::kS3; }, "S3 bandwidth per node"},
       {[](Case& c) { c.rates.step_examples_per_core = 0; }, "step rate"},
+      {[](Case& c) { c.data.files = -1; }, "file count"},
+      {[](Case& c) { c.cluster.link_payload = PayloadFraction(40); }, "payload share"},
+      {[](Case& c) { c.data.files = 1001; }, "a file holds at least one"},
   };
   for (const Bad& b : bad) {
     Case c;
