@@ -81,6 +81,9 @@ def run_local(cmd, env=None):
 
 def run_reel(args, ranks):
     reel = os.path.join(args.build, "bin", "reel")
+    # The build's own libreel.so: a copied build's binaries keep the RUNPATH of the tree they were
+    # built in, whose library a rebuild there replaces (with another ABI) under a running benchmark.
+    env = {"LD_LIBRARY_PATH": os.path.join(args.build, "lib")}
     train = [reel, "train", "--config", os.path.join(ROOT, "bench", "ddp", f"{args.model}.pbtxt"),
              "--set", f"trainer.epochs={args.epochs}"]
     if args.files:
@@ -91,11 +94,11 @@ def run_reel(args, ranks):
         seconds, outs = run_hosts(
             [[reel, "launch", "-n", "1", "--nnodes", str(ranks), "--node-rank", str(i),
               "--coordinator", f"{a0}:{PORT}", "--"] + train for i in range(ranks)],
-            {"REEL_SECRET": "ddp-bench", "OMP_NUM_THREADS": "1"})
+            dict(env, REEL_SECRET="ddp-bench", OMP_NUM_THREADS="1"))
         out = outs[0]
     else:
         seconds, out = run_local(train if ranks == 1 else
-                                 [reel, "launch", "-n", str(ranks), "--"] + train)
+                                 [reel, "launch", "-n", str(ranks), "--"] + train, env)
     # "trained N steps (X examples, ...)": X counts every rank's examples (each epoch's last,
     # partial batch too).
     done = re.search(r"trained (\d+) steps \((\d+) examples", out)
