@@ -12,18 +12,14 @@
 // Unavailable naming the rank. Messages between one pair of ranks with the same tag arrive in
 // the order sent; a message holds at most kMaxMessageBytes.
 //
-// Collectives whose arguments disagree (one rank's size, operation, root or collective differs
-// from another's, an empty buffer among full ones) fail on every rank with InvalidArgument,
-// before any rank's data is touched. A collective that returns InvalidArgument moved nothing: the
+// Collectives whose arguments disagree (size, operation, root or collective, an empty buffer
+// among full ones) fail on every rank with InvalidArgument before any data is touched, and the
 // communicator stays usable. After any other failure of a collective on a rank (a deadline, a
-// peer gone), that communicator's collectives (and Split) return FailedPrecondition on that rank
-// from then on, naming the first failure, because messages of the failed call may still be on
-// their way and would be taken for a later call's; point-to-point calls are unaffected. (A
-// backend may lift this once it knows the failed call completed on every rank, as mpi does for a
-// Barrier; an mpi option that trades these checks away says so.) To go on, connect anew.
-//
-// Conformance: the suite in reel/testing/transport_conformance.h (library reel::transport_testing)
-// checks all of this for a backend, with ranks as threads or one rank per process.
+// peer gone), its collectives (and Split) return FailedPrecondition on that rank from then on,
+// naming the first failure, because messages of the failed call may still be on their way and
+// would be taken for a later call's; point-to-point is unaffected; to go on, connect anew. (A
+// backend may lift this once it knows the call completed on every rank, as mpi does for a Barrier.)
+// The suite in reel/testing/transport_conformance.h checks all of this for a backend.
 //
 // Thread-safety: Send and Recv may be called from different threads at once (e.g. a ring
 // sending to the right while receiving from the left); collectives are called by one thread

@@ -3,36 +3,25 @@
 // A transport backend (inproc, tcp, ...) implements tagged Send/Recv; WithRingCollectives() wraps
 // it into a Communicator whose AllReduce, Broadcast, AllGather and Barrier work. Calls the backend
 // implements natively (capabilities().native_*) are forwarded to it; the others run here, each
-// after the ranks agreed on its arguments (reel/collective_agreement.h: ceil(log2 n) rounds of a
-// few bytes, before any data moves):
-//   - AllReduce: ring reduce-scatter followed by ring allgather over size() segments, each rank
-//     sending 2(n-1)/n of the buffer. Segments travel in chunks of about 256 KiB, pipelined: the
-//     sends to the right neighbour run on one helper thread, the receives from the left on
-//     another (into the caller's buffer, or a few scratch chunks while reduce-scattering), and
-//     this thread reduces, so sending, receiving and reducing overlap;
-//   - Broadcast: a pipelined chain along the ring starting at the root, in chunks;
-//   - AllGather: ring, n-1 steps;
-//   - Barrier: the agreement alone (every rank hears from every other).
+// after the ranks agreed on its arguments (reel/collective_agreement.h, before any data moves):
+// AllReduce as ring reduce-scatter + ring allgather (each rank sends 2(n-1)/n of the buffer, in
+// pipelined chunks of about 256 KiB: sends, receives and the reduction overlap on three threads);
+// Broadcast as a pipelined chain from the root; AllGather as a ring; Barrier as the agreement.
 //
-// Tags: tags >= kCollectiveTagBase (reel/transport.h) are reserved for collectives. The wrapper's
-// Send/Recv refuse them (InvalidArgument), so a user's point-to-point message can never be taken
-// for a collective's, nor the reverse. Every collective call takes a fresh tag from a
-// per-communicator sequence (identical on all ranks because collectives are called in the same
-// order). Tags come round again, so after a collective fails (other than by InvalidArgument) every
-// later one is refused with FailedPrecondition (reel/transport.h): the failed call's leftovers can
-// never be taken for a later call's data. Forwarded calls are refused too after a failure of the
-// ring's; after a native one's, the backend, held to the same contract, decides for its own. A
-// sub-group built over point-to-point whose collective failed tells its parent, which then refuses
-// to build another on the same tags. Arguments that every rank passes but none may (a root outside
-// the group, a wrong AllGather output) are refused on every rank after the agreement, so the ranks
-// stay in step.
+// Tags >= kCollectiveTagBase (reel/transport.h) are the collectives': the wrapper's Send/Recv
+// refuse them, so point-to-point and collective messages never mix. Each call takes the next tag
+// of a per-communicator sequence (the same on every rank: collectives come in the same order).
+// Tags come round again, so after a collective fails (other than by InvalidArgument) every later
+// one, forwarded ones included, is FailedPrecondition (reel/transport.h): a failed call's
+// leftovers can never be taken for a later call's data; after a native call's failure the
+// backend, held to the same contract, decides. A sub-group whose collective failed makes its
+// parent refuse another Split on the same tags. Arguments every rank passes but none may (a root
+// outside the group, a wrong AllGather output) are refused on every rank after the agreement.
 //
-// Split: forwarded to a backend that splits natively; otherwise the wrapper gathers every rank's
-// (color, key), and the sub-group is a wrapper of the same kind over a rank-translating view of
-// this backend, on the sub-group tags of reel/transport.h (one alive at a time, not split again).
-//
-// Ownership: the wrapper owns the backend. Thread-safety: as Communicator — Send and Recv from
-// any threads; collectives from one thread per rank, in the same order on every rank.
+// Split: forwarded to a backend that splits natively; otherwise a wrapper of the same kind over a
+// rank-translating view of this backend, on the sub-group tags (one alive at a time, not split
+// again). Ownership: the wrapper owns the backend. Thread-safety: as Communicator: Send and Recv
+// from any threads; collectives from one thread per rank, in the same order on every rank.
 #ifndef REEL_CORE_COLLECTIVES_H_
 #define REEL_CORE_COLLECTIVES_H_
 

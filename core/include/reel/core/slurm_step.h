@@ -17,14 +17,11 @@
 //                 bound none (the affinity mask holds all SLURM_CPUS_ON_NODE), one when it bound
 //                 each to its own (--cpus-per-task, task/affinity); REEL_LOCAL_WORLD_SIZE, which
 //                 the thread budget divides the mask by (core/src/train/thread_budget.h)
-// REEL_* variables the user set win, each over the one it would get; with REEL_RANK or
-// REEL_WORLD_SIZE set another launcher placed the process (`srun reel launch ...`) and Slurm's
-// variables are not read at all; nor are they under mpirun inside a batch job
-// (OMPI_COMM_WORLD_RANK set, or an MPI rank that is not SLURM_PROCID): they are its daemons'.
-//
-// Errors are InvalidArgument naming the variable: one missing or not a whole number, a rank
-// outside the step, a node list and task counts that disagree, and a tcp step over several nodes
-// without REEL_SECRET (its ranks could not authenticate each other), with the line that fixes it.
+// REEL_* variables the user set win; when they or mpirun inside a batch job (OMPI_COMM_WORLD_RANK,
+// or an MPI rank that is not SLURM_PROCID) placed the process, Slurm's are unread (docs/slurm.md).
+// Errors are InvalidArgument naming the variable (missing, not a whole number, a rank outside the
+// step, node list and task counts that disagree), or, for a tcp step over several nodes without
+// REEL_SECRET (its ranks could not authenticate each other), with the line that fixes it.
 //
 // Thread-safety: a pure function of what `getenv` returns.
 #ifndef REEL_CORE_SLURM_STEP_H_

@@ -1,44 +1,28 @@
 // The transport conformance suite: what every Communicator must do (point-to-point, any-source
 // receives, tags, deadlines, peers that leave, and every collective at awkward sizes), written
-// once and run over every transport as one parameterised suite. A transport plugin's
-// tests link the library `reel::transport_testing` (the core plus GoogleTest) and instantiate the
-// suite in one of their own files:
+// once and run over every transport as one parameterised suite. A transport plugin's tests link
+// `reel::transport_testing` and instantiate it in a file of their own (docs/plugin-guide.md, "A
+// transport's own test binary", shows how, and how to start and register a run of one rank per
+// process):
 //
-//   #include "reel/testing/transport_conformance.h"
+//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(Tcp, conformance::RanksAsThreads("tcp", FreshGroup));
+//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(MpiWorld, conformance::RankPerProcess("mpi", World));
 //
-//   // Ranks as threads of the test process: each test forms fresh groups of 1-4 ranks.
-//   reel::Result<reel::conformance::Group> FreshTcpGroup() {
-//     return reel::conformance::Group{MakeTcpTransport(...), "127.0.0.1:" + FreePort()};
-//   }
-//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
-//       Tcp, reel::conformance::RanksAsThreads("tcp", FreshTcpGroup));
+// Ranks as threads: `group()` is called for every group a test forms and returns a Transport whose
+// ranks 0..n-1 can Connect() concurrently from threads of this process with the given coordinator
+// (Connect blocks until the whole group has joined). The suite wraps the communicators with the
+// core's ring collectives (reel/core/collectives.h), which forward to native ones.
 //
-//   // One rank per process: every process of a launched world runs the same tests on its rank.
-//   REEL_INSTANTIATE_TRANSPORT_CONFORMANCE(
-//       MpiWorld, reel::conformance::RankPerProcess("mpi", [] { return ...Transport...; }));
+// One rank per process: `group()` is called once per process; an empty coordinator comes from
+// REEL_COORDINATOR, rank and world size from REEL_RANK and REEL_WORLD_SIZE (strictly parsed,
+// reel/core/rank_environment.h) or, both unset, from the transport (kDiscover; MPI does). The
+// tests communicate, so every process runs the same tests in the same order; tests that need more
+// ranks than the world has, or make sense in one process only (a peer leaving, Connect deadlines,
+// collectives called by some ranks), are skipped: a plugin's own fault tests kill a process.
 //
-// Ranks as threads: `group()` is called for every group a test forms and must return a Transport
-// whose ranks 0..n-1 can Connect() concurrently from threads of this process (Connect blocks until
-// the whole group has joined) with the given coordinator. The suite wraps the communicators with
-// the core's ring collectives (reel/core/collectives.h), which forward to native ones.
-//
-// One rank per process: `group()` is called once per process; its coordinator, if empty, comes
-// from REEL_COORDINATOR. Rank and world size come from REEL_RANK and REEL_WORLD_SIZE (strictly
-// parsed, reel/core/rank_environment.h), or, when both are unset, are left to the transport to
-// discover (kDiscover; MPI does). Start the test binary as N processes of one world, e.g.
-//   mpirun -n 3 my_mpi_tests --gtest_filter='MpiWorld/*'
-//   REEL_RANK=r REEL_WORLD_SIZE=2 REEL_COORDINATOR=127.0.0.1:PORT my_tcp_tests --gtest_filter=...
-//   (for r in 0 1, started together), or `reel launch -n N -- my_tcp_tests ...`.
-// Every process must run the same tests in the same order (the same filter), because the tests
-// communicate. Tests that need more ranks than the world has are skipped, and so are those that
-// only make sense in one process (a peer leaving, Connect deadlines, collectives called by some
-// ranks only): a plugin's own fault tests kill a process instead. Register such a run with CTest
-// as one test (add_test with the launcher), not with gtest_discover_tests.
-//
-// Test names carry the prefix and the transport's name, so `--gtest_filter='Tcp/*'` selects one
-// transport; collective cases read e.g. `tcp_3ranks_not_divisible` (`tcp_world_...` per process).
-//
-// Thread-safety: the suite runs one thread per rank; each thread uses only its own communicator.
+// Test names carry the prefix and the transport's name (`--gtest_filter='Tcp/*'`; cases such as
+// `tcp_3ranks_not_divisible`, `tcp_world_...` per process).
+// Thread-safety: one thread per rank; each thread uses only its own communicator.
 #ifndef REEL_TESTING_TRANSPORT_CONFORMANCE_H_
 #define REEL_TESTING_TRANSPORT_CONFORMANCE_H_
 
