@@ -1,14 +1,11 @@
 // One parameter server: holds a contiguous shard of the parameters and applies the workers'
-// pushes to it with an update rule (reel/update_rule.h) as they arrive. One thread per worker
-// receives that worker's requests, so a slow worker never holds up the others; `locking`
-// serialises the updates of the shard, without it they are applied Hogwild-style (sgd only; each
-// float is read and written atomically, concurrent updates of one float may be lost by design).
-// No lock is held while the network is waited on: a push is received whole before the shard's
-// lock is taken, and replies are copied under it and sent after it, so a worker that stalls or
-// is stopped mid-exchange delays the others by at most the one update in progress. Staleness is
-// the shard's version minus the version the push was computed on (wire.h); `staleness_aware`
-// divides the rate by it, `max_staleness` refuses a push staler than its bound before applying
-// anything of it.
+// pushes to it with an update rule (reel/update_rule.h) as they arrive; the options `locking`,
+// `staleness_aware` and `max_staleness` are the plugin README's. One thread per worker receives
+// that worker's requests, so a slow worker never holds up the others. No lock is held while the
+// network is waited on: a push is received whole before the shard's lock is taken, and replies
+// are copied under it and sent after it, so a worker that stalls or is stopped mid-exchange delays
+// the others by at most the one update in progress. Without `locking`, each float is read and
+// written atomically (concurrent updates of one float may be lost, by design).
 //
 // A worker whose connection fails (Unavailable, or silent past the deadline) is dropped: its
 // thread ends, the others carry on, and at the end the server names every dropped worker with its

@@ -3,42 +3,14 @@
 // receiver can take it straight into place with RecvInto (a worker into its arena, a server into
 // its push buffer).
 //
-//   worker -> server, tag kRequestTag: Header{kind, shard, step, version, count, steps,
-//   examples, lr}; a push's `step` is the worker's step after it (the trainer's, resumes counted,
-//   when the trainer noted it), `steps` and `examples` what the push carries, and `version` the
-//   shard version its gradient was computed on (with `overlap`, the weights before the newest
-//   pull; for a mean of push_every steps, its oldest step's): the server's staleness is its own
-//   version minus this one.
-//     kPush       + count floats (gradient of the shard) on kPayloadTag
-//     kPushDelta  + count floats (parameter delta of the shard) on kPayloadTag
-//     kPull       server replies Header{kPulled, version, count} + count floats on kReplyPayloadTag
-//     kState      a cut of the shard, for the lead's checkpoint: the server replies
-//                 Header{kStateBytes, version, count = state bytes, steps = floats}, then the
-//                 shard's values (floats) and its state (bytes: int64 version, the rule's state)
-//                 on kReplyPayloadTag, all three taken at one instant between two updates
-//     kApplied    `step` names a worker's rank; once the server dropped that worker (or it said
-//                 done) it replies Header{kAppliedWork, step, version = pushes applied, steps,
-//                 examples}: what it applied of that worker's pushes
-//     kPushPull   a push and a pull in one exchange (locking only): count floats in chunks of
-//                 `aux` floats, each a message on kPayloadTag; once all arrived (no lock held
-//                 meanwhile) the server applies them as one update under the shard's lock, then
-//                 sends the fresh values back in chunks of `aux` on kReplyPayloadTag and
-//                 Header{kPushPulled, version after the push, count, aux = 1 if refused}. A push
-//                 cut off half way is never applied.
-//     kLead       `step` names the lead worker's rank, which the asker lost; once the server
-//                 dropped it (or it said done) it replies Header{kLeadIs, step = the lowest
-//                 worker rank it still serves, aux = 1}; aux = 0 (and step that rank) if it still
-//                 serves it at the deadline. Asked of the first server only, so every worker
-//                 hears the same answer
-//     kExamples   the server replies Header{kExamplesAre, examples, steps, version = pushes}: the
-//                 sums over every worker of what the pushes it applied in this session carried
-//                 (the lead's whole-job examples/s; asked of the first server only)
-//     kDone       `step` carries how many of its pushes this server applied, as the worker
-//                 counted the answers; no reply
-//   server -> worker, tag kReplyTag: kAck{version, aux = 1 if refused} for every push, kPulled,
-//   kStateBytes, kAppliedWork, kPushPulled, kLeadIs, kExamplesAre. With max_staleness K, a push
-//   staler than K is refused before anything of it is applied (aux = 1); the worker then pulls
-//   before its next step.
+// A worker sends a Header on kRequestTag (its Kind below says what follows and what the server
+// answers); a server answers on kReplyTag, payloads on kPayloadTag and kReplyPayloadTag. A push's
+// `step` is the worker's step after it (the trainer's, resumes counted, when the trainer noted
+// it), `steps` and `examples` what the push carries, and `version` the shard version its gradient
+// was computed on (with `overlap`, the weights before the newest pull; for a mean of push_every
+// steps, its oldest step's): the server's staleness is its own version minus this one. With
+// max_staleness K, a push staler than K is refused before anything of it is applied (kAck or
+// kPushPulled with aux = 1); the worker then pulls before its next step.
 #ifndef REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 #define REEL_PLUGINS_ASYNC_SGD_SRC_WIRE_H_
 
@@ -56,21 +28,40 @@ constexpr int kPayloadTag = 7101;
 constexpr int kReplyTag = 7102;
 constexpr int kReplyPayloadTag = 7103;
 
+// Requests (worker -> server) and their replies (server -> worker, on kReplyTag).
 enum class Kind : uint32_t {
-  kPush = 1,
-  kPushDelta = 2,
+  kPush = 1,       // + count floats (the shard's gradient) on kPayloadTag; answered kAck{version}
+  kPushDelta = 2,  // + count floats (the shard's parameter delta) on kPayloadTag; answered kAck
+  // Answered kPulled{version, count} + count floats on kReplyPayloadTag.
   kPull = 3,
+  // A cut of the shard for the lead's checkpoint, taken at one instant between two updates:
+  // kStateBytes{version, count = state bytes, steps = floats}, then on kReplyPayloadTag the
+  // shard's values (floats) and its state (bytes: int64 version, the rule's state).
   kState = 4,
-  kDone = 5,
+  kDone = 5,  // `step`: how many of its pushes this server applied, as the worker counted; no reply
   kAck = 6,
   kPulled = 7,
   kStateBytes = 8,
+  // `step` names a worker's rank; once the server dropped that worker (or it said done) it
+  // replies kAppliedWork{step, version = pushes applied, steps, examples}: what it applied of them.
   kApplied = 9,
   kAppliedWork = 10,
+  // A push and a pull in one exchange (locking only): count floats in chunks of `aux` floats,
+  // each a message on kPayloadTag; once all arrived (no lock held meanwhile) the server applies
+  // them as one update under the shard's lock, then sends the fresh values back in chunks of
+  // `aux` on kReplyPayloadTag and kPushPulled{version after the push, count, aux = 1 if refused}.
+  // A push cut off half way is never applied.
   kPushPull = 11,
   kPushPulled = 12,
+  // `step` names the lead worker's rank, which the asker lost; once the server dropped it (or it
+  // said done) it replies kLeadIs{step = the lowest worker rank it still serves, aux = 1}; aux = 0
+  // (and step that rank) if it still serves it at the deadline. Asked of the first server only,
+  // so every worker hears the same answer.
   kLead = 13,
   kLeadIs = 14,
+  // Answered kExamplesAre{examples, steps, version = pushes}: the sums over every worker of what
+  // the pushes it applied in this session carried (the lead's whole-job examples/s; asked of the
+  // first server only).
   kExamples = 15,
   kExamplesAre = 16,
 };

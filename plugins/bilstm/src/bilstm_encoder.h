@@ -8,13 +8,11 @@
 //    from the last down, each sequence joining at its own last frame. No work on padding.
 //  - kDnnlRnn: oneDNN's lstm_forward/lstm_backward primitives (dnnl_lstm.h), described next.
 //
-// Exactness of kDnnlRnn: every direction runs on oneDNN as a left-to-right LSTM with each
-// sequence's padding at the end. The forward direction reads the frames as they are; the backward
-// direction reads each sequence reversed within its own length (frame len-1-t at time t). Padding
-// frames then only influence later (padding) outputs, which are never read: pooling and the next
-// layer's inputs use frames t < length only, and on the way back the gradients of padding frames
-// are zero. A video's encoding and gradients therefore do not depend on its batch's padding. The
-// batch is also trimmed to its longest video, so padding past every length costs nothing.
+// Exactness of kDnnlRnn: each direction runs as a left-to-right LSTM with the padding at the end;
+// the backward one reads each sequence reversed within its own length (frame len-1-t at time t).
+// Padding then only influences later (padding) outputs, which pooling and the next layer never
+// read, and its gradients are zero: a video's encoding and gradients do not depend on its batch's
+// padding. The batch is trimmed to its longest video, so padding past every length costs nothing.
 //
 // Layer k > 0 reads [forward output, backward output] of layer k-1 in original time order (as
 // torch.nn.LSTM(bidirectional=True) does). The encoding is [forward, backward] pooled: "last"

@@ -5,34 +5,25 @@
 // All integers are little-endian. A connection carries one direction of one pair of ranks: the
 // connecting rank writes, the accepting rank reads (a mesh of n ranks has n(n-1) connections).
 //
-// 1. Handshake (mutual HMAC-SHA256 challenge-response, before anything else is accepted):
+// 1. Handshake (what it guards against: plugins/tcp/README.md, "Security"):
 //      client -> server  Hello      80 bytes  "RLHe" u8 version u8 purpose u16 0
 //                                             u32 rank u32 world_size  nonce_c[32]  job[32]
 //      server -> client  Challenge 112 bytes  "RLCh" u8 version u8 0 u16 0
 //                                             u32 rank u32 world_size  nonce_s[32]  job[32]
 //                                             mac_s[32]
 //      client -> server  Response   40 bytes  "RLRe" u8 version u8 0 u16 0  mac_c[32]
-//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..80))  (the challenge without
-//    its mac), mac_c = HMAC(secret, "reel-tcp client" | Hello | Challenge). The server proves the
-//    secret first, bound to the client's fresh nonce; the client then proves it bound to the
-//    server's; a recorded exchange is worthless to replay. MACs are compared in constant time.
-//    `job` is the job nonce: rank 0 draws it when the group forms and hands it to every rank in
-//    its Challenge to that rank's join; every later connection of the job carries it in its Hello
-//    (all zero: a rank that has not joined a job yet), and both MACs cover it, so a rank of
-//    another job that knows the secret is told so instead of taking a member's place.
-//    Then the server answers with a control message: Accept, or Refuse with the reason.
+//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..80)), mac_c = HMAC(secret,
+//    "reel-tcp client" | Hello | Challenge), compared in constant time. `job`: the job nonce rank
+//    0 hands a rank in the Challenge to its join (all zero before a rank joined a job). Then the
+//    server answers with a control message: Accept, or Refuse with the reason.
 // 2. Control messages (handshake verdict, rendezvous):  "RLCo" u8 type u8 0 u16 0 u32 length,
 //    then `length` (<= kMaxControlBody) bytes of body; see ControlType.
 // 3. Data frames (after the handshake of a kData connection): a 24-byte header
 //      "RLFr" u8 version u8 type u16 0  u32 source  u32 tag  u64 length
-//    then `length` payload bytes. Heartbeat and goodbye frames are headers with tag and length 0.
-//    A failure notice says that another rank failed: its tag field carries that rank, its payload
-//    (<= kMaxNoticeBytes) the reason, so every rank blames the rank that failed first, not the
-//    one that gave up because of it. A collective frame carries one message of a native
-//    collective (TcpCommunicator::AllReduce): its tag field holds the collective's sequence
-//    number (< 2^31) instead of a tag, outside the tags that receives and the core's collectives
-//    use, so a frame left over from a failed collective cannot match a later one (see
-//    Mailbox::StartCollective).
+//    then `length` payload bytes. Heartbeats and goodbyes: tag and length 0. A failure notice:
+//    the tag field carries the rank that failed, the payload (<= kMaxNoticeBytes) the reason. A
+//    collective frame's tag field holds the native collective's sequence number (< 2^31), outside
+//    every tag, so a leftover of a failed collective cannot match a later one (Mailbox).
 #ifndef REEL_PLUGINS_TCP_SRC_WIRE_H_
 #define REEL_PLUGINS_TCP_SRC_WIRE_H_
 
