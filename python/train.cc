@@ -148,6 +148,10 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
   }
   d["evals"] = evals;
   d["final_eval"] = t.final_eval ? py::object(MetricsDict(*t.final_eval)) : py::none();
+  py::dict time;
+  for (const auto& [name, seconds] : t.time.parts()) time[name] = seconds;
+  time["total"] = t.time.total;
+  d["time"] = time;
   d["config_text"] = core::ConfigToText(cfg.config);
   return d;
 }

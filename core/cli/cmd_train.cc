@@ -1,5 +1,8 @@
 // `reel train --config FILE|URI [--set section.field=value ...] [--resume] [--quiet|--verbose]
 // [--print-config]`.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdio>
 
 #include "args.h"
@@ -20,6 +23,19 @@ void PrintEval(CliEnv& env, const core::EvalMetrics& m) {
   env.out << "eval: GAP@" << m.top_k << " " << FourDecimals(m.gap) << "  Hit@1 "
           << FourDecimals(m.hit_at_1) << "  PERR " << FourDecimals(m.perr) << "  mAP "
           << FourDecimals(m.map) << "  (" << m.videos << " videos)\n";
+}
+
+// This rank's TimeBreakdown in one line: seconds and share of each part, and the largest.
+void PrintTime(CliEnv& env, const core::TimeBreakdown& t) {
+  env.out << "time of this rank:";
+  const char* sep = " ";
+  for (const auto& [name, seconds] : t.parts()) {
+    env.out << sep << name << " "
+            << fmt::format("{:.2f} s ({:.0f}%)", seconds,
+                           100.0 * seconds / std::max(t.total, 1e-9));
+    sep = ", ";
+  }
+  env.out << fmt::format(" of {:.2f} s; the most: {}\n", t.total, t.largest());
 }
 
 }  // namespace
@@ -68,6 +84,7 @@ Status TrainAndReport(CliEnv& env, const core::ConfigFile& cfg, bool resume, int
                                         : " (this worker's; the lead worker reports the examples)");
       env.out << "\n";
     }
+    if (r.steps_this_run > 0) PrintTime(env, r.time);
     if (r.final_eval) PrintEval(env, *r.final_eval);
     if (!r.last_checkpoint.empty()) env.out << "checkpoint: " << r.last_checkpoint << "\n";
     if (r.checkpoint_failures > 0)

@@ -124,7 +124,9 @@ class TrainResult:
     ``hit_at_1``, ``perr``, ``map``, ``videos``), ``final_eval`` and ``metrics``: a pandas
     DataFrame of every logged window (``step``, ``epoch``, ``loss``, ``lr``,
     ``examples_per_sec`` (the whole job's), ``worker_examples_per_sec`` (the lead's own),
-    ``grad_norm``) and evaluation (``eval_gap`` ...), one row per event.
+    ``grad_norm``) and evaluation (``eval_gap`` ...), one row per event; ``time``: where this
+    process's training time went, seconds per part (``data``, ``compute``, ``update``, ``wait``,
+    ``evaluation``, ``checkpoint``) and ``total``, as ``reel train`` prints it.
     """
 
     def __init__(self, raw, events):
@@ -138,6 +140,7 @@ class TrainResult:
         self.checkpoint = raw["checkpoint"]
         self.evals = raw["evals"]
         self.final_eval = raw["final_eval"]
+        self.time = raw["time"]
         self.config_text = raw["config_text"]
         self._events = events
 

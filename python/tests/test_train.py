@@ -48,6 +48,10 @@ def test_callbacks_see_logs_and_evals_and_metrics_frame(tmp_path):
     assert list(df[df.kind == "log"].step) == [4, 8, 12]
     assert df[df.kind == "log"].loss.iloc[-1] == result.final_loss
     assert df[df.kind == "eval"].eval_gap.iloc[-1] == result.final_eval["gap"]
+    parts = ["data", "compute", "update", "wait", "evaluation", "checkpoint"]
+    assert sorted(result.time) == sorted(parts + ["total"])
+    assert result.time["compute"] > 0 and result.time["evaluation"] > 0
+    assert sum(result.time[p] for p in parts) <= result.time["total"]
 
 
 def test_a_callback_stops_the_run_with_a_checkpoint(tmp_path):

@@ -27,6 +27,19 @@ double SecondsSince(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// Adds the seconds of its scope to one part of a TimeBreakdown.
+class Timed {
+ public:
+  explicit Timed(double& part) : part_(part) {}
+  ~Timed() { part_ += SecondsSince(start_); }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double& part_;
+  const SteadyClock::time_point start_ = SteadyClock::now();
+};
+
 std::string Fixed(double v, int digits = 4) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -124,6 +137,8 @@ class Loop {
   std::unique_ptr<EventWriter> events_;
   TrainResult result_;
 
+  TimeBreakdown time_;         // this rank's, this call
+  TimeBreakdown window_time_;  // time_ at the start of the logging window
   int64_t step_ = 0, epoch_ = 0, examples_ = 0;
   int64_t steps_per_epoch_ = 0;         // known after the first full epoch
   int64_t epoch_start_step_ = 0;        // step_ when the current epoch began (or resumed)
@@ -304,11 +319,18 @@ Status Loop::Init() {
 }
 
 Status Loop::TrainStep(const Batch& batch) {
-  REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
-  REEL_ASSIGN_OR_RETURN(LossResult loss, SigmoidCrossEntropy(logits, batch));
-  REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
-  if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
-  REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));
+  LossResult loss;
+  {
+    Timed t(time_.compute);
+    REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
+    REEL_ASSIGN_OR_RETURN(loss, SigmoidCrossEntropy(logits, batch));
+    REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
+    if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
+  }
+  {
+    Timed t(time_.update);
+    REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));
+  }
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
@@ -323,6 +345,7 @@ Status Loop::TrainStep(const Batch& batch) {
 Status Loop::StepWithoutData() {
   auto grads = r_.arena->grads();
   std::fill(grads.begin(), grads.end(), 0.0f);
+  Timed t(time_.update);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(0)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   ++step_;
@@ -394,6 +417,8 @@ Status Loop::LogWindow() {
   window_examples_ = 0;
   window_job_start_ = job;
   window_start_ = SteadyClock::now();
+  const TimeBreakdown spent = time_ - window_time_;
+  window_time_ = time_;
   if (sums[1] == 0) return Status::Ok();  // nothing trained since the last line
   result_.last_loss = loss;
   if (!lead()) return Status::Ok();
@@ -418,7 +443,13 @@ Status Loop::LogWindow() {
                                           {"lr", last_lr_},
                                           {"examples_per_sec", rate},
                                           {"worker_examples_per_sec", worker_rate},
-                                          {"grad_norm", last_grad_norm_}}));
+                                          {"grad_norm", last_grad_norm_},
+                                          {"data_seconds", spent.data},
+                                          {"compute_seconds", spent.compute},
+                                          {"update_seconds", spent.update},
+                                          {"wait_seconds", spent.wait},
+                                          {"evaluation_seconds", spent.evaluation},
+                                          {"checkpoint_seconds", spent.checkpoint}}));
     REEL_RETURN_IF_ERROR(metrics_->Flush());
   }
   if (events_) {
@@ -437,6 +468,7 @@ Status Loop::RunEval() {
   // Independent ranks: the lead alone, on the whole evaluation set (the host gives every training
   // rank one, since any may take over from a lost lead).
   if (r_.eval == nullptr || (independent_ && !lead())) return Status::Ok();
+  Timed t(time_.evaluation);
   REEL_RETURN_IF_ERROR(Refresh("before evaluation"));
   REEL_RETURN_IF_ERROR(r_.eval->StartEpoch(eval_round_++));
   Model* models[] = {r_.model};
@@ -479,6 +511,7 @@ Status Loop::RunEval() {
 
 Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
+  Timed t(time_.checkpoint);
   last_checkpoint_step_ = step_;
   RankPositions ranks;
   if (independent_) {
@@ -610,6 +643,7 @@ Status Loop::FinishIndependently(bool interrupted, const std::string& position_b
 Result<TrainResult> Loop::Run() {
   REEL_RETURN_IF_ERROR(Init());
   if (!trains_) return Serve();
+  const SteadyClock::time_point began = SteadyClock::now();
   if (roles_ != nullptr && roles_->TrainsIndependently() && world() > 1)
     REEL_RETURN_IF_ERROR(StartIndependently());
   int64_t batches_this_epoch = 0;
@@ -619,8 +653,10 @@ Result<TrainResult> Loop::Run() {
   bool interrupted = false;
   std::string position_before;  // this rank's position before the batch in hand
   while (o_.steps == 0 || step_ < o_.steps) {
+    const SteadyClock::time_point asked = SteadyClock::now();
     REEL_ASSIGN_OR_RETURN(position_before, r_.train->Position());
     Result<Batch> batch = r_.train->Next();
+    time_.data += SecondsSince(asked);
     if (!batch.ok() && batch.status().code() != StatusCode::kOutOfRange)
       return batch.status().WithContext("rank " + std::to_string(r_.comm->rank()) +
                                         ": training data");
@@ -630,7 +666,10 @@ Result<TrainResult> Loop::Run() {
     // The third: the step's examples over every rank, for the whole job's rate.
     float agree[3] = {batch.ok() ? 1.0f : 0.0f, stop ? 1.0f : 0.0f,
                       batch.ok() ? static_cast<float>(batch->size()) : 0.0f};
-    REEL_RETURN_IF_ERROR(SumOverRanks(agree));
+    {
+      Timed t(time_.wait);
+      REEL_RETURN_IF_ERROR(SumOverRanks(agree));
+    }
     if (agree[1] > 0) {
       interrupted = true;
       break;
@@ -703,6 +742,8 @@ Result<TrainResult> Loop::Run() {
   result_.examples_complete = !independent_ || lead();
   result_.epoch = epoch_;
   result_.interrupted = interrupted;
+  result_.time = time_;
+  result_.time.total = SecondsSince(began);
   return result_;
 }
 

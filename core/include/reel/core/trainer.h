@@ -3,28 +3,19 @@
 // periodic and final evaluation, progress, a JSON-lines metrics log, TensorBoard event files and
 // checkpoints (resume from the newest one continues exactly where it stopped).
 //
-// The trainer knows no particular model, reader, optimizer or transport: it talks to the SDK
-// interfaces only. Every rank of a run (threads of one process with the inproc transport, or one
-// process per rank with tcp/mpi) runs this same loop with its own components; the ranks agree
-// each step, through the communicator, on whether every one of them still has a batch and whether
-// one was interrupted, so they always leave an epoch and stop together. Rank 0 alone prints,
-// logs and writes checkpoints (gathering every rank's data position into them).
+// The trainer talks to the SDK interfaces only. Every rank of a run (threads of one process with
+// inproc, or one process per rank with tcp/mpi) runs this loop with its own components; the
+// ranks agree each step on whether every one still has a batch and whether one was interrupted,
+// so they leave an epoch and stop together. Rank 0 alone prints, logs and writes checkpoints
+// (gathering every rank's data position into them).
 //
-// An optimizer whose training ranks step independently (RankRoles::TrainsIndependently: one with
-// server-only ranks, or async_sgd colocated) keeps them together through its servers: no per-step
-// agreement, each leaves its epoch when its own share ends, its logging window is its own, and
-// it sends the lead point-to-point reports (train/worker_reports.h) at its start, at checkpoint
-// steps and at its end instead of joining collectives. The lead evaluates alone on the whole
-// evaluation set, writes checkpoints with every rank's reported position, and a training rank
-// that dies (its connection lost, or silent past the timeout) is dropped and listed in
-// TrainResult::lost_ranks with the share it did not train, while the others finish the run.
-// The lead too: when the others find it lost (a report or their wait for its end fails), they ask
-// the optimizer who leads now (RankRoles::LeadAfter), and that rank takes over its duties from
-// there on: it logs, evaluates, writes the checkpoints (its metrics log appended to), and at the
-// end gathers the reports, evaluates, writes the final checkpoint and lists the lost lead in its
-// lost_ranks like any other. The others wait for the lead's end before they leave, so a lead
-// lost during the final evaluation or checkpoint is replaced too. An optimizer that cannot name
-// a successor stops the run naming the lost lead (`--resume` continues it).
+// Ranks that step independently (RankRoles::TrainsIndependently: server-only ranks, or async_sgd
+// colocated) keep together through their servers instead: no per-step agreement, each its own
+// epoch share and logging window, and point-to-point reports to the lead (train/
+// worker_reports.h). A training rank that dies is dropped and listed in TrainResult::lost_ranks
+// while the others finish; a lost lead is replaced by RankRoles::LeadAfter, which takes over
+// logging, evaluation and checkpoints (plugins/async_sgd/README.md). An optimizer that cannot
+// name a successor stops the run naming the lost lead (`--resume` continues it).
 //
 // Thread-safety: RunTrainer is called once per rank, each on its own thread; the components of
 // a rank are used only by that call.
@@ -142,6 +133,24 @@ struct LostRank {
   std::string why;       // the error that showed it was lost
 };
 
+// Where a training rank's time went, in seconds (docs/training.md, "Where the time goes"): the
+// parts of the loop one after the other, so the largest names what limits the run.
+struct TimeBreakdown {
+  double data = 0.0;        // waiting for the next batch (reading and decoding not yet done)
+  double compute = 0.0;     // forward, loss, backward and gradient clipping
+  double update = 0.0;      // the optimizer's step: exchange with the other ranks and apply
+  double wait = 0.0;        // agreeing with the other ranks on each step (their lateness)
+  double evaluation = 0.0;  // held-out evaluations
+  double checkpoint = 0.0;  // gathering positions and writing checkpoints
+  double total = 0.0;       // the whole loop (the rest: logging, epoch ends)
+  // Each part but the total, named as in metrics.jsonl ("data_seconds" is "data"), in order.
+  std::vector<std::pair<const char*, double>> parts() const;
+  // The name of the part with the most seconds.
+  const char* largest() const;
+};
+// Part by part (a logging window's share of a run's).
+TimeBreakdown operator-(const TimeBreakdown& a, const TimeBreakdown& b);
+
 // What a finished (or stopped) run reports.
 struct TrainResult {
   int64_t steps = 0;           // steps completed, counting those before a resume
@@ -168,6 +177,7 @@ struct TrainResult {
   bool independent = false;
   bool examples_complete = true;
   std::vector<LostRank> lost_ranks;  // the lead only: training ranks dropped during the run
+  TimeBreakdown time;                // this rank's, in this call
 };
 
 // Initializes the model from options.seed (or restores the newest checkpoint when resuming),
