@@ -1,31 +1,19 @@
-// The capacity model behind `reel plan` (docs/capacity.md): the time of one epoch of a dataset on
-// a cluster of N nodes, and its parts, from rates measured on one node (machine_profile.h).
-//
-// Per training rank (one per node; a node's cores are its rank's compute threads):
-//   cpu     = examples of the (busiest) rank x (decode core-seconds + step core-seconds per
-//   example) / cores;
-//             decoding (the data source's prefetch thread) and the step share the node's cores.
-//   share   = the busiest training rank's videos: the tfrecord source gives each rank whole files
-//             (file i to rank i mod R) when there are at least as many files F as ranks R, so
-//             ceil(F / R) x V / F (files of equal size); with fewer files every rank reads every
-//             record and keeps every R-th, V / R of them; F unknown (0): an even share, V / R.
-//             Ranks that run out join the others' steps (sync) or stop (async), so the busiest
-//             sets the epoch.
-//   read    = the rank's bytes / min(storage rate, node link) (local disk, or S3 per node);
-//             it overlaps the steps (prefetch), so it shows only when it is the slower of the two;
-//             so does the prefetch thread's own decoding time (one thread decodes).
-//   sync    : exchange = steps x ring allreduce of the gradient bytes G: 2(N-1)/N x G over the
-//             slower of the node link's payload rate (Cluster::link_payload) and the transport's
-//             own rate, plus 2(N-1) message latencies;
-//             not overlapped with the step (the sync optimizer reduces after backward).
+// The capacity model behind `reel plan` (docs/capacity.md, "The model"): the time of
+// one epoch of a dataset on N nodes, and its parts, from rates measured on one node
+// (machine_profile.h). Per training rank (one per node, its cores the rank's threads):
+//   share   = the busiest rank's videos: the tfrecord source gives ranks whole files (file i to
+//             rank i mod R) when F >= R, so ceil(F / R) x V / F; with fewer files V / R.
+//   cpu     = share x (decode + step core-seconds per example) / cores (they share the cores).
+//   read    = the share's bytes / min(storage rate, node link); overlapped with the steps, as is
+//             the prefetch thread's own decoding (one thread decodes).
+//   sync    : exchange = steps x (2(N-1)/N x gradient bytes G over the slower of the link's
+//             payload rate and the transport's, + 2(N-1) latencies), after backward, so
 //             epoch = max(read, prefetch, cpu + exchange) + evaluation + checkpoints.
-//   async   : S server nodes and W = N - S workers; a worker's step is its cpu plus one push+pull
-//             (G each way, pipelined: G over its link, the servers' update of its push, latency),
-//             or the larger of the two with `overlap`; the job's worker steps per second are
-//             capped by the servers' links (S x link / G) and update rules (S x apply rate / P);
-//             the epoch is the larger of all steps at that rate and the busiest worker's steps.
-//   evaluation = the epoch's eval videos decoded and forwarded on every training rank's share.
-//   checkpoints = their bytes (parameters and the rule's state) written by one rank.
+//   async   : S servers, W = N - S workers; a worker step is cpu + one pipelined push+pull (or
+//             the larger with `overlap`); the job's steps per second are capped by the servers'
+//             links (S x link / G) and update rules (S x apply rate / P).
+//   evaluation = the eval videos decoded and forwarded on every rank's share;
+//   checkpoints = parameters and the rule's state written by one rank.
 // Every rate is the profile's, scaled linearly by cores and frames; Plan::assumptions lists them.
 //
 // Thread-safety: pure functions.
