@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 namespace reel::core::plan {
 namespace {
@@ -48,6 +49,33 @@ Share ShareOf(const Dataset& d, int ranks, double bytes_per_example) {
     s.read_bytes = d.files > 0 ? d.bytes : s.examples * bytes_per_example;
   }
   return s;
+}
+
+// Each worker's steps in an epoch: whole files (file i to worker i mod W), or an even share when
+// the files are unknown or fewer than the workers.
+std::vector<double> WorkerSteps(const Dataset& d, int workers, double batch) {
+  const double V = static_cast<double>(d.videos);
+  std::vector<double> steps(static_cast<size_t>(workers), V / workers / batch);
+  if (d.files < workers) return steps;
+  for (int w = 0; w < workers; ++w) {
+    const int64_t files = d.files / workers + (w < d.files % workers ? 1 : 0);
+    steps[static_cast<size_t>(w)] = std::ceil(std::ceil(files * V / d.files) / batch);
+  }
+  return steps;
+}
+
+// The seconds until every worker has taken its steps, when one alone takes `alone` steps a second
+// and the servers at most `cap` for all: while k workers are left each gets min(alone, cap / k),
+// so a worker with more files than the others finishes alone, at its own rate.
+double SharedServersSeconds(std::vector<double> steps, double alone, double cap) {
+  std::sort(steps.begin(), steps.end());
+  double seconds = 0, done = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const double left = static_cast<double>(steps.size() - i);
+    seconds += (steps[i] - done) / std::min(alone, cap / left);
+    done = steps[i];
+  }
+  return seconds;
 }
 
 Result<Costs> CostsOf(const Dataset& d, const Cluster& c, const Rates& r) {
@@ -267,7 +295,8 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
     // then finish together.
     const double per_worker = d.files > 0 ? std::ceil(share.examples / B) : total_steps / workers;
     const double by_job = total_steps / steps_per_s, by_busiest = per_worker * worker_step;
-    train = std::max(by_job, by_busiest);
+    train = SharedServersSeconds(WorkerSteps(d, workers, B), 1 / worker_step,
+                                 std::min(by_server_links, by_server_rules));
     p.steps = static_cast<int64_t>(std::ceil(per_worker));
     p.parts = {{"reading", per_worker * per_step_read},
                {"decoding", per_worker * per_step_decode},

@@ -11,7 +11,9 @@
 //             epoch = max(read, prefetch, cpu + exchange) + evaluation + checkpoints.
 //   async   : S servers, W = N - S workers; a worker step is cpu + one pipelined push+pull (or
 //             the larger with `overlap`); the job's steps per second are capped by the servers'
-//             links (S x link / G) and update rules (S x apply rate / P).
+//             links (S x link / G) and update rules (S x apply rate / P), shared by the workers
+//             still running (each the lesser of its own rate and cap / k), so the busiest
+//             worker's last steps run alone.
 //   evaluation = the eval videos decoded and forwarded on every rank's share;
 //   checkpoints = parameters and the rule's state written by one rank.
 // Every rate is the profile's, scaled linearly by cores and frames; Plan::assumptions lists them.

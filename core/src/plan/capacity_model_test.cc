@@ -167,6 +167,22 @@ TEST(CapacityModelTest, AsyncEpochWaitsForTheBusiestWorker) {
   EXPECT_EQ(p->bottleneck, "step");
 }
 
+TEST(CapacityModelTest, WorkersShareTheServerUntilTheBusiestIsLeftAlone) {
+  Case c;
+  c.cluster.nodes = 4;  // 1 server, 3 workers
+  c.training.async = true;
+  c.training.params = 1e7;              // 40 MB pushes
+  c.rates.apply_params_per_core = 5e6;  // the server's rule: 1e7 / 1e7 = 1 step/s
+  c.data.files = 4;                     // worker 0 takes 50 steps, workers 1 and 2 take 25
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // A worker alone: 0.05 + 0.5 + 2 x 4e7 / 125e6 + 1e7 / 1e7 = 2.19 s a step. While all three
+  // run they share the server's 1 step/s: 25 steps each in 75 s. Then worker 0 is alone, at its
+  // own rate: 25 x 2.19 s. Neither the job at the server's rate (100 s) nor worker 0 alone at
+  // its own (109.5 s) is as long.
+  EXPECT_NEAR(p->epoch_seconds, 75 + 25 * 2.19, 1e-9);
+}
+
 TEST(CapacityModelTest, ManyWorkersSaturateTheServer) {
   Case c;
   c.cluster.nodes = 9;
