@@ -8,6 +8,7 @@
 #                               RATE is a tc rate such as 1gbit or 200mbit (default: no limit)
 #   netns.sh down NAME          delete every namespace NAME-* (idempotent; use it in a trap)
 #   netns.sh addr I             print rank I's address (10.77.0.I+1)
+#   netns.sh rate NAME I RATE   limit rank I's link (both ways) to RATE instead
 #   netns.sh exec NAME I CMD... run CMD in rank I's namespace (same as ip netns exec NAME-rI CMD)
 #   netns.sh check              exit 0 if namespaces, veth, bridges and tbf can be created here
 #
@@ -33,7 +34,7 @@ addr() { echo "$kSubnet.$(($1 + 1))"; }
 tbf() {  # NS DEV RATE
   ip -n "$1" link set "$2" up
   [[ -z "$3" ]] && return 0
-  tc -n "$1" qdisc add dev "$2" root tbf rate "$3" burst 1mb latency 100ms
+  tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst 1mb latency 100ms
 }
 
 up() {
@@ -64,6 +65,10 @@ up() {
   echo "netns.sh: $n namespaces $name-r0..$name-r$((n - 1)) on $kSubnet.0/24 via $sw${rate:+, links limited to $rate}"
 }
 
+rate() {  # NAME I RATE
+  tbf "$1-r$2" eth0 "$3" && tbf "$1-sw" "p$2" "$3"
+}
+
 down() {
   local name=$1 ns
   [[ -n "$name" ]] || die "down needs NAME"
@@ -84,8 +89,9 @@ case "$cmd" in
   up) (($# >= 2)) || die "usage: netns.sh up NAME N [RATE]"; up "$@" ;;
   down) (($# == 1)) || die "usage: netns.sh down NAME"; down "$1" ;;
   addr) (($# == 1)) || die "usage: netns.sh addr I"; addr "$1" ;;
+  rate) (($# == 3)) || die "usage: netns.sh rate NAME I RATE"; rate "$@" ;;
   exec) (($# >= 3)) || die "usage: netns.sh exec NAME I CMD..."; ns="$1-r$2"; shift 2
         exec ip netns exec "$ns" "$@" ;;
   check) check ;;
-  *) die "usage: netns.sh up NAME N [RATE] | down NAME | addr I | exec NAME I CMD... | check" ;;
+  *) die "usage: netns.sh up NAME N [RATE] | down NAME | addr I | rate NAME I RATE | exec NAME I CMD... | check" ;;
 esac
