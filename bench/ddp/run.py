@@ -104,7 +104,10 @@ def run_reel(args, ranks):
     done = re.search(r"trained (\d+) steps \((\d+) examples", out)
     if not done:
         raise RuntimeError(f"no 'trained N steps (X examples' line: {out[-2000:]}")
-    return {"seconds": seconds, "steps": int(done.group(1)), "examples": int(done.group(2))}
+    # Where the rank's time went (docs/training.md, "Where the time goes"): the first rank's.
+    time_line = re.search(r"time of this rank: (.*)", out)
+    return {"seconds": seconds, "steps": int(done.group(1)), "examples": int(done.group(2)),
+            "time": time_line.group(1) if time_line else None}
 
 
 def run_torch(args, ranks, threads):
