@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `reel plan` against real runs on simulated hosts (docs/capacity.md, "How good the model is").
 # For each case HOSTSxRATE:OPTIMIZER:MODEL, one epoch of `reel train` on HOSTS network namespaces
-# (tests/netns/netns.sh: a bridge, every link limited by tc tbf at RATE), then the plan's predicted
+# (tests/netns/netns.sh: a bridge, every link limited by tc tbf at RATE, its bucket 10 ms of RATE
+# within [128 KiB, 1 MiB]: netns.sh's default 1 MiB let each step's first MiB through a
+# 100 Mbit/s link at the veth's speed after the step's compute), then the plan's predicted
 # epoch for the same data, config and cluster, from a profile this script measures first on this
 # machine (`reel plan --measure`). Every rank runs one compute thread (OMP_NUM_THREADS=1), and the
 # hosts share this machine's cores, so the plan is given the cores a training rank gets here:
@@ -152,6 +154,10 @@ for c in "${cases[@]}"; do
   videos=$([[ $level == video ]] && echo 6144 || echo $frame_videos)
   files=$(find "$work/$level" -name '*.tfrecord' | wc -l)
   tbf_rate=$(awk -v r="$rate" 'BEGIN { sub(/bit$/, "", r); print r }')
+  REEL_NETNS_BURST=$(awk -v r="$tbf_rate" 'BEGIN { u = substr(r, length(r)); v = r + 0;
+    b = v * (u == "g" ? 1e9 : (u == "m" ? 1e6 : 1e3)) / 8 / 100;
+    printf "%.0f", (b < 131072 ? 131072 : (b > 1048576 ? 1048576 : b)) }')
+  export REEL_NETNS_BURST
   plan=$("$reel" plan --config "$work/run.pbtxt" --profile "$work/profile.txt" --videos "$videos" \
     --bytes "$bytes" --files "$files" --frames "$(mean_frames "$model")" --nodes "$hosts" \
     --cores-per-node "$(awk -v c="$cores" -v t="$training" 'BEGIN { print (c / t < 1 ? c / t : 1) }')" \

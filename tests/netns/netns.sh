@@ -30,11 +30,14 @@ skip() { echo "netns.sh: cannot create network namespaces here: $*" >&2; exit $k
 addr() { echo "$kSubnet.$(($1 + 1))"; }
 
 # The token bucket must hold at least one GSO super-packet (64 KiB) and a timer tick's worth of
-# bytes at the rate, or tbf drops what it should delay.
+# bytes at the rate, or tbf drops what it should delay. It refills while the link is idle, so a
+# message after a pause passes its first BURST bytes at the veth's speed: REEL_NETNS_BURST (a tc
+# size, default 1mb: 8 ms at 1 Gbit/s, 80 ms at 100 Mbit/s) makes it smaller.
 tbf() {  # NS DEV RATE
   ip -n "$1" link set "$2" up
   [[ -z "$3" ]] && return 0
-  tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst 1mb latency 100ms
+  tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "${REEL_NETNS_BURST:-1mb}" \
+    latency 100ms
 }
 
 up() {
