@@ -154,6 +154,7 @@ Result<plan::MachineProfile> ReadProfile(CliEnv& env, const std::string& path, b
   return plan::ParseProfile(text, path);
 }
 
+// Measures this machine into the profile at `path`; prints it unless a plan follows.
 Status Measure(CliEnv& env, const Args& args, const FromConfig& f, const std::string& path) {
   REEL_ASSIGN_OR_RETURN(plan::MachineProfile profile, ReadProfile(env, path, true));
   REEL_ASSIGN_OR_RETURN(const int64_t reps, args.GetInt("reps", 3));
@@ -181,7 +182,7 @@ Status Measure(CliEnv& env, const Args& args, const FromConfig& f, const std::st
   profile.Put(model);
   REEL_ASSIGN_OR_RETURN(Storage * storage, env.host.storage().ForUri(path));
   REEL_RETURN_IF_ERROR(WriteAll(*storage, path, plan::FormatProfile(profile)));
-  env.out << plan::FormatProfile(profile);
+  if (!args.Has("nodes")) env.out << plan::FormatProfile(profile);
   env.err << "reel plan: wrote " << path << "\n";
   return Status::Ok();
 }
@@ -274,7 +275,10 @@ Status PlanCommand(CliEnv& env, const std::vector<std::string>& words) {
                         LoadConfigWithOverrides(env, args.Get("config"), args.GetAll("set")));
   REEL_ASSIGN_OR_RETURN(FromConfig f, ReadConfig(cfg, args));
   const std::string path = args.Get("profile", "reel-machine-profile.txt");
-  if (args.Has("measure")) return Measure(env, args, f, path);
+  if (args.Has("measure")) {  // with --nodes, one command measures and then plans
+    REEL_RETURN_IF_ERROR(Measure(env, args, f, path));
+    if (!args.Has("nodes")) return Status::Ok();
+  }
 
   REEL_ASSIGN_OR_RETURN(plan::MachineProfile profile, ReadProfile(env, path, false));
   const plan::ModelRates* model =
@@ -364,14 +368,13 @@ CliCommand PlanCliCommand() {
   return {"plan",
           "how long an epoch takes on N nodes, and what limits it, from this machine's measured "
           "rates",
-          "reel plan --config FILE [--set F=V]... [--profile FILE] (--measure [--reps N] [--quick] "
-          "[--s3 "
-          "s3://BUCKET/PREFIX] | (--dataset yt8m-frame|yt8m-video | --videos N --bytes SIZE) "
+          "reel plan --config FILE [--set F=V]... [--profile FILE] [--measure [--reps N] [--quick] "
+          "[--s3 s3://BUCKET/PREFIX]] [(--dataset yt8m-frame|yt8m-video | --videos N --bytes SIZE) "
           "[--files COUNT] [--frames F] [--data-in local|s3] [--eval-videos N] --nodes N[,N...] "
           "[--cores-per-node C] [--link RATE] [--mtu BYTES] [--link-latency-us U] "
-          "[--s3-bandwidth RATE] "
-          "[--s3-connections K] [--s3-rate-per-connection RATE] [--servers S] "
-          "[--checkpoints-per-epoch K] [--json])",
+          "[--s3-bandwidth RATE] [--s3-connections K] [--s3-rate-per-connection RATE] "
+          "[--servers S] [--checkpoints-per-epoch K] [--json]] (--measure with --nodes: measure, "
+          "then plan)",
           PlanCommand};
 }
 

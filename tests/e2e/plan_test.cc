@@ -17,12 +17,14 @@ const std::string kRepo = REEL_SOURCE_DIR;
 
 class PlanTest : public ::testing::Test {
  protected:
-  // One quick measurement shared by the tests: the logistic model at 3862 classes.
+  // One quick measurement shared by the tests, the logistic model at 3862 classes, in the one
+  // command a user on a fresh machine runs: measure, then plan for 1 and 2 nodes.
   static void SetUpTestSuite() {
     dir_ = new std::string(ScratchDir("plan"));
     measured_ =
         new RunResult(Reel({"plan", "--measure", "--quick", "--reps", "1", "--config", Config(),
-                            "--set", "trainer.num_classes=3862", "--profile", Profile()}));
+                            "--set", "trainer.num_classes=3862", "--profile", Profile(), "--videos",
+                            "200000", "--bytes", "1GB", "--nodes", "1,2", "--link", "1Gbit/s"}));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -43,7 +45,7 @@ class PlanTest : public ::testing::Test {
 std::string* PlanTest::dir_ = nullptr;
 RunResult* PlanTest::measured_ = nullptr;
 
-TEST_F(PlanTest, MeasuresThisMachineIntoAProfile) {
+TEST_F(PlanTest, MeasuresThisMachineIntoAProfileAndPlansInOneCommand) {
   ASSERT_EQ(measured_->code, 0) << measured_->err;
   const std::string profile = ReadFile(Profile());
   EXPECT_NE(profile.find("reel_machine_profile 1"), std::string::npos) << profile;
@@ -51,6 +53,11 @@ TEST_F(PlanTest, MeasuresThisMachineIntoAProfile) {
   for (const char* key : {"decode_frame_bytes_per_core", "disk_read_bytes", "reduce_bytes",
                           "transfer_bytes", "apply_params_per_core"})
     EXPECT_NE(profile.find(key), std::string::npos) << key;
+  // The plan follows in the same command, from the profile just written.
+  for (const std::string& text : {std::string("| 1 |"), std::string("| 2 |"),
+                                  std::string("bottleneck"), std::string("Assumptions"), Profile()})
+    EXPECT_NE(measured_->out.find(text), std::string::npos) << text << "\n" << measured_->out;
+  EXPECT_EQ(measured_->out.find("reel_machine_profile"), std::string::npos) << measured_->out;
 }
 
 TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
