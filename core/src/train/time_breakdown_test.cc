@@ -60,15 +60,23 @@ void ExpectConsistent(const TimeBreakdown& t) {
   EXPECT_LE(sum, t.total);
 }
 
-TEST(TimeBreakdownTest, ASlowSourceMakesDataTheLargestPart) {
-  MemStorage storage;
+// One rank's tiny run, with a slow source or a slow optimizer in place of its own.
+Result<TrainResult> RunOneRank(MemStorage& storage, const TrainerOptions& o, bool slow_source,
+                               bool slow_optimizer) {
   Rank r(0, 1, 5);
-  SlowSource slow(r.train);
+  SlowSource source(r.train);
+  SlowOptimizer optimizer;
   auto comm = testing::SoloCommunicator();
   RankComponents c = r.components(comm.get());
-  c.train = &slow;
+  if (slow_source) c.train = &source;
+  if (slow_optimizer) c.optimizer = &optimizer;
+  return RunTrainer(o, c, storage);
+}
+
+TEST(TimeBreakdownTest, ASlowSourceMakesDataTheLargestPart) {
+  MemStorage storage;
   TrainerOptions o = testing::TinyTrainerOptions();
-  auto result = RunTrainer(o, c, storage);
+  auto result = RunOneRank(storage, o, /*slow_source=*/true, /*slow_optimizer=*/false);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_STREQ(result->time.largest(), "data");
   EXPECT_GE(result->time.data, o.steps * kNapSeconds);
@@ -77,13 +85,8 @@ TEST(TimeBreakdownTest, ASlowSourceMakesDataTheLargestPart) {
 
 TEST(TimeBreakdownTest, ASlowStepMakesUpdateTheLargestPart) {
   MemStorage storage;
-  Rank r(0, 1, 5);
-  SlowOptimizer slow;
-  auto comm = testing::SoloCommunicator();
-  RankComponents c = r.components(comm.get());
-  c.optimizer = &slow;
   TrainerOptions o = testing::TinyTrainerOptions();
-  auto result = RunTrainer(o, c, storage);
+  auto result = RunOneRank(storage, o, /*slow_source=*/false, /*slow_optimizer=*/true);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_STREQ(result->time.largest(), "update");
   EXPECT_GE(result->time.update, o.steps * kNapSeconds);
@@ -94,14 +97,9 @@ TEST(TimeBreakdownTest, ASlowStepMakesUpdateTheLargestPart) {
 // and checkpoint come after the last window).
 TEST(TimeBreakdownTest, MetricsLogWindowsAddUpToTheResult) {
   MemStorage storage;
-  Rank r(0, 1, 5);
-  SlowSource slow(r.train);
-  auto comm = testing::SoloCommunicator();
-  RankComponents c = r.components(comm.get());
-  c.train = &slow;
   TrainerOptions o = testing::TinyTrainerOptions();
   o.metrics_log = "mem://run/metrics.jsonl";
-  auto result = RunTrainer(o, c, storage);
+  auto result = RunOneRank(storage, o, /*slow_source=*/true, /*slow_optimizer=*/false);
   ASSERT_TRUE(result.ok()) << result.status();
   std::map<std::string, double> sums;
   int windows = 0;
@@ -126,12 +124,9 @@ TEST(TimeBreakdownTest, MetricsLogWindowsAddUpToTheResult) {
 // Ranks step together: the one whose data is slow makes the other wait for it each step.
 TEST(TimeBreakdownTest, ARankWaitsForASlowerOne) {
   MemStorage storage;
-  auto group = CreateInprocGroup(2);
-  ASSERT_TRUE(group.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& g : *group) comms.push_back(WithRingCollectives(std::move(g)));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  testing::TinyGroup group(2);
+  auto& comms = group.comms;
+  auto& ranks = group.ranks;
   SlowSource slow(ranks[1]->train);
   TrainerOptions o = testing::TinyTrainerOptions();
   o.steps = 12;

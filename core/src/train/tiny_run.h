@@ -1,6 +1,6 @@
 // A tiny training run for the trainer's tests: the pieces one rank needs (TinySource, TinyModel,
-// TinySgd over a ParamArena), a one-rank communicator and trainer options that train in
-// milliseconds. Header only, for *_test.cc.
+// TinySgd over a ParamArena), a one-rank communicator or a group of ranks, and trainer options
+// that train in milliseconds. Header only, for *_test.cc.
 #ifndef REEL_CORE_SRC_TRAIN_TINY_RUN_H_
 #define REEL_CORE_SRC_TRAIN_TINY_RUN_H_
 
@@ -41,6 +41,19 @@ struct TinyRank {
   ParamArena arena;  // outlives the model, as the Model contract asks
   TinyModel model;
   TinySgd optimizer;
+};
+
+// N inproc ranks with ring collectives, each with its own components, as N processes have them.
+struct TinyGroup {
+  explicit TinyGroup(int n, uint64_t seed = 5) {
+    auto group = CreateInprocGroup(n);
+    EXPECT_TRUE(group.ok());
+    if (!group.ok()) return;
+    for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+    for (int i = 0; i < n; ++i) ranks.push_back(std::make_unique<TinyRank>(i, n, seed));
+  }
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<TinyRank>> ranks;
 };
 
 inline TrainerOptions TinyTrainerOptions() {

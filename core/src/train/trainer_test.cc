@@ -455,12 +455,9 @@ TEST(TrainerTest, QuietPrintsNothing) {
 // keeps its ranks in step and checkpoints every rank's position.
 TEST(TrainerTest, TwoInprocRanksStayInSyncAndCheckpointBoth) {
   MemStorage storage;
-  auto group = CreateInprocGroup(2);
-  ASSERT_TRUE(group.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  testing::TinyGroup group(2);
+  auto& comms = group.comms;
+  auto& ranks = group.ranks;
   ASSERT_EQ(ranks[0]->optimizer.rank_roles(), nullptr);
   TrainerOptions o = BaseOptions();
   o.steps = 0;
@@ -524,12 +521,9 @@ namespace {
 // runs with `o1` when given (e.g. another stop flag), else with `o`.
 std::vector<float> TwoRanks(testing::MemStorage& storage, const TrainerOptions& o,
                             const TrainerOptions* o1 = nullptr) {
-  auto group = CreateInprocGroup(2);
-  EXPECT_TRUE(group.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  testing::TinyGroup group(2);
+  auto& comms = group.comms;
+  auto& ranks = group.ranks;
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] {
@@ -565,12 +559,9 @@ TEST(TrainerTest, TwoRanksInterruptThenResumeEqualsUninterrupted) {
 // training or writing anything.
 TEST(TrainerTest, RanksWithDifferentSchedulesAreRefusedBeforeTraining) {
   testing::MemStorage storage;
-  auto group = CreateInprocGroup(2);
-  ASSERT_TRUE(group.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  testing::TinyGroup group(2);
+  auto& comms = group.comms;
+  auto& ranks = group.ranks;
   const std::vector<float> before = ranks[0]->params();
   TrainerOptions o = BaseOptions();
   o.steps = 0;
@@ -684,12 +675,9 @@ double Field(const std::string& line, const std::string& key) {
 // each other, never against a speed.
 TEST(TrainerTest, EveryOutputGivesTheWholeJobsRateAndTheWorkersOwn) {
   MemStorage storage;
-  auto group = CreateInprocGroup(2);
-  ASSERT_TRUE(group.ok());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int i = 0; i < 2; ++i) ranks.push_back(std::make_unique<Rank>(i, 2, 5));
+  testing::TinyGroup group(2);
+  auto& comms = group.comms;
+  auto& ranks = group.ranks;
   // Both take 3 batches an epoch: the lead 24 videos in 8s, rank 1 all 48 in 16s.
   ranks[1]->train = TinySource(kVideos, kDim, kClasses, 2 * kBatch, 5, {0, 1});
   TrainerOptions o = BaseOptions();
