@@ -15,8 +15,9 @@
 # step): training only, after group formation. Beside the plan's bottleneck, the run's own: the
 # largest part of the lead training rank's time breakdown (docs/training.md, "Where the time
 # goes"), and whether they agree (the plan's reading or decoding is the run's data, its step
-# compute, its exchange or servers update). Prints one Markdown row per case and run; raw lines (JSON of the plan and the
-# run) go to OUT.
+# compute, its exchange or servers update). REEL_VALIDATE_BURST (bytes) sets another tbf bucket,
+# to see what the simulated link decides; each raw line counts the packets tbf dropped. Prints
+# one Markdown row per case and run; raw lines (JSON of the plan and the run) go to OUT.
 #
 # A case ending in :s3=RATE reads its data from S3 instead: an s3rver (scripts/s3rver.sh) on a
 # host of its own, one more namespace, whose link is limited to RATE and shared by the ranks; the
@@ -157,6 +158,7 @@ for c in "${cases[@]}"; do
   REEL_NETNS_BURST=$(awk -v r="$tbf_rate" 'BEGIN { u = substr(r, length(r)); v = r + 0;
     b = v * (u == "g" ? 1e9 : (u == "m" ? 1e6 : 1e3)) / 8 / 100;
     printf "%.0f", (b < 131072 ? 131072 : (b > 1048576 ? 1048576 : b)) }')
+  REEL_NETNS_BURST=${REEL_VALIDATE_BURST:-$REEL_NETNS_BURST}  # another bucket, to compare
   export REEL_NETNS_BURST
   plan=$("$reel" plan --config "$work/run.pbtxt" --profile "$work/profile.txt" --videos "$videos" \
     --bytes "$bytes" --files "$files" --frames "$(mean_frames "$model")" --nodes "$hosts" \
@@ -186,6 +188,10 @@ for c in "${cases[@]}"; do
     done
     for p in "${pids[@]}"; do wait "$p" || { cat "$work"/run/rank*.log >&2; exit 1; }; done
     [[ -z $s3rate ]] || "$s3rver" stop "$work/s3" keep
+    # Packets the links' tbf queues dropped, every host's and switch port's (TCP resent them).
+    drops=$(for ns in $(ip netns list | awk -v n="$name-" 'index($1, n) == 1 {print $1}'); do
+      tc -n "$ns" -s qdisc show | awk '/dropped/ {sub(",", "", $7); print $7}'; done |
+      awk '{d += $1} END {print d + 0}')
     "$netns" down "$name"
     measured=$(tail -n 1 "$work/run/metrics.jsonl" | grep -o '"elapsed": [0-9.e+-]*' | awk '{print $2}')
     ratio=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { printf "%.2f", p / m }')
@@ -195,7 +201,7 @@ for c in "${cases[@]}"; do
     same=no; [[ $(part_of "$bottleneck") == "$largest" ]] && same=yes
     printf '| %s | %d | %.1f | %.1f | %s | %s | %s | %s |\n' "$c" "$run" "$predicted" "$measured" \
       "$ratio" "$bottleneck" "$largest" "$same"
-    printf '{"case": "%s", "run": %d, "measured_seconds": %s, "load": "%s", "time": "%s", "plan": %s}\n' \
-      "$c" "$run" "$measured" "$(cut -d' ' -f1-3 /proc/loadavg)" "$time_line" "$plan" >>"$out"
+    printf '{"case": "%s", "run": %d, "measured_seconds": %s, "load": "%s", "time": "%s", "tbf_drops": %d, "plan": %s}\n' \
+      "$c" "$run" "$measured" "$(cut -d' ' -f1-3 /proc/loadavg)" "$time_line" "$drops" "$plan" >>"$out"
   done
 done
