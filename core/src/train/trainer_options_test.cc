@@ -143,6 +143,36 @@ TEST(TrainerOptionsTest, ComponentOptionsFillTrainerLevelSettings) {
             (Map{{"batch_size", "2"}, {"num_classes", "3862"}}));
 }
 
+// A component that waits for other ranks (its schema has timeout_ms) waits as long as the
+// transport section says, 300 s by default, unless its own section sets it
+// (docs/distributed.md); one without timeout_ms in its schema gets none.
+Status RegisterWaitingDataSource(Registrar& r) noexcept {
+  return r.Add<DataSource>(
+      {"waiter", "a schema with a deadline", {IntOption("timeout_ms", 600000, "")}},
+      [](const Options&, const DataSourceContext&) -> Result<std::unique_ptr<DataSource>> {
+        return UnimplementedError("not built in this test");
+      });
+}
+
+TEST(TrainerOptionsTest, AComponentsTimeoutIsTheTransportsUnlessItSetsItsOwn) {
+  Registry registry;
+  ASSERT_TRUE(registry.RegisterFrom("test", "", nullptr, RegisterProbeDataSource).ok());
+  ASSERT_TRUE(registry.RegisterFrom("test2", "", nullptr, RegisterWaitingDataSource).ok());
+  auto timeout = [&](const std::string& text) -> std::string {
+    Result<ConfigFile> cfg = ParseConfig(text, "run.pbtxt");
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    const std::map<std::string, std::string> got =
+        ComponentOptions(registry, ComponentKind::kDataSource, cfg->config.data(), cfg->config);
+    return got.count("timeout_ms") ? got.at("timeout_ms") : "(none)";
+  };
+  EXPECT_EQ(timeout(R"(data { name: "waiter" })"), "300000");
+  EXPECT_EQ(timeout(R"(data { name: "waiter" } transport { timeout_seconds: 7 })"), "7000");
+  EXPECT_EQ(timeout(R"(data { name: "waiter" options { key: "timeout_ms" value: "5" } }
+                       transport { timeout_seconds: 7 })"),
+            "5");
+  EXPECT_EQ(timeout(R"(data { name: "probe" } transport { timeout_seconds: 7 })"), "(none)");
+}
+
 // What ranks compute together is compared; how each host reaches things and what rank 0 alone
 // writes are not.
 TEST(TrainerOptionsTest, SettingsRanksShareAreWhatTheRanksComputeNotWhereTheyWrite) {
