@@ -48,7 +48,16 @@ fi
 run() { (cd "$work" && "$here/cluster.sh" run "$name" "$cluster" "$@"); }
 fail() {
   echo "FAIL: $*"
-  for f in "$work"/*.out "$work"/*.log; do [[ -f "$f" ]] && { echo "---- $f"; cat "$f"; }; done
+  # Newest first and whole (the failing step's), the earlier steps' ends after it: CI keeps only
+  # a part of a long output.
+  local f first=1 logs
+  mapfile -t logs < <(find "$work" -maxdepth 1 \( -name '*.out' -o -name '*.log' \) -printf '%T@ %p\n' |
+    sort -rn | cut -d' ' -f2)
+  for f in "${logs[@]}"; do
+    echo "---- $f"
+    if ((first)); then cat "$f"; else tail -n 20 "$f"; fi
+    first=0
+  done
   exit 1
 }
 expect() {  # FILE TEXT: FILE holds TEXT
