@@ -14,16 +14,6 @@ namespace {
 // MPI counts are ints; bigger messages would need derived datatypes, which no caller needs yet.
 constexpr size_t kMaxMessageBytes = INT_MAX;
 
-// Keeps the memory of an abandoned operation for the rest of the process: MPI may still write
-// into it (see the header). Held by a process-wide list rather than dropped, so that it stays
-// reachable: a leak checker (the ASan phase's LeakSanitizer) would report a dropped pointer.
-void KeepForTheProcess(std::vector<std::byte> buffer) {
-  static auto* mu = new std::mutex;
-  static auto* kept = new std::vector<std::vector<std::byte>>;
-  std::lock_guard<std::mutex> lock(*mu);
-  kept->push_back(std::move(buffer));  // moves the vector, not its bytes: MPI's address stays
-}
-
 std::string SourceName(int source) {
   return source == kAnySource ? std::string("any rank") : "rank " + std::to_string(source);
 }
@@ -140,7 +130,9 @@ MpiCommunicator::~MpiCommunicator() {
     std::lock_guard<std::mutex> lock(mu_);
     SendLeaveNotices(generation_, rank_, size_, collectives_completed_, sent_);
     // Abandoned operations keep their memory: MPI may still touch it (see the header).
-    for (Abandoned& a : abandoned_) KeepForTheProcess(std::move(a.buffer));
+    // (Moving a vector moves its pointer, not its bytes: MPI's address stays.)
+    for (Abandoned& a : abandoned_)
+      KeepForTheProcess(std::make_shared<std::vector<std::byte>>(std::move(a.buffer)));
   }
   ForgetLeftRanks(generation_);
   // user_ and collective_ are not freed (see the header).

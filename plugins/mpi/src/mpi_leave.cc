@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -77,7 +78,7 @@ void SendLeaveNotices(int64_t generation, int rank, int size, int64_t collective
     channel = board.channel;
   }
   // A notice: the generation, the collectives completed, then (tag, messages sent) pairs.
-  auto* notices = new std::vector<std::vector<int64_t>>(
+  auto notices = std::make_shared<std::vector<std::vector<int64_t>>>(
       static_cast<size_t>(size), std::vector<int64_t>{generation, collectives_completed});
   for (const auto& [key, count] : sent) {
     (*notices)[key.first].push_back(key.second);
@@ -104,11 +105,9 @@ void SendLeaveNotices(int64_t generation, int rank, int size, int64_t collective
       break;
     backoff.Pause();
   }
-  if (done) {
-    delete notices;
-    return;
-  }
-  // MPI may still read the notices: they stay allocated.
+  if (done) return;
+  // MPI may still read the notices (a peer that left or stopped never took them): they stay.
+  KeepForTheProcess(notices);
   MpiLock lock;
   for (MPI_Request& r : requests)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);

@@ -269,6 +269,13 @@ void NoteAbandonedCollective() { abandoned_collectives.fetch_add(1); }
 
 void NoteAbandonedCollectiveCompleted() { abandoned_collectives.fetch_sub(1); }
 
+void KeepForTheProcess(std::shared_ptr<const void> memory) {
+  static auto* mu = new std::mutex;
+  static auto* kept = new std::vector<std::shared_ptr<const void>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  kept->push_back(std::move(memory));
+}
+
 bool Finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -27,6 +27,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -105,6 +106,12 @@ size_t SharedMemoryEagerLimit();
 void NoteAbandonedCollective();
 // ... unless it completed after all (the late ranks arrived): one call per noted collective.
 void NoteAbandonedCollectiveCompleted();
+
+// Keeps `memory` for the rest of the process: memory of an operation given up on, which MPI may
+// still read or write (an abandoned receive's buffer, a leave notice still going out). Held by a
+// process-wide list rather than dropped, so that it stays reachable: a leak checker (the ASan
+// phase's LeakSanitizer) reports a dropped pointer.
+void KeepForTheProcess(std::shared_ptr<const void> memory);
 
 // True once MPI_Finalize has run (in this process, by anyone): MPI may no longer be called.
 // (MPI_Finalized may be called from any thread at any time: no MpiLock.)
