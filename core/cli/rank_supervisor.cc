@@ -15,6 +15,8 @@
 #include <cstring>
 #include <map>
 
+#include "interrupt.h"
+
 extern char** environ;
 
 namespace reel::cli {
@@ -131,7 +133,9 @@ class Supervisor {
 
   const SuperviseOptions& o_;
   std::vector<Child> children_;
-  int signal_fd_ = -1;
+  int signal_fd_ = -1;           // SIGCHLD
+  int stop_pipe_[2] = {-1, -1};  // SIGINT and SIGTERM, from the process's signal watcher
+  std::optional<ForwardStopSignals> forward_;
   sigset_t blocked_{}, previous_mask_{};
   bool mask_changed_ = false;
   std::optional<RankExit> first_failure_;
@@ -157,6 +161,9 @@ Supervisor::~Supervisor() {
     c.err.Close();
   }
   if (signal_fd_ >= 0) ::close(signal_fd_);
+  forward_.reset();
+  for (int fd : stop_pipe_)
+    if (fd >= 0) ::close(fd);
   if (mask_changed_) ::sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
@@ -168,12 +175,15 @@ int Supervisor::Running() const {
 
 Status Supervisor::Start() {
   sigemptyset(&blocked_);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&blocked_, sig);
+  sigaddset(&blocked_, SIGCHLD);
   if (::sigprocmask(SIG_BLOCK, &blocked_, &previous_mask_) != 0)
     return InternalError("sigprocmask: " + ErrnoText(errno));
   mask_changed_ = true;
   signal_fd_ = ::signalfd(-1, &blocked_, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) return InternalError("signalfd: " + ErrnoText(errno));
+  if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+    return InternalError("pipe: " + ErrnoText(errno));
+  forward_.emplace(stop_pipe_[1]);
   children_.reserve(o_.ranks.size());
   for (const RankSpec& spec : o_.ranks) REEL_RETURN_IF_ERROR(Spawn(spec));
   return Status::Ok();
@@ -219,7 +229,9 @@ Status Supervisor::Spawn(const RankSpec& spec) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the supervisor died before prctl took effect
-    ::sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
+    sigset_t none;  // a rank starts as any program does: reel's own blocked signals not inherited
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(out_pipe[1], 1);
@@ -370,7 +382,7 @@ void Supervisor::Reap() {
 
 SuperviseOutcome Supervisor::Wait() {
   while (Running() > 0) {
-    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
     std::vector<OutputPipe*> pipes;
     for (Child& c : children_)
       for (OutputPipe* p : {&c.out, &c.err})
@@ -397,13 +409,16 @@ SuperviseOutcome Supervisor::Wait() {
       Signal(SIGKILL);
       kill_at_.reset();
     }
-    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
-      if (fds[i].revents != 0) pipes[i - 1]->Pump();
+    for (size_t i = 2; n > 0 && i < fds.size(); ++i)
+      if (fds[i].revents != 0) pipes[i - 2]->Pump();
     if (n > 0 && fds[0].revents != 0) {
-      signalfd_siginfo info;
+      signalfd_siginfo info;  // SIGCHLD: reaped below, whatever woke us
       while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGCHLD) continue;                   // reaped below, whatever woke us
+      }
+    }
+    if (n > 0 && fds[1].revents != 0) {
+      int sig = 0;
+      while (::read(stop_pipe_[0], &sig, sizeof sig) == static_cast<ssize_t>(sizeof sig)) {
         if (pending_failure_) Fail(*pending_failure_);  // a failure before the signal wins
         if (interrupted_by_ == 0) interrupted_by_ = sig;
         Say("got " + SignalName(sig) + "; passing it to " + std::to_string(Running()) +

@@ -73,6 +73,12 @@ class InterruptTest : public ::testing::TestWithParam<int> {
   // signal when a signal ended it, which `killed` then says); "" in `why` unless something else
   // went wrong.
   static int Interrupt(const Case& c, int sig, bool* killed, std::string* why) {
+    return Interrupt(c, {{0, sig}}, killed, why);
+  }
+
+  // The same with several signals: each after its delay, counted from the previous one.
+  static int Interrupt(const Case& c, const std::vector<std::pair<int, int>>& delay_ms_and_signal,
+                       bool* killed, std::string* why) {
     std::vector<std::string> argv_s = {REEL_EXE};
     argv_s.insert(argv_s.end(), c.args.begin(), c.args.end());
     const pid_t pid = ::fork();
@@ -98,7 +104,10 @@ class InterruptTest : public ::testing::TestWithParam<int> {
       if (!at_work) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     if (!at_work) *why = c.name + " did not start its work";
-    ::kill(pid, sig);
+    for (const auto& [delay_ms, sig] : delay_ms_and_signal) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(pid, sig);
+    }
     if (::waitpid(pid, &status, 0) != pid) *why = "waitpid failed";
     *killed = !WIFEXITED(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -161,6 +170,36 @@ TEST_P(InterruptTest, EveryCommandExits130) {
     EXPECT_FALSE(killed) << "reel " << c.name << " was ended by " << strsignal(sig);
     EXPECT_EQ(code, 130) << "reel " << c.name << " interrupted by " << strsignal(sig);
   }
+}
+
+// Slurm's preemption TERMs every task and the sbatch examples' trap forwards another TERM: the
+// second and third signals must not cut the step or the checkpoint short (docs/training.md).
+TEST_F(InterruptTest, TermAfterTermStillFinishesTheCheckpoint) {
+  const std::string d = *dir_ + "/term-term";
+  const Case train = Cases(SIGTERM)[1];
+  ASSERT_EQ(train.name, "train");
+  Case c = train;
+  for (std::string& a : c.args)
+    if (const size_t at = a.find(*dir_ + "/" + std::to_string(SIGTERM)); at != std::string::npos)
+      a.replace(at, (*dir_ + "/" + std::to_string(SIGTERM)).size(), d);
+  c.at_work = [d](pid_t) { return HasFileUnder(d + "/train"); };
+  std::string why;
+  bool killed = false;
+  const int code = Interrupt(c, {{0, SIGTERM}, {200, SIGTERM}, {100, SIGTERM}}, &killed, &why);
+  ASSERT_EQ(why, "");
+  EXPECT_FALSE(killed);
+  EXPECT_EQ(code, 130);
+  int complete = 0;
+  for (const auto& e : fs::directory_iterator(d + "/train/ckpt")) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << "left behind: " << name;
+    complete += name.rfind("ckpt-", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_GE(complete, 1) << "no checkpoint was written";
+  // The checkpoint is whole: a run resumes from it.
+  const RunResult r =
+      Reel({"eval", "--checkpoint", d + "/train/ckpt", "--data", *dir_ + "/data/test/*.tfrecord"});
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(SigintAndSigterm, InterruptTest, ::testing::Values(SIGINT, SIGTERM),
