@@ -132,8 +132,24 @@ Status TcpCommunicator::WriteRawForTesting(int dest, std::span<const std::byte> 
                                            Deadline deadline) {
   Peer& peer = *peers_[static_cast<size_t>(dest)];
   std::lock_guard<DeadlineMutex> lock(peer.write_mu);
-  return WriteFrame(peer, bytes, {}, deadline,
-                    Where() + ": raw bytes to rank " + std::to_string(dest));
+  // Nothing writes to `dest` after bytes that are not the protocol; and a write the receiver
+  // cuts short says nothing about it (no failure recorded, none reported to the others): what it
+  // makes of the bytes is the test's to see.
+  peer.out_broken = "a test wrote raw bytes to it";
+  error_code ec;
+  size_t done = 0;
+  while (done < bytes.size() && !ec) {
+    done += peer.out.write_some(asio::buffer(bytes.data() + done, bytes.size() - done), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) continue;
+    ec = {};
+    error_code wait_error;
+    if (!WaitWritable(peer.out, deadline, &wait_error)) ec = asio::error::timed_out;
+    if (wait_error) ec = wait_error;
+  }
+  if (ec)
+    return UnavailableError(Where() + ": raw bytes to rank " + std::to_string(dest) + ": " +
+                            ec.message());
+  return Status::Ok();
 }
 
 Result<Message> TcpCommunicator::Recv(int source, int tag, Deadline deadline) {

@@ -75,7 +75,8 @@ class TcpCommunicator final : public Communicator {
   // (Mailbox::HeldBytes; TcpOptions::receive_budget_bytes bounds them).
   uint64_t HeldBytes(int peer) const { return mailbox_.HeldBytes(peer); }
   // For tests of a rank that breaks the protocol (a faulty or hostile one with the secret):
-  // writes `bytes` as they are on the connection to `dest`, under its write lock.
+  // writes `bytes` as they are on the connection to `dest`, under its write lock, and sends
+  // nothing more on it. Records no failure of `dest` if the write is cut short.
   Status WriteRawForTesting(int dest, std::span<const std::byte> bytes, Deadline deadline);
 
  private:
