@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,26 +20,42 @@ void PendingHandshakes::Remove(Handle h) {
 }
 
 void* PendingHandshakes::Shed() {
-  std::map<std::string, int> per_address;
-  for (const Entry& e : entries_)
-    if (!e.shed) ++per_address[e.address];
-  if (per_address.empty()) return nullptr;
-  const std::string busiest =
-      std::max_element(per_address.begin(), per_address.end(), [](const auto& a, const auto& b) {
-        return a.second < b.second;
-      })->first;
-  Entry* victim = nullptr;
-  for (Entry& e : entries_) {
-    if (e.shed || e.address != busiest) continue;
-    if (e.stage == Stage::kAwaitingHello) {
-      victim = &e;
-      break;
+  // Silent connections go before any that sent a hello (a rank mid-authentication is one). Among
+  // that stage's, the address with the most handshakes pending pays, and on a tie the one whose
+  // candidate is older: a flood of one connection per address (127.0.0.2, .3, ...) sheds its own
+  // oldest, whatever the addresses' spelling (a tie once went to the lexicographically first,
+  // 127.0.0.1, where the local ranks come from).
+  struct Load {
+    int pending = 0;
+    Entry* oldest = nullptr;  // of the stage being shed
+    size_t age = 0;           // its position in entries_ (smaller: older)
+  };
+  for (const Stage stage : {Stage::kAwaitingHello, Stage::kAuthenticating}) {
+    std::map<std::string_view, Load> per_address;
+    size_t position = 0;
+    for (Entry& e : entries_) {
+      ++position;
+      if (e.shed) continue;
+      Load& load = per_address[e.address];
+      ++load.pending;
+      if (e.stage == stage && load.oldest == nullptr) {
+        load.oldest = &e;
+        load.age = position;
+      }
     }
-    if (victim == nullptr) victim = &e;  // the oldest being authenticated, if none is silent
+    const Load* victim = nullptr;
+    for (const auto& [address, load] : per_address) {
+      if (load.oldest == nullptr) continue;
+      if (victim == nullptr || load.pending > victim->pending ||
+          (load.pending == victim->pending && load.age < victim->age))
+        victim = &load;
+    }
+    if (victim == nullptr) continue;
+    victim->oldest->shed = true;
+    ++shed_;
+    return victim->oldest->connection;
   }
-  victim->shed = true;
-  ++shed_;
-  return victim->connection;
+  return nullptr;
 }
 
 bool DropReport::Add(DropReason reason, const std::string& from, const std::string& detail) {

@@ -1,10 +1,12 @@
 // Admitting connections that have not authenticated yet, so that a flood of them cannot keep the
 // group's own ranks out (README.md, "Security"): every rank's listener, during formation and
 // after, keeps at most `max_pending` handshakes in progress; when one more arrives, one of those
-// is shed instead of the newcomer being refused. The one shed comes from the source address with
-// the most handshakes pending (a flood from one host pays before anyone else), and among its
-// connections the oldest that has not even sent its hello (silent and slow ones before those that
-// are being authenticated). A rank whose handshake is shed retries until its connect deadline.
+// is shed instead of the newcomer being refused. Connections that have not even sent their hello
+// (silent and slow ones) are shed before any that is being authenticated. Of the addresses with
+// one of that stage, the one with the most handshakes pending pays (a flood from one host before
+// anyone else), its oldest of that stage; between addresses with as many, the one whose oldest is
+// older, so a flood of one connection per address sheds its own oldest, not a rank that is
+// authenticating. A rank whose handshake is shed all the same retries until its connect deadline.
 //
 // Connections dropped before they authenticated are counted by reason and reported as one
 // summary line per interval (DropReport), not one line each, so a flood cannot fill the log.

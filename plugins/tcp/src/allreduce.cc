@@ -150,7 +150,9 @@ class TcpCommunicator::RingAllReduce {
     if (reduced_ == posted_up_to_) return;
     // An end (a goodbye, a broken connection) is recorded and reported by ReadOnce; the
     // receives then end with it (a claimed receive's status, or Wait()).
-    if (comm_.ReadOnce(left_) == ReadResult::kGot) *moved = true;
+    const ReadResult r = comm_.ReadOnce(left_);
+    if (r == ReadResult::kGot) *moved = true;
+    left_held_back_ = r == ReadResult::kFull;
   }
 
   // Reduces the receives that are done, in order.
@@ -246,23 +248,29 @@ class TcpCommunicator::RingAllReduce {
     if (sent_ < units_) REEL_RETURN_IF_ERROR(mailbox_.PeerStatus(right_.rank));
     const Deadline now = Clock::now();
     if (now >= deadline_)
-      return DeadlineExceededError("passed its deadline (" + std::to_string(reduced_) + " of " +
-                                   std::to_string(units_) + " chunks received from rank " +
-                                   std::to_string(left_.rank) + ", " + std::to_string(sent_) +
-                                   " sent to rank " + std::to_string(right_.rank) + ")");
+      return DeadlineExceededError(
+          "passed its deadline (" + std::to_string(reduced_) + " of " + std::to_string(units_) +
+          " chunks received from rank " + std::to_string(left_.rank) + ", " +
+          std::to_string(sent_) + " sent to rank " + std::to_string(right_.rank) + ")" +
+          (left_held_back_ ? ": rank " + std::to_string(left_.rank) +
+                                 "'s messages that no receive has taken fill the receive budget"
+                           : ""));
     if (!sleep) {
       if (yield_) sched_yield();  // a peer on this core gets it (allreduce_waiting.h)
       return Status::Ok();
     }
     pollfd fds[2];
     nfds_t count = 0;
-    if (receiving && StillReading(left_)) {
+    if (receiving && StillReading(left_) && !left_held_back_) {
       TcpCommunicator::Unmute(left_);  // for the rest of the call: it sleeps from now on
       fds[count++] = {left_.in->native_handle(), POLLIN, 0};
     }
     if (write_.owns_lock()) fds[count++] = {right_.out.native_handle(), POLLOUT, 0};
-    // Nothing to wait on: a sender holds the connection to the right; try again soon.
-    const auto slice = count == 0 ? std::chrono::milliseconds(1) : kCheckFailuresEvery;
+    // Nothing to wait on: a sender holds the connection to the right; try again soon. Held back
+    // by the receive budget, the left connection is readable but must not be read: another
+    // thread's receive makes room, seen at the next look.
+    const auto slice =
+        count == 0 || left_held_back_ ? std::chrono::milliseconds(1) : kCheckFailuresEvery;
     const auto wait = std::min<Clock::duration>(deadline_ - now, slice);
     ::poll(fds, count,
            static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
@@ -303,6 +311,9 @@ class TcpCommunicator::RingAllReduce {
   std::array<Mailbox::Posted, kSlots> posted_;
   int64_t posted_up_to_ = 0, reduced_ = 0, sent_ = 0;  // units
   int64_t send_limit_ = units_;                        // units sent at most
+  // The last read of the left connection was held back by the receive budget (ReadOnce's
+  // kFull): a message ahead of this call's waits for a receive on another thread.
+  bool left_held_back_ = false;
   // The frame being written (while write_ holds the connection to the right).
   std::unique_lock<DeadlineMutex> write_;
   std::array<std::byte, kFrameHeaderBytes> header_{};

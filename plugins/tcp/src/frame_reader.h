@@ -35,6 +35,10 @@ class FrameReader {
   State state() const { return state_; }
   const std::string& failure() const { return failure_; }
 
+  // Whether the next bytes may be read now: always for a frame's header (24 bytes) and a
+  // notice's reason (at most kMaxNoticeBytes); for a message's payload, Mailbox::Inbound::Ready
+  // (the receive budget). Every reader of the connection asks before it reads.
+  bool Ready() { return !inbound_ || inbound_->Ready(); }
   // Where the next bytes go (never empty while kReading).
   std::span<std::byte> Buffer();
   // `n` > 0 bytes were read into Buffer(). Delivers what is complete; may end the reading.

@@ -32,7 +32,7 @@ Mailbox::Mailbox(std::string where, int rank, int world_size, bool isolate_failu
       isolate_failures_(isolate_failures),
       left_(static_cast<size_t>(world_size), false),
       failed_(static_cast<size_t>(world_size)),
-      queued_bytes_(static_cast<size_t>(world_size), 0) {}
+      held_bytes_(static_cast<size_t>(world_size), 0) {}
 
 // ---- Bounded memory ----
 
@@ -48,25 +48,60 @@ void Mailbox::SetOnAbandon(std::function<void(int)> on_abandon) {
 
 bool Mailbox::HasRoom(int source) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return queued_bytes_[static_cast<size_t>(source)] < budget_;
+  return held_bytes_[static_cast<size_t>(source)] < budget_;
 }
 
-uint64_t Mailbox::QueuedBytes(int source) const {
+uint64_t Mailbox::HeldBytes(int source) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return queued_bytes_[static_cast<size_t>(source)];
+  return held_bytes_[static_cast<size_t>(source)];
 }
 
-void Mailbox::Dequeued(int source, uint64_t bytes) {
-  uint64_t& held = queued_bytes_[static_cast<size_t>(source)];
+void Mailbox::Hold(int source, int64_t delta) {
+  uint64_t& held = held_bytes_[static_cast<size_t>(source)];
   const bool was_full = held >= budget_;
-  held -= bytes;
+  held += static_cast<uint64_t>(delta);
   if (was_full && held < budget_ && on_room_) on_room_(source);
+}
+
+bool Mailbox::MayStageLocked(int source, int tag) const {
+  if (held_bytes_[static_cast<size_t>(source)] < budget_) return true;
+  // A Recv that waits for this message asked for its bytes: they are the receiver's, as a
+  // RecvInto's buffer is, unless a message queued already answers that Recv.
+  auto waiting = [&](int from) {
+    auto it = recv_waiting_.find({tag, from});
+    return it != recv_waiting_.end() && it->second > 0;
+  };
+  if (waiting(source) && queues_.find({tag, source}) == queues_.end()) return true;
+  if (waiting(kAnySource)) {
+    auto it = queues_.lower_bound({tag, INT_MIN});
+    if (it == queues_.end() || it->first.first != tag) return true;
+  }
+  return false;
+}
+
+void Mailbox::WakePausedReaders(int source) {
+  if (!on_room_) return;
+  for (size_t s = 0; s < held_bytes_.size(); ++s)
+    if ((source == kAnySource || s == static_cast<size_t>(source)) && held_bytes_[s] >= budget_)
+      on_room_(static_cast<int>(s));
 }
 
 // ---- Receivers ----
 
 Result<Message> Mailbox::Recv(int source, int tag, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (auto m = TakeQueued(source, tag)) return std::move(*m);
+  // Waiting: the message may be staged past the budget (MayStageLocked).
+  ++recv_waiting_[{tag, source}];
+  WakePausedReaders(source);
+  struct StopWaiting {
+    Mailbox* box;
+    int tag, source;
+    ~StopWaiting() {
+      auto it = box->recv_waiting_.find({tag, source});
+      if (--it->second == 0) box->recv_waiting_.erase(it);
+    }
+  } stop_waiting{this, tag, source};  // destroyed before `lock`
   while (true) {
     if (auto m = TakeQueued(source, tag)) return std::move(*m);
     REEL_RETURN_IF_ERROR(UnavailableLocked(source, tag));
@@ -92,6 +127,7 @@ Status Mailbox::RecvInto(int source, int tag, std::span<std::byte> out, Deadline
   REEL_RETURN_IF_ERROR(UnavailableLocked(source, tag));
   Posted p{source, tag, out, Posted::State::kWaiting, false, Status::Ok()};
   posted_.push_back(&p);
+  WakePausedReaders(source);  // one paused over the budget may hold this receive's message
   while (p.state != Posted::State::kDone) {
     if (p.state == Posted::State::kWaiting) {
       if (Status gone = UnavailableLocked(source, tag); !gone.ok()) {
@@ -140,6 +176,7 @@ void Mailbox::Post(Posted& p) {
   }
   p.state = Posted::State::kWaiting;
   posted_.push_back(&p);
+  WakePausedReaders(p.source);
 }
 
 bool Mailbox::Done(const Posted& p) const {
@@ -147,12 +184,13 @@ bool Mailbox::Done(const Posted& p) const {
   return p.state == Posted::State::kDone;
 }
 
-void Mailbox::Withdraw(Posted& p, Status status) {
+bool Mailbox::Withdraw(Posted& p, Status status) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (p.state != Posted::State::kWaiting) return;
+  if (p.state != Posted::State::kWaiting) return false;
   posted_.remove(&p);
   p.status = std::move(status);
   p.state = Posted::State::kDone;
+  return true;
 }
 
 Status Mailbox::CanReceive(int source, int tag) const {
@@ -169,7 +207,8 @@ uint64_t Mailbox::StartCollective(uint32_t seq) {
   for (auto it = queues_.begin(); it != queues_.end();) {
     if (StaleLocked(it->first.first)) {
       stale_dropped_ += it->second.size();
-      for (const Queued& q : it->second) Dequeued(it->first.second, q.payload.size());
+      for (const Queued& q : it->second)
+        Hold(it->first.second, -static_cast<int64_t>(q.payload.size()));
       it = queues_.erase(it);
     } else {
       ++it;
@@ -291,7 +330,7 @@ std::optional<Message> Mailbox::TakeQueued(int source, int tag) {
   if (best == queues_.end()) return std::nullopt;
   Message m{best->first.second, tag, std::move(best->second.front().payload)};
   best->second.pop_front();
-  Dequeued(m.source, m.payload.size());
+  Hold(m.source, -static_cast<int64_t>(m.payload.size()));
   if (best->second.empty()) queues_.erase(best);  // queues only hold pending messages
   return m;
 }
@@ -319,12 +358,13 @@ void Mailbox::Complete(Posted* p, Status status) {
   cv_.notify_all();
 }
 
+// The payload's bytes are counted in held_bytes_ already (staged as they arrived).
 void Mailbox::Enqueue(int source, int tag, std::vector<std::byte> payload) {
   if (StaleLocked(tag)) {  // its collective ended here while it arrived
     ++stale_dropped_;
+    Hold(source, -static_cast<int64_t>(payload.size()));
     return;
   }
-  queued_bytes_[static_cast<size_t>(source)] += payload.size();
   queues_[{tag, source}].push_back(Queued{arrivals_++, std::move(payload)});
   cv_.notify_all();  // several threads may wait for different tags
 }
@@ -393,6 +433,7 @@ Mailbox::Inbound::Inbound(Inbound&& o) noexcept
       discard_(o.discard_),
       staging_(std::move(o.staging_)),
       drop_(std::move(o.drop_)),
+      counted_(std::exchange(o.counted_, 0)),
       done_(std::exchange(o.done_, true)) {}
 
 Mailbox::Inbound::~Inbound() {
@@ -430,24 +471,50 @@ void Mailbox::Inbound::Stage(size_t need) {
   staging_ = std::move(grown);
 }
 
+void Mailbox::Inbound::Count(uint64_t bytes) {
+  box_->Hold(source_, static_cast<int64_t>(bytes) - static_cast<int64_t>(counted_));
+  counted_ = bytes;
+}
+
+bool Mailbox::Inbound::Ready() {
+  if (claimed_ || discard_ || remaining() == 0) return true;
+  TryClaim();
+  if (claimed_ || discard_) return true;
+  std::lock_guard<std::mutex> lock(box_->mu_);
+  return box_->MayStageLocked(source_, tag_);
+}
+
 void Mailbox::Inbound::Advance(size_t n) {
   received_ += n;
-  if (discard_ || remaining() == 0) return;  // Finish() does the last hand-over
-  if (claimed_) return ReleaseIfAbandoned();
+  if (discard_) return;
+  if (claimed_) {
+    if (remaining() > 0) ReleaseIfAbandoned();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(box_->mu_);
+    Count(received_);
+  }
+  if (remaining() > 0) TryClaim();  // else Finish() does the last hand-over
+}
+
+void Mailbox::Inbound::TryClaim() {
   std::unique_lock<std::mutex> lock(box_->mu_);
   bool taken = false;
   Posted* p = box_->Claim(source_, tag_, length_, &taken);
   if (!p) {
     if (taken) {  // a receive of the wrong size took it and failed: drop the rest
       discard_ = true;
+      Count(0);
       lock.unlock();
       box_->ReturnBuffer(std::move(staging_));
       staging_ = {};
     }
     return;
   }
+  Count(0);  // the receive's buffer holds it from here on
   lock.unlock();
-  std::memcpy(p->out.data(), staging_.data(), static_cast<size_t>(received_));
+  if (received_ > 0) std::memcpy(p->out.data(), staging_.data(), static_cast<size_t>(received_));
   box_->ReturnBuffer(std::move(staging_));
   staging_ = {};
   claimed_ = p;
@@ -470,6 +537,7 @@ void Mailbox::Inbound::Release(Status status) {
       static_cast<size_t>(std::min<uint64_t>(length_, std::max<uint64_t>(received_, kChunkBytes))));
   std::memcpy(staging_.data(), claimed_->out.data(), static_cast<size_t>(received_));
   std::lock_guard<std::mutex> lock(box_->mu_);
+  Count(received_);  // held for nobody now: counted, though it may pass the budget
   box_->Complete(std::exchange(claimed_, nullptr), std::move(status));
 }
 
@@ -484,15 +552,19 @@ void Mailbox::Inbound::Finish() {
   bool taken = false;
   Posted* p = box_->Claim(source_, tag_, length_, &taken);
   if (taken && !p) {
+    Count(0);
     lock.unlock();
     box_->ReturnBuffer(std::move(staging_));
     return;
   }
   if (!p) {
     staging_.resize(static_cast<size_t>(length_));  // Next() grew it to length_ (0: nothing)
+    Count(length_);
+    counted_ = 0;  // the queue's from now on
     box_->Enqueue(source_, tag_, std::move(staging_));
     return;
   }
+  Count(0);
   lock.unlock();
   if (length_ > 0) std::memcpy(p->out.data(), staging_.data(), static_cast<size_t>(length_));
   box_->ReturnBuffer(std::move(staging_));
@@ -502,9 +574,10 @@ void Mailbox::Inbound::Finish() {
 
 void Mailbox::Inbound::Fail(const Status& why) {
   done_ = true;
-  if (claimed_) {
+  {
     std::lock_guard<std::mutex> lock(box_->mu_);
-    box_->Complete(std::exchange(claimed_, nullptr), why);
+    Count(0);
+    if (claimed_) box_->Complete(std::exchange(claimed_, nullptr), why);
   }
   if (!staging_.empty()) box_->ReturnBuffer(std::move(staging_));
 }

@@ -42,19 +42,23 @@ class Mailbox {
   Mailbox(std::string where, int rank, int world_size, bool isolate_failures = false);
 
   // ---- Bounded memory ----
-  // Complete messages from one source that no receive has taken yet may hold `bytes` in all
-  // before HasRoom() says no (unbounded unless set). `on_room(source)` is called, with the
-  // Mailbox's lock held (it must not call back), when taking a message makes room again.
+  // What this rank holds of one source's messages for receives that have not asked for them
+  // (complete ones queued, the staged part of one arriving, a part handed back by a receive that
+  // gave up) may reach `bytes` (unbounded unless set); then a reader reads none of that source's
+  // payload bytes that would be staged (Inbound::Ready) until a receive takes some, or asks for
+  // the message arriving (a RecvInto claims it; a Recv that waits for it makes its bytes the
+  // receiver's, as a RecvInto's buffer is). `on_room(source)` is called, with the Mailbox's lock
+  // held (it must not call back), when a reader of `source` that may be paused could go on: a
+  // message taken brought it under the budget, or a receive started to wait.
   void SetBudget(uint64_t bytes, std::function<void(int source)> on_room);
   // `on_abandon(source)` is called, without the lock, when a receive whose buffer `source`'s
   // reader is filling passes its deadline: the reader must hand it back (Inbound::
   // ReleaseIfAbandoned) even if no more bytes come. Unset, the receive waits for the next chunk.
   void SetOnAbandon(std::function<void(int source)> on_abandon);
-  // True while the messages from `source` waiting for a receive hold less than the budget: a
-  // reader may start reading its next message.
+  // True while what is held of `source`'s messages (above) is under the budget.
   bool HasRoom(int source) const;
-  // Bytes of messages from `source` waiting for a receive.
-  uint64_t QueuedBytes(int source) const;
+  // Bytes held of `source`'s messages for receives that have not asked for them (above).
+  uint64_t HeldBytes(int source) const;
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
@@ -81,9 +85,9 @@ class Mailbox {
   void Post(Posted& p);
   // True once `p` is done; p.status is then final.
   bool Done(const Posted& p) const;
-  // Takes back a posted receive that is not done (it ends done with `status`). REQUIRES: no
-  // reader is filling it (a claimed one is released with FrameReader::ReleaseClaim first).
-  void Withdraw(Posted& p, Status status);
+  // Takes back a posted receive that is still waiting (it ends done with `status`); true if it
+  // did. A claimed one is released with FrameReader::ReleaseClaim first.
+  bool Withdraw(Posted& p, Status status);
   // OK, or what a receive from `source` with `tag` would fail with now (Unavailable).
   Status CanReceive(int source, int tag) const;
 
@@ -143,8 +147,14 @@ class Mailbox {
   // A message with `tag` belongs to a collective that has ended here.
   bool StaleLocked(int tag) const;
 
-  // A message of `bytes` from `source` left the queues. REQUIRES: mu_ held.
-  void Dequeued(int source, uint64_t bytes);
+  // What is held of `source`'s messages grew or shrank by `delta` bytes. REQUIRES: mu_ held.
+  void Hold(int source, int64_t delta);
+  // A reader may stage more of a message from `source` with `tag` (Inbound::Ready).
+  // REQUIRES: mu_ held.
+  bool MayStageLocked(int source, int tag) const;
+  // A receive for (`source` or any, `tag`) starts to wait: readers paused over the budget may
+  // go on (on_room). REQUIRES: mu_ held.
+  void WakePausedReaders(int source);
 
   std::vector<std::byte> TakeBuffer(size_t bytes);
   void ReturnBuffer(std::vector<std::byte> buffer);
@@ -158,8 +168,11 @@ class Mailbox {
   std::list<Posted*> posted_;                                 // waiting RecvInto's, oldest first
   uint64_t arrivals_ = 0;                                     // guarded by mu_
   std::vector<bool> left_;                                    // guarded by mu_
-  std::vector<std::string> failed_;     // reason per rank, empty if alive; guarded by mu_
-  std::vector<uint64_t> queued_bytes_;  // per source, of queues_; guarded by mu_
+  std::vector<std::string> failed_;   // reason per rank, empty if alive; guarded by mu_
+  std::vector<uint64_t> held_bytes_;  // per source (HeldBytes); guarded by mu_
+  // Recv's waiting, by (tag, source or kAnySource): the message they wait for may be staged
+  // past the budget. Guarded by mu_.
+  std::map<std::pair<int, int>, int> recv_waiting_;
   uint64_t budget_ = std::numeric_limits<uint64_t>::max();  // guarded by mu_
   std::function<void(int)> on_room_;                        // guarded by mu_
   std::function<void(int)> on_abandon_;                     // set before any receive
@@ -183,6 +196,10 @@ class Mailbox::Inbound {
   ~Inbound();  // an unfinished message fails its claimed receive (Internal)
 
   uint64_t remaining() const { return length_ - received_; }
+  // Whether the reader may read more of this message now: it goes into a receive's buffer (one
+  // that waits is claimed here), is dropped, or may be staged within the receive budget. A reader
+  // told no leaves the bytes in the kernel and asks again when on_room says so.
+  bool Ready();
   // Where the next bytes go (never empty while remaining() > 0).
   std::span<std::byte> Next();
   void Advance(size_t n);
@@ -202,6 +219,10 @@ class Mailbox::Inbound {
   Inbound(Mailbox* box, int source, int tag, uint64_t length);
   void Release(Status status);  // hands the claimed receive back (abandoned or failed)
   void Stage(size_t need);      // grows staging_ to hold at least `need` bytes
+  // Unclaimed: hands what arrived so far to the oldest receive waiting for it, if any.
+  void TryClaim();
+  // Sets what this message counts in its source's held bytes. REQUIRES: box_->mu_ held.
+  void Count(uint64_t bytes);
 
   Mailbox* box_;
   int source_, tag_;
@@ -210,6 +231,7 @@ class Mailbox::Inbound {
   bool discard_ = false;            // the claimed receive had the wrong size; bytes are dropped
   std::vector<std::byte> staging_;  // unclaimed: the bytes so far (grows up to the whole message)
   std::vector<std::byte> drop_;     // discard_: one chunk of scratch
+  uint64_t counted_ = 0;            // bytes of staging_ counted in the source's held bytes
   bool done_ = false;
 };
 

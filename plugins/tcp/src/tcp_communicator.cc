@@ -128,6 +128,30 @@ Status TcpCommunicator::SendFrame(int dest, FrameType type, uint32_t tag,
   return WriteFrame(peer, header, data, deadline, what);
 }
 
+Status TcpCommunicator::WriteRawForTesting(int dest, std::span<const std::byte> bytes,
+                                           Deadline deadline) {
+  Peer& peer = *peers_[static_cast<size_t>(dest)];
+  std::lock_guard<DeadlineMutex> lock(peer.write_mu);
+  // Nothing writes to `dest` after bytes that are not the protocol; and a write the receiver
+  // cuts short says nothing about it (no failure recorded, none reported to the others): what it
+  // makes of the bytes is the test's to see.
+  peer.out_broken = "a test wrote raw bytes to it";
+  error_code ec;
+  size_t done = 0;
+  while (done < bytes.size() && !ec) {
+    done += peer.out.write_some(asio::buffer(bytes.data() + done, bytes.size() - done), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) continue;
+    ec = {};
+    error_code wait_error;
+    if (!WaitWritable(peer.out, deadline, &wait_error)) ec = asio::error::timed_out;
+    if (wait_error) ec = wait_error;
+  }
+  if (ec)
+    return UnavailableError(Where() + ": raw bytes to rank " + std::to_string(dest) + ": " +
+                            ec.message());
+  return Status::Ok();
+}
+
 Result<Message> TcpCommunicator::Recv(int source, int tag, Deadline deadline) {
   if (source != kAnySource && (source < 0 || source >= world_))
     return InvalidArgumentError(Where() + ": Recv from rank " + std::to_string(source) +
@@ -155,14 +179,17 @@ Status TcpCommunicator::RecvInto(int source, int tag, std::span<std::byte> out, 
     if (reading.owns_lock()) reading.unlock();
     return mailbox_.RecvInto(source, tag, out, deadline);
   }
-  Status s = ReadItself(peer, tag, out, deadline);
+  std::optional<Status> s = ReadItself(peer, tag, out, deadline);
   GiveBack(peer, std::move(reading));
-  return s;
+  if (s) return *s;
+  // A message ahead of this one fills the budget: this receive waits for it as any other does
+  // (the io thread reads again once a receive makes room, or claims its message).
+  return mailbox_.RecvInto(source, tag, out, deadline);
 }
 
 // REQUIRES: peer.read_mu held, its reading going on.
-Status TcpCommunicator::ReadItself(Peer& peer, int tag, std::span<std::byte> out,
-                                   Deadline deadline) {
+std::optional<Status> TcpCommunicator::ReadItself(Peer& peer, int tag, std::span<std::byte> out,
+                                                  Deadline deadline) {
   Mailbox::Posted p;
   p.source = peer.rank;
   p.tag = tag;
@@ -173,6 +200,9 @@ Status TcpCommunicator::ReadItself(Peer& peer, int tag, std::span<std::byte> out
     const Deadline now = Clock::now();
     if (r == ReadResult::kGot && now < deadline) continue;
     if (mailbox_.Done(p)) break;
+    // Held back, the message being read is not this receive's (that one is never held back),
+    // so `p` still waits, unfilled: taken back, it waits in the Mailbox instead.
+    if (r == ReadResult::kFull && mailbox_.Withdraw(p, Status::Ok())) return std::nullopt;
     // Fails at the deadline (also while bytes keep coming: the receive must end in time), or,
     // when nothing was read, on what this or another thread recorded (the peer left or failed,
     // the group broke); else sleeps until bytes arrive or the next check.
@@ -268,7 +298,7 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
   while (!closing_.load() && peer->reading.load()) {
     std::unique_lock<DeadlineMutex> reading = co_await LockReading(peer);
     ReadResult r = ReadResult::kGot;
-    for (int i = 0; i < kReadsPerTurn && r == ReadResult::kGot; ++i) r = ReadOnce(*peer, true);
+    for (int i = 0; i < kReadsPerTurn && r == ReadResult::kGot; ++i) r = ReadOnce(*peer);
     reading.unlock();
     if (r == ReadResult::kEnded) break;
     if (r == ReadResult::kFull) {
@@ -298,12 +328,16 @@ asio::awaitable<void> TcpCommunicator::ReadLoop(Peer* peer) {
   ReadingEnded(*peer);
 }
 
-TcpCommunicator::ReadResult TcpCommunicator::ReadOnce(Peer& peer, bool within_budget) {
+TcpCommunicator::ReadResult TcpCommunicator::ReadOnce(Peer& peer) {
   FrameReader& frames = *peer.frames;
   if (frames.state() != FrameReader::State::kReading) return ReadResult::kEnded;
   frames.ReleaseAbandoned();
-  if (within_budget && frames.between_frames() && !mailbox_.HasRoom(peer.rank))
+  if (!frames.Ready()) {
+    // Its bytes wait in the kernel while it is plainly alive: its silence meanwhile is not a
+    // failure (whoever reads it, the io thread or a borrower that holds it for long).
+    peer.last_heard_ns.store(NowNs());
     return ReadResult::kFull;
+  }
   try {
     // Whatever has arrived, however much, straight where the frame's bytes go.
     const std::span<std::byte> to = frames.Buffer();

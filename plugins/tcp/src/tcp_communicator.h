@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -70,9 +71,13 @@ class TcpCommunicator final : public Communicator {
   const std::string& SendingCongestionControl(int peer) const {
     return peers_[static_cast<size_t>(peer)]->congestion_control;
   }
-  // Bytes of `peer`'s messages that arrived and wait for a receive (TcpOptions::
-  // receive_budget_bytes bounds them).
-  uint64_t QueuedBytes(int peer) const { return mailbox_.QueuedBytes(peer); }
+  // Bytes held of `peer`'s messages for receives that have not asked for them
+  // (Mailbox::HeldBytes; TcpOptions::receive_budget_bytes bounds them).
+  uint64_t HeldBytes(int peer) const { return mailbox_.HeldBytes(peer); }
+  // For tests of a rank that breaks the protocol (a faulty or hostile one with the secret):
+  // writes `bytes` as they are on the connection to `dest`, under its write lock, and sends
+  // nothing more on it. Records no failure of `dest` if the write is cut short.
+  Status WriteRawForTesting(int dest, std::span<const std::byte> bytes, Deadline deadline);
 
  private:
   struct Peer {
@@ -139,8 +144,11 @@ class TcpCommunicator final : public Communicator {
   // socket into `out` with no hand-off between threads, and nothing is read ahead into staging
   // (the kernel keeps what arrives early). Frames for other receives that arrive meanwhile reach
   // the Mailbox as usual. It sleeps in poll() on the socket, waking at least every
-  // kCheckFailuresEvery.
-  Status ReadItself(Peer& peer, int tag, std::span<std::byte> out, Deadline deadline);
+  // kCheckFailuresEvery. Empty when a message ahead of its own would be staged past the receive
+  // budget (ReadOnce's kFull): the caller gives the connection back and waits as any receive
+  // does, nothing posted or read into `out`.
+  std::optional<Status> ReadItself(Peer& peer, int tag, std::span<std::byte> out,
+                                   Deadline deadline);
   // A caller that reads a connection itself (ReadItself, the ring of AllReduce) and sleeps in
   // poll() wakes at least this often to see failures the io and heartbeat threads recorded.
   static constexpr std::chrono::milliseconds kCheckFailuresEvery{100};
@@ -151,10 +159,12 @@ class TcpCommunicator final : public Communicator {
            peer.reading.load();
   }
   // One read of `peer`'s incoming connection into its FrameReader. REQUIRES: peer.read_mu held.
-  // kFull (only with `within_budget`): nothing was read, the peer's messages that wait for a
-  // receive fill its budget. A caller reading for a receive of its own reads past the budget.
+  // kFull: nothing was read, the message arriving would be staged and what this rank holds of
+  // the peer's messages fills its receive budget (FrameReader::Ready). Every reader, the io
+  // thread, ReadItself and the ring alike, stops there: a receive whose message is behind that
+  // one waits for a receive of it (TCP's flow control meanwhile holds the sender back).
   enum class ReadResult { kGot, kEmpty, kEnded, kFull };
-  ReadResult ReadOnce(Peer& peer, bool within_budget = false);
+  ReadResult ReadOnce(Peer& peer);
   // Writes one frame of `type` to rank `dest` (not this rank), waiting for an earlier sender to
   // it until `deadline`; `what` prefixes errors.
   Status SendFrame(int dest, FrameType type, uint32_t tag, std::span<const std::byte> data,

@@ -81,10 +81,10 @@ OptionSchema TcpOptionSchema() {
                    "algorithm this kernel has (e.g. reno, cubic, bbr) on every connection"),
       IntOption("receive_budget_bytes",
                 static_cast<int64_t>(TcpOptions::kDefaultReceiveBudgetBytes),
-                "bytes of messages from one peer that may wait for a receive to ask for them; "
-                "past it this rank stops reading that peer (TCP flow control then slows the "
-                "sender) until a receive takes some. The message being read is always read "
-                "whole, so at most this plus one message waits per peer"),
+                "bytes of one peer's messages that may wait for a receive to ask for them "
+                "(the part of one still arriving included); past it this rank reads that peer "
+                "only into receives that wait (TCP flow control then slows the sender) until a "
+                "receive takes some. At most this plus 512 KiB waits per peer. 4096 to 2^40"),
   };
 }
 
@@ -119,9 +119,14 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
                                 " is outside [0, 1073741824]");
   t.allreduce_small_bytes = static_cast<size_t>(small);
   const int64_t budget = o.GetInt("receive_budget_bytes");
-  if (budget < 0)
+  if (budget < static_cast<int64_t>(TcpOptions::kMinReceiveBudgetBytes) ||
+      budget > static_cast<int64_t>(TcpOptions::kMaxReceiveBudgetBytes))
     return InvalidArgumentError("tcp option 'receive_budget_bytes': " + std::to_string(budget) +
-                                " is below 0");
+                                " is outside [" +
+                                std::to_string(TcpOptions::kMinReceiveBudgetBytes) + ", " +
+                                std::to_string(TcpOptions::kMaxReceiveBudgetBytes) +
+                                "] (0 would stop reading every peer; the default is " +
+                                std::to_string(TcpOptions::kDefaultReceiveBudgetBytes) + ")");
   t.receive_budget_bytes = static_cast<uint64_t>(budget);
   const std::string layout = o.GetString("allreduce_layout");
   if (layout == "auto") {

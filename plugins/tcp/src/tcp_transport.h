@@ -52,12 +52,19 @@ struct TcpOptions {
   // of bbr on loopback, the system's elsewhere; congestion_control.h); "system": the system's
   // everywhere; else that algorithm on every one.
   std::string congestion_control;
-  // Bytes of messages from one peer that may wait, complete, for a receive to ask for them. Past
-  // it this rank stops reading that peer until a receive takes some, so TCP's flow control slows
-  // the sender instead of this rank's memory growing. The message being read is always read
-  // whole: at most the budget plus one message waits per peer.
+  // Bytes of one peer's messages that this rank may hold for receives that have not asked for
+  // them yet (complete ones, the part of one still arriving, a part handed back by a receive that
+  // gave up). Past it no read path (the io thread, a receive or AllReduce reading a connection
+  // itself) reads that peer's next bytes unless they go straight into a waiting receive, so
+  // TCP's flow control slows the sender instead of this rank's memory growing: at most the
+  // budget plus one read's chunk (Mailbox::kChunkBytes) is held per peer, and a part handed
+  // back by a receive that gave up.
   uint64_t receive_budget_bytes = kDefaultReceiveBudgetBytes;
   static constexpr uint64_t kDefaultReceiveBudgetBytes = uint64_t{256} << 20;
+  // The option's range: below a page it would stop reading at every message (a figure meant in
+  // MiB?); above 1 TiB it bounds nothing on any machine this runs on.
+  static constexpr uint64_t kMinReceiveBudgetBytes = 4096;
+  static constexpr uint64_t kMaxReceiveBudgetBytes = uint64_t{1} << 40;
 };
 
 OptionSchema TcpOptionSchema();

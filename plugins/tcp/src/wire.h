@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "reel/status.h"
+#include "reel/transport.h"
 
 namespace reel::tcp {
 
@@ -154,8 +155,11 @@ enum class FrameType : uint8_t {
 // Native collectives are numbered modulo 2^31 (the tag field of a collective frame).
 constexpr uint32_t kCollectiveSeqMask = 0x7fffffff;
 constexpr size_t kFrameHeaderBytes = 24;
-// No message may exceed this (1 TiB): a larger length is corruption, not a request to allocate.
-constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
+// No frame's payload may exceed the largest message a Send takes (reel/transport.h); the
+// native collectives' frames stay far below it (ring chunks of 256 KiB, agreements of at most
+// allreduce_small_bytes <= 1 GiB of data). A larger length is a peer breaking the protocol, not a
+// request to allocate or to read that much.
+constexpr uint64_t kMaxPayloadBytes = kMaxMessageBytes;
 constexpr uint64_t kMaxNoticeBytes = 4096;
 
 struct FrameHeader {

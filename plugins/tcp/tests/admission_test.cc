@@ -51,6 +51,49 @@ TEST(PendingHandshakes, ShedsTheOldestSilentOneOfTheBusiestAddress) {
   EXPECT_EQ(p.size(), 1);
 }
 
+// A flood of one connection per address: every address has as many pending, so the tie goes by
+// age, never by the address's spelling ("127.0.0.1", the local ranks' address, sorts first), and
+// the rank that is authenticating goes only when nothing silent is left.
+TEST(PendingHandshakes, AFloodOfOneConnectionPerAddressShedsItselfBeforeARankAuthenticating) {
+  PendingHandshakes p(5);
+  p.Add("127.0.0.3", Id(3));  // the flood's oldest
+  p.Add("127.0.0.10", Id(10));
+  auto rank = p.Add("127.0.0.1", Id(1));
+  rank->stage = PendingHandshakes::Stage::kAuthenticating;
+  p.Add("127.0.0.2", Id(2));
+  p.Add("127.0.0.4", Id(4));
+  ASSERT_TRUE(p.Full());
+  EXPECT_EQ(p.Shed(), Id(3));
+  p.Add("127.0.0.5", Id(5));  // a newcomer, as after every shed
+  EXPECT_EQ(p.Shed(), Id(10));
+  p.Add("127.0.0.6", Id(6));
+  EXPECT_EQ(p.Shed(), Id(2));
+  EXPECT_EQ(p.Shed(), Id(4));
+  EXPECT_EQ(p.Shed(), Id(5));
+  EXPECT_EQ(p.Shed(), Id(6));
+  EXPECT_EQ(p.Shed(), Id(1));  // only now
+  EXPECT_EQ(p.Shed(), nullptr);
+}
+
+// Among handshakes that all sent a hello (a flood that stalls after a valid-looking one), the
+// oldest of the busiest address goes, and between addresses with as many, the older one: a rank
+// that has just started authenticating is the newest.
+TEST(PendingHandshakes, AmongHandshakesAuthenticatingTheBusiestAddressThenTheOldestGoes) {
+  PendingHandshakes p(5);
+  std::vector<PendingHandshakes::Handle> handles;
+  handles.push_back(p.Add("10.0.0.7", Id(71)));
+  handles.push_back(p.Add("10.0.0.5", Id(5)));
+  handles.push_back(p.Add("10.0.0.7", Id(72)));
+  handles.push_back(p.Add("10.0.0.6", Id(6)));
+  handles.push_back(p.Add("10.0.0.1", Id(1)));  // the rank
+  for (auto h : handles) h->stage = PendingHandshakes::Stage::kAuthenticating;
+  EXPECT_EQ(p.Shed(), Id(71));  // 10.0.0.7 has two
+  EXPECT_EQ(p.Shed(), Id(5));   // one each now: the oldest
+  EXPECT_EQ(p.Shed(), Id(72));
+  EXPECT_EQ(p.Shed(), Id(6));
+  EXPECT_EQ(p.Shed(), Id(1));
+}
+
 TEST(PendingHandshakes, TheOptionIsBoundedAndNamedWhenOutOfRange) {
   for (const char* bad : {"0", "-1", "100001"}) {
     Result<Options> parsed = ParseOptions(TcpOptionSchema(), {{"max_pending_handshakes", bad}});

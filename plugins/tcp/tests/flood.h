@@ -2,12 +2,15 @@
 // each silent, dribbling one byte a second (slowloris), sending random bytes, or sending a frame
 // header that claims an enormous payload, and opened again as soon as the rank closes it (as a
 // flood that wants to keep the port busy would). On a thread of its own; to loopback unless told
-// another address (the tests' own network namespaces: flood_main.cc).
+// another address (the tests' own network namespaces: flood_main.cc). Given `sources`, connection
+// i comes from sources[i % size] (bound before it connects; on Linux all of 127.0.0.0/8 is
+// loopback, so one process floods as many hosts would).
 #ifndef REEL_PLUGINS_TCP_TESTS_FLOOD_H_
 #define REEL_PLUGINS_TCP_TESTS_FLOOD_H_
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -35,11 +38,15 @@ class Flood {
     return "?";
   }
 
-  Flood(uint16_t port, int connections, Kind kind, const std::string& host = "127.0.0.1")
+  Flood(uint16_t port, int connections, Kind kind, const std::string& host = "127.0.0.1",
+        const std::vector<std::string>& sources = {})
       : kind_(kind) {
     const tcp::endpoint at(asio::ip::make_address(host), port);
-    for (int i = 0; i < connections; ++i)
-      asio::co_spawn(io_, Hold(at, static_cast<unsigned>(i)), asio::detached);
+    for (int i = 0; i < connections; ++i) {
+      std::optional<asio::ip::address> from;
+      if (!sources.empty()) from = asio::ip::make_address(sources[i % sources.size()]);
+      asio::co_spawn(io_, Hold(at, from, static_cast<unsigned>(i)), asio::detached);
+    }
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Flood() {
@@ -52,11 +59,17 @@ class Flood {
   int64_t cut() const { return cut_.load(); }
 
  private:
-  asio::awaitable<void> Hold(tcp::endpoint at, unsigned seed) {
+  asio::awaitable<void> Hold(tcp::endpoint at, std::optional<asio::ip::address> from,
+                             unsigned seed) {
     std::mt19937 random(seed);
     boost::system::error_code ec;
     while (!stopping_) {
       tcp::socket s(io_);
+      if (from) {
+        s.open(at.protocol(), ec);
+        if (!ec) s.bind(tcp::endpoint(*from, 0), ec);
+        if (ec) co_return;  // no such source here: the test sees too few connections opened
+      }
       co_await s.async_connect(at, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {  // not listening yet (or no longer)
         asio::steady_timer later(io_, std::chrono::milliseconds(20));

@@ -169,6 +169,90 @@ INSTANTIATE_TEST_SUITE_P(Hostile, DuringFormation,
                                   std::to_string(info.param.connections);
                          });
 
+// A flood of silent connections from 64 loopback addresses (127.0.0.2 to .65, one each at a
+// time: every address ties) held on the coordinator, with at most 48 handshakes pending, so
+// nearly every accept sheds one. A handshake from 127.0.0.1 stays in its authenticating stage
+// (hello sent, challenge read) while the flood is shed 200 times more: it still gets its verdict
+// (a tie once went to the lexicographically first address, 127.0.0.1, and cut it at the next
+// accept). Then ranks 1 and 2 join from 127.0.0.1, the group forms and computes, and rank 0's
+// line names the many sources.
+TEST(Hostile, AFloodFromManyLoopbackAddressesShedsItselfNotAHandshakeAuthenticating) {
+  const std::string coordinator = FreeCoordinator();
+  TcpOptions options = HostileOptions();
+  options.max_pending_handshakes = 48;
+  options.handshake_timeout = 10000ms;  // the authenticating one waits for the flood's sheds
+  options.drop_report_interval = 600s;
+  CapturedStderr captured;
+  const auto transport = MakeTcpTransport(options);
+  std::optional<Result<std::unique_ptr<Communicator>>> rank0;
+  std::thread t0([&] { rank0 = transport->Connect({0, 3, coordinator}, DeadlineIn(120s)); });
+  std::vector<std::string> sources;
+  for (int i = 2; i < 66; ++i) sources.push_back("127.0.0." + std::to_string(i));
+  std::optional<Flood> flood;
+  flood.emplace(PortOf(coordinator), 64, Flood::Kind::kSilent, "127.0.0.1", sources);
+  for (int i = 0; i < 3000 && flood->cut() < 64; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(flood->cut(), 64) << "the flood was never shed: is it over the bound?";
+
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread io_thread([&] { io.run(); });
+  tcp::socket authenticating(io);
+  const Endpoint at{"127.0.0.1", PortOf(coordinator)};
+  // World size 4: authenticated, then refused, so the group's own rank 1 keeps its place.
+  const auto hello = EncodeHello({Purpose::kJoin, 1, 4, *FreshNonce(), {}});
+  std::array<std::byte, kChallengeBytes> challenge;
+  // Until the hello is read, a connection is as silent as the flood's, and as old as the
+  // newest of them: cut after 48 more accepts, it tries again, as a rank does.
+  bool challenged = false;
+  for (int attempt = 0; attempt < 100 && !challenged; ++attempt) {
+    authenticating.close();
+    ASSERT_TRUE(ConnectWithRetry(io, authenticating, at, "rank 0", DeadlineIn(10s)).ok());
+    challenged = WriteAll(io, authenticating, hello, "rank 0", DeadlineIn(10s)).ok() &&
+                 ReadExact(io, authenticating, challenge, "rank 0", DeadlineIn(10s)).ok();
+  }
+  ASSERT_TRUE(challenged) << "no hello of 100 was answered";
+  const int64_t cut_before = flood->cut();
+  for (int i = 0; i < 5000 && flood->cut() < cut_before + 200; ++i)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_GE(flood->cut(), cut_before + 200) << "the flood stopped churning";
+  const auto response = EncodeResponse(*ClientMac(options.secret, hello, challenge));
+  ASSERT_TRUE(WriteAll(io, authenticating, response, "rank 0", DeadlineIn(10s)).ok());
+  Result<Control> verdict = ReadControl(io, authenticating, "rank 0", DeadlineIn(10s));
+  EXPECT_THAT(verdict.status().message(), HasSubstr("has world size 4"))
+      << "the handshake authenticating was shed";
+  authenticating.close();
+
+  const auto start = Clock::now();
+  std::vector<Result<std::unique_ptr<Communicator>>> others;
+  others.emplace_back(InternalError("not run"));
+  others.emplace_back(InternalError("not run"));
+  std::thread t1([&] { others[0] = transport->Connect({1, 3, coordinator}, DeadlineIn(30s)); });
+  std::thread t2([&] { others[1] = transport->Connect({2, 3, coordinator}, DeadlineIn(30s)); });
+  t1.join();
+  t2.join();
+  t0.join();
+  const auto took = Clock::now() - start;
+  std::vector<Result<std::unique_ptr<Communicator>>> all;
+  all.push_back(std::move(*rank0));
+  for (auto& r : others) all.push_back(std::move(r));
+  Comms comms = Formed(std::move(all));
+  ASSERT_EQ(comms.size(), 3u);
+  ExpectAllReduceWorks(comms, 3);
+  const int64_t opened = flood->opened(), cut = flood->cut();
+  flood.reset();
+  comms.clear();
+  work.reset();
+  io_thread.join();
+  const std::string log = captured.Restore();
+  std::cout << "[hostile] formation of 3 ranks with 64 silent connections from 64 loopback "
+               "addresses held open to the coordinator (48 pending at most): "
+            << Milliseconds(took) << " ms (the flood opened " << opened << ", rank 0 closed " << cut
+            << ")\n";
+  const auto [dropped, lines] = Dropped(log);
+  EXPECT_GE(dropped, cut) << log;
+  EXPECT_THAT(log, HasSubstr(" more address(es)):"));  // from many sources indeed
+}
+
 // After formation: floods at rank 0's port and at rank 1's listener while the group computes.
 TEST(Hostile, AFloodWhileTheGroupComputesStopsNothing) {
   const std::string coordinator = FreeCoordinator();

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
+
+#include "frame_reader.h"
 
 namespace reel::tcp {
 namespace {
@@ -29,14 +33,14 @@ TEST(Mailbox, MessagesWaitingForAReceiveFillTheirSourcesBudget) {
   EXPECT_TRUE(box.HasRoom(1));
   box.DeliverCopy(1, 6, six_hundred);
   EXPECT_FALSE(box.HasRoom(1));
-  EXPECT_EQ(box.QueuedBytes(1), 1200u);
+  EXPECT_EQ(box.HeldBytes(1), 1200u);
   EXPECT_TRUE(box.HasRoom(2)) << "the budget is per source";
   ASSERT_TRUE(box.Recv(1, 6, DeadlineIn(std::chrono::seconds(1))).ok());
   EXPECT_TRUE(box.HasRoom(1));
   EXPECT_EQ(rooms, std::vector<int>{1});
   std::vector<std::byte> out(600);
   ASSERT_TRUE(box.RecvInto(1, 5, out, DeadlineIn(std::chrono::seconds(1))).ok());
-  EXPECT_EQ(box.QueuedBytes(1), 0u);
+  EXPECT_EQ(box.HeldBytes(1), 0u);
   EXPECT_EQ(rooms, std::vector<int>{1}) << "only a source that was full is announced";
 }
 
@@ -125,6 +129,153 @@ TEST(Mailbox, AStagedMessageGrowsAndArrivesWhole) {
     }
     EXPECT_TRUE(got == sent) << "claim after " << claim_after;
   }
+}
+
+// The receive budget holds inside a message too: one larger than the budget that nobody waits
+// for is staged only up to the budget (plus the chunk that crossed it); then the reader must
+// stop (Ready), until a receive asks for it and the rest goes straight into that receive.
+std::vector<std::byte> Numbered(size_t length) {
+  std::vector<std::byte> bytes(length);
+  for (size_t i = 0; i < length; ++i) bytes[i] = static_cast<std::byte>(i * 131 + i / 7);
+  return bytes;
+}
+
+// Reads `sent` into `in` (as a socket would deliver it) while the reader may, from where it is.
+void Feed(Mailbox::Inbound& in, const std::vector<std::byte>& sent) {
+  while (in.remaining() > 0 && in.Ready()) {
+    std::span<std::byte> dst = in.Next();
+    std::memcpy(dst.data(), sent.data() + (sent.size() - in.remaining()), dst.size());
+    in.Advance(dst.size());
+  }
+}
+
+constexpr uint64_t kSmallBudget = 100000;
+
+TEST(Mailbox, AMessageBeyondTheBudgetIsStagedOnlyUpToItUntilAReceiveAsks) {
+  Mailbox box("tcp rank 0", 0, 3);
+  std::vector<int> rooms;
+  box.SetBudget(kSmallBudget, [&](int source) { rooms.push_back(source); });
+  const std::vector<std::byte> sent = Numbered(3 * Mailbox::kChunkBytes + 7);
+  Mailbox::Inbound in = box.Begin(1, 3, sent.size());
+  Feed(in, sent);
+  EXPECT_EQ(in.remaining(), sent.size() - Mailbox::kChunkBytes) << "read past the budget";
+  EXPECT_EQ(box.HeldBytes(1), Mailbox::kChunkBytes);
+  EXPECT_FALSE(in.Ready());
+  EXPECT_TRUE(box.HasRoom(2)) << "the budget is per source";
+  std::vector<std::byte> got(sent.size());
+  Mailbox::Posted p;
+  p.source = 1;
+  p.tag = 3;
+  p.out = got;
+  box.Post(p);
+  EXPECT_EQ(rooms, std::vector<int>{1}) << "the paused reader is told a receive waits";
+  ASSERT_TRUE(in.Ready());  // claimed: what was staged moved into the receive's buffer
+  EXPECT_EQ(box.HeldBytes(1), 0u);
+  Feed(in, sent);
+  in.Finish();
+  ASSERT_TRUE(box.Done(p));
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_TRUE(got == sent);
+}
+
+// A Recv (which has no buffer to claim the message with) waiting for it asks for its bytes: they
+// are staged past the budget, for that receive. A Recv for another tag does not.
+TEST(Mailbox, ARecvWaitingForAMessageBeyondTheBudgetLetsItArrive) {
+  Mailbox box("tcp rank 0", 0, 2);
+  std::atomic<int> rooms{0};
+  box.SetBudget(kSmallBudget, [&](int) { ++rooms; });
+  const std::vector<std::byte> sent = Numbered(3 * Mailbox::kChunkBytes + 7);
+  Mailbox::Inbound in = box.Begin(1, 3, sent.size());
+  Feed(in, sent);
+  ASSERT_FALSE(in.Ready());
+  std::thread other([&] {
+    EXPECT_EQ(box.Recv(1, 4, DeadlineIn(std::chrono::milliseconds(300))).status().code(),
+              StatusCode::kDeadlineExceeded);
+  });
+  while (rooms.load() < 1) std::this_thread::yield();
+  EXPECT_FALSE(in.Ready()) << "a Recv of another tag let it pass the budget";
+  other.join();
+  Result<Message> m = InternalError("not received");
+  std::thread receiver([&] { m = box.Recv(1, 3, DeadlineIn(std::chrono::seconds(30))); });
+  while (rooms.load() < 2) std::this_thread::yield();
+  EXPECT_TRUE(in.Ready());
+  Feed(in, sent);
+  ASSERT_EQ(in.remaining(), 0u);
+  in.Finish();
+  receiver.join();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->payload == sent);
+  EXPECT_EQ(box.HeldBytes(1), 0u);
+}
+
+// A receive that gives up while its message streams into its buffer hands the part read back:
+// held for nobody now, it counts against the budget (it used not to), and the reader stops
+// there; a later receive gets the message whole.
+TEST(Mailbox, APartHandedBackByAReceiveThatGaveUpCountsAgainstTheBudget) {
+  Mailbox box("tcp rank 0", 0, 2);
+  box.SetBudget(kSmallBudget, [](int) {});
+  const std::vector<std::byte> sent = Numbered(3 * Mailbox::kChunkBytes + 7);
+  std::vector<std::byte> first(sent.size());
+  Mailbox::Posted gave_up;
+  gave_up.source = 1;
+  gave_up.tag = 3;
+  gave_up.out = first;
+  box.Post(gave_up);
+  Mailbox::Inbound in = box.Begin(1, 3, sent.size());  // claimed at once
+  std::span<std::byte> dst = in.Next();
+  std::memcpy(dst.data(), sent.data(), dst.size());
+  in.Advance(dst.size());
+  EXPECT_EQ(box.HeldBytes(1), 0u) << "bytes in a receive's buffer are the receiver's";
+  in.Unclaim(gave_up, DeadlineExceededError("passed its deadline"));
+  ASSERT_TRUE(box.Done(gave_up));
+  EXPECT_EQ(gave_up.status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(box.HeldBytes(1), Mailbox::kChunkBytes);
+  EXPECT_FALSE(in.Ready());
+  std::vector<std::byte> got(sent.size());
+  Mailbox::Posted later;
+  later.source = 1;
+  later.tag = 3;
+  later.out = got;
+  box.Post(later);
+  Feed(in, sent);
+  ASSERT_EQ(in.remaining(), 0u);
+  in.Finish();
+  ASSERT_TRUE(box.Done(later));
+  ASSERT_TRUE(later.status.ok()) << later.status;
+  EXPECT_TRUE(got == sent);
+  EXPECT_EQ(box.HeldBytes(1), 0u);
+}
+
+// A peer whose frame claims more than the largest message (here 2^40 bytes) breaks the
+// protocol: its reader fails naming the length before any of it is staged, and another peer's
+// messages still arrive.
+TEST(FrameReader, AFrameClaimingMoreThanTheLargestMessageFailsItsPeerAndNoOneElse) {
+  Mailbox box("tcp rank 0", 0, 3, /*isolate_failures=*/true);
+  box.SetBudget(kSmallBudget, [](int) {});
+  FrameReader hostile(box, 1, 3, [](int, const std::string&) {});
+  FrameReader fine(box, 2, 3, [](int, const std::string&) {});
+  auto feed = [](FrameReader& r, std::span<const std::byte> bytes) {
+    while (!bytes.empty() && r.state() == FrameReader::State::kReading && r.Ready()) {
+      std::span<std::byte> to = r.Buffer();
+      const size_t n = std::min(to.size(), bytes.size());
+      std::memcpy(to.data(), bytes.data(), n);
+      r.Consumed(n);
+      bytes = bytes.subspan(n);
+    }
+  };
+  feed(hostile, EncodeFrameHeader({FrameType::kData, 1, 5, uint64_t{1} << 40}));
+  EXPECT_EQ(hostile.state(), FrameReader::State::kFailed);
+  EXPECT_THAT(hostile.failure(),
+              HasSubstr("not the protocol: frame header: payload of 1099511627776 bytes exceeds "
+                        "the limit of 2147483647"));
+  EXPECT_FALSE(hostile.mid_message());
+  EXPECT_EQ(box.HeldBytes(1), 0u);
+  const std::vector<std::byte> payload = Numbered(1000);
+  feed(fine, EncodeFrameHeader({FrameType::kData, 2, 5, payload.size()}));
+  feed(fine, payload);
+  Result<Message> m = box.Recv(2, 5, DeadlineIn(std::chrono::seconds(5)));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->payload == payload);
 }
 
 // Native collectives (collective frames): a message of a collective that has ended on this rank

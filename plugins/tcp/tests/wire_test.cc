@@ -10,14 +10,14 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Wire, FrameHeaderRoundTrips) {
-  FrameHeader h{FrameType::kData, 3, 32767, uint64_t{1} << 33};
+  FrameHeader h{FrameType::kData, 3, 32767, kMaxMessageBytes};  // the largest a frame may claim
   auto bytes = EncodeFrameHeader(h);
   Result<FrameHeader> back = DecodeFrameHeader(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->type, FrameType::kData);
   EXPECT_EQ(back->source, 3u);
   EXPECT_EQ(back->tag, 32767u);
-  EXPECT_EQ(back->length, uint64_t{1} << 33);
+  EXPECT_EQ(back->length, kMaxMessageBytes);
 }
 
 // A collective frame's tag field is the collective's number, up to 2^31 - 1 (not a tag).
@@ -51,12 +51,26 @@ TEST(Wire, FrameHeaderRejectsEveryBadField) {
   expect_bad(5, std::byte{7}, "frame type 7");
   expect_bad(6, std::byte{1}, "reserved");
   expect_bad(13, std::byte{0x80}, "tag");         // tag 32768 + ...
-  expect_bad(21, std::byte{0x01}, "payload of");  // length >= 2^40
+  expect_bad(21, std::byte{0x01}, "payload of");  // length >= 2^40 > kMaxMessageBytes
   EXPECT_THAT(DecodeFrameHeader(std::span(good).first(23)).status().message(),
               HasSubstr("23 bytes, expected 24"));
   auto heartbeat_with_payload = EncodeFrameHeader({FrameType::kHeartbeat, 1, 0, 4});
   EXPECT_THAT(DecodeFrameHeader(heartbeat_with_payload).status().message(),
               HasSubstr("heartbeat or goodbye frame with a tag or payload"));
+}
+
+// A frame may claim at most what one Send carries (kMaxMessageBytes): a header claiming more, of
+// any type, is refused before anyone allocates or reads a byte of it.
+TEST(Wire, AFrameClaimingMoreThanTheLargestMessageIsRefused) {
+  for (FrameType type : {FrameType::kData, FrameType::kCollective}) {
+    ASSERT_TRUE(DecodeFrameHeader(EncodeFrameHeader({type, 1, 5, kMaxMessageBytes})).ok());
+    for (uint64_t length : {uint64_t{kMaxMessageBytes} + 1, uint64_t{1} << 40, ~uint64_t{0}}) {
+      Result<FrameHeader> h = DecodeFrameHeader(EncodeFrameHeader({type, 1, 5, length}));
+      EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument) << length;
+      EXPECT_THAT(h.status().message(), HasSubstr("payload of " + std::to_string(length) +
+                                                  " bytes exceeds the limit of 2147483647"));
+    }
+  }
 }
 
 TEST(Wire, HandshakeMacsBindBothNoncesTheJobAndTheSecret) {
