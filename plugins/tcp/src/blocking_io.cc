@@ -97,11 +97,14 @@ Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host) {
   return out;
 }
 
-Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
-                                      const HostLookup& lookup) {
-  error_code ec;
-  asio::ip::address a = asio::ip::make_address(host, ec);
-  if (!ec) return a;
+namespace {
+
+// One lookup of `host` through `lookup` in a thread of its own, waited for until `deadline`
+// (getaddrinfo cannot be cancelled: a lookup still running then finishes alone). nullopt when
+// the deadline passed first.
+std::optional<Result<std::vector<asio::ip::address>>> LookUpOnce(const std::string& host,
+                                                                 Deadline deadline,
+                                                                 const HostLookup& lookup) {
   // Shared with the lookup's thread, which may outlive this call.
   struct Lookup {
     std::mutex mu;
@@ -117,15 +120,40 @@ Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline
   }).detach();
   std::unique_lock<std::mutex> lock(state->mu);
   while (!state->result)
-    if (!WaitUntil(state->done, lock, deadline) && !state->result)
+    if (!WaitUntil(state->done, lock, deadline) && !state->result) return std::nullopt;
+  return std::move(state->result);
+}
+
+}  // namespace
+
+Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
+                                      const HostLookup& lookup) {
+  error_code ec;
+  asio::ip::address a = asio::ip::make_address(host, ec);
+  if (!ec) return a;
+  // A name may appear only after this rank started (a Kubernetes service, a pod's DNS record):
+  // a failed lookup is tried again, with backoff, until the deadline.
+  auto pause = std::chrono::milliseconds(50);
+  std::string last = "none finished";
+  for (int tries = 1;; ++tries) {
+    auto result = LookUpOnce(host, deadline, lookup);
+    if (!result) {
+      last = "a lookup still running at the deadline";
+    } else if (result->ok() && !(*result)->empty()) {
+      const std::vector<asio::ip::address>& addresses = **result;
+      for (const auto& address : addresses)
+        if (address.is_v4()) return address;
+      return addresses.front();
+    } else {
+      last = result->ok() ? "no address" : result->status().message();
+    }
+    if (!result || Clock::now() + pause >= deadline)
       return DeadlineExceededError("looking up host '" + host +
-                                   "' did not finish before the deadline");
-  if (!state->result->ok()) return state->result->status();
-  const std::vector<asio::ip::address>& addresses = **state->result;
-  if (addresses.empty()) return UnavailableError("cannot resolve host '" + host + "': no address");
-  for (const auto& address : addresses)
-    if (address.is_v4()) return address;
-  return addresses.front();
+                                   "' found no address before the deadline (" +
+                                   std::to_string(tries) + " lookup(s); last: " + last + ")");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, std::chrono::milliseconds(2000));
+  }
 }
 
 WaitingReport::WaitingReport(std::string whom, Deadline deadline, std::chrono::milliseconds every,

@@ -29,9 +29,10 @@ Result<Endpoint> ParseHostPort(const std::string& text, const std::string& what)
 // Looks a host name up (the system's resolver by default): its addresses, or Unavailable.
 using HostLookup = std::function<Result<std::vector<asio::ip::address>>(const std::string& host)>;
 Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host);
-// Numeric addresses directly, names through `lookup` (IPv4 first), which gets until `deadline`:
-// the lookup runs in a thread of its own, left to finish alone if the deadline passes first
-// (getaddrinfo cannot be cancelled), and this returns DeadlineExceeded naming the host.
+// Numeric addresses directly, names through `lookup` (IPv4 first). A failed lookup is tried again,
+// pausing 50 ms doubling to 2 s, until `deadline` (a name may appear later, as in Kubernetes);
+// then DeadlineExceeded naming the host and the last lookup's error. Each lookup runs in a thread
+// of its own, left to finish alone if the deadline passes first (getaddrinfo cannot be cancelled).
 Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
                                       const HostLookup& lookup = SystemLookup);
 
