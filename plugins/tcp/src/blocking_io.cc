@@ -308,14 +308,37 @@ Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const s
     return PermissionDeniedError(what +
                                  " could not prove the shared secret (do all ranks have "
                                  "the same REEL_SECRET or option 'secret'?)");
+  Result<Mac> client_mac = ClientMac(secret, hello_bytes, challenge_bytes);
+  if (!client_mac.ok()) return client_mac.status().WithContext(what);
+  // A server of another launch (an earlier run's coordinator or rank with the same secret and
+  // port) or of another group is refused, whatever its rank and verdict. It is answered all the
+  // same, so that it refuses this rank in turn and says so in its own log, which its job's owner
+  // reads (else it would count one more anonymous hang-up).
+  if (challenge->job_id != hello.job_id || (!IsZero(hello.job) && challenge->job != hello.job)) {
+    if (WriteAll(io, socket, EncodeResponse(*client_mac), what, deadline).ok())
+      (void)ReadControl(io, socket, what, deadline);
+    const std::string peer = hello.purpose == Purpose::kJoin
+                                 ? "a coordinator"
+                                 : "rank " + std::to_string(challenge->rank);
+    error_code ec;
+    const tcp::endpoint at = socket.remote_endpoint(ec);
+    const std::string which =
+        challenge->job_id != hello.job_id
+            ? " of job " + JobName(hello.job_id) + " refused " + peer + " of job " +
+                  JobName(challenge->job_id)
+            : " refused " + peer + " of another group of its job (job nonce " +
+                  ShortHex(challenge->job) + ", this rank's " + ShortHex(hello.job) + ")";
+    return FailedPreconditionError(
+        "tcp rank " + std::to_string(hello.rank) + which + (ec ? "" : " at " + ToString(at)) +
+        ": a process of another launch with the same secret and port? (REEL_JOB_ID: "
+        "plugins/tcp/README.md, \"Jobs\")");
+  }
   if (challenge->rank != static_cast<uint32_t>(expect_rank) ||
       challenge->world_size != hello.world_size)
     return FailedPreconditionError(what + " is rank " + std::to_string(challenge->rank) + " of " +
                                    std::to_string(challenge->world_size) + ", expected rank " +
                                    std::to_string(expect_rank) + " of " +
                                    std::to_string(hello.world_size));
-  Result<Mac> client_mac = ClientMac(secret, hello_bytes, challenge_bytes);
-  if (!client_mac.ok()) return client_mac.status().WithContext(what);
   REEL_RETURN_IF_ERROR(WriteAll(io, socket, EncodeResponse(*client_mac), what, deadline));
   REEL_ASSIGN_OR_RETURN(Control verdict, ReadControl(io, socket, what, deadline));
   if (verdict.type != ControlType::kAccept)

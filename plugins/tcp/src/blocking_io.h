@@ -100,10 +100,11 @@ Status WriteControl(asio::io_context& io, tcp::socket& socket, ControlType type,
                     std::span<const std::byte> body, const std::string& what, Deadline deadline);
 
 // The client half of the handshake (wire.h) on a connected socket: authenticates both ways, checks
-// that the server is rank `expect_rank` of a group of hello.world_size, and waits for its verdict.
-// The server's job nonce (wire.h) on success. PermissionDenied if the server cannot prove the
-// secret; FailedPrecondition with the server's reason if it refuses; Internal if computing a MAC
-// fails; Unavailable if the connection ends (e.g. the server shed it).
+// that the server is of hello.job_id's launch (and of hello.job's group once it has one) and is
+// rank `expect_rank` of a group of hello.world_size, and waits for its verdict. The server's job
+// nonce (wire.h) on success. PermissionDenied if the server cannot prove the secret;
+// FailedPrecondition naming both jobs if it is of another, or with the server's reason if it
+// refuses; Internal if computing a MAC fails; Unavailable if the connection ends (e.g. shed).
 Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
                               const Hello& hello, int expect_rank, const std::string& what,
                               Deadline deadline);
