@@ -330,8 +330,9 @@ Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const s
                   ShortHex(challenge->job) + ", this rank's " + ShortHex(hello.job) + ")";
     return FailedPreconditionError(
         "tcp rank " + std::to_string(hello.rank) + which + (ec ? "" : " at " + ToString(at)) +
-        ": a process of another launch with the same secret and port? (REEL_JOB_ID: "
-        "plugins/tcp/README.md, \"Jobs\")");
+        ": a process of " +
+        (challenge->job_id != hello.job_id ? "another launch" : "an earlier run or another group") +
+        " with the same secret and port? (REEL_JOB_ID: plugins/tcp/README.md, \"Jobs\")");
   }
   if (challenge->rank != static_cast<uint32_t>(expect_rank) ||
       challenge->world_size != hello.world_size)
