@@ -19,21 +19,21 @@ using namespace std::chrono_literals;
 
 using Comms = std::vector<std::unique_ptr<Communicator>>;
 
-TcpOptions OfJob(const std::string& job_id) {
+TcpOptions JobOptions(const std::string& job_id) {
   TcpOptions o = TestOptions();
   o.job_id = job_id;
   return o;
 }
 
 // Connects `ctx` through `transport` on a thread of its own; join() before reading `result`.
-struct Connecting {
-  Connecting(Transport& transport, TransportContext ctx, Deadline deadline)
+struct ConnectingRank {
+  ConnectingRank(Transport& transport, TransportContext ctx, Deadline deadline)
       : thread([this, &transport, ctx, deadline] { result = transport.Connect(ctx, deadline); }) {}
   Result<std::unique_ptr<Communicator>> result = InternalError("not run");
   std::thread thread;
 };
 
-void ExpectAllReduceWorks(Comms& raw) {
+void ExpectTheGroupSums(Comms& raw) {
   Comms comms;
   for (auto& c : raw) comms.push_back(core::WithRingCollectives(std::move(c)));
   std::vector<Status> statuses(comms.size());
@@ -55,9 +55,9 @@ void ExpectAllReduceWorks(Comms& raw) {
 TEST(TcpJobs, AnEarlierJobsCoordinatorIsRefusedNamingBothJobs) {
   CapturedStderr captured;
   const std::string coordinator = FreeCoordinator();
-  auto old_job = MakeTcpTransport(OfJob("1200.0"));
-  auto new_job = MakeTcpTransport(OfJob("1234.0"));
-  Connecting old_rank0(*old_job, {0, 2, coordinator}, DeadlineIn(60s));
+  auto old_job = MakeTcpTransport(JobOptions("1200.0"));
+  auto new_job = MakeTcpTransport(JobOptions("1234.0"));
+  ConnectingRank old_rank0(*old_job, {0, 2, coordinator}, DeadlineIn(60s));
   Result<std::unique_ptr<Communicator>> new_rank1 =
       new_job->Connect({1, 2, coordinator}, DeadlineIn(60s));
   EXPECT_EQ(new_rank1.status().code(), StatusCode::kFailedPrecondition) << new_rank1.status();
@@ -76,7 +76,7 @@ TEST(TcpJobs, AnEarlierJobsCoordinatorIsRefusedNamingBothJobs) {
   Comms comms;
   comms.push_back(std::move(*old_rank0.result));
   comms.push_back(std::move(*old_rank1));
-  ExpectAllReduceWorks(comms);
+  ExpectTheGroupSums(comms);
 }
 
 // A rank left from an earlier run reaches the new coordinator: it refuses the coordinator, and a
@@ -86,9 +86,9 @@ TEST(TcpJobs, AStrayRankOfAnEarlierJobTakesNoSlot) {
   const std::string coordinator = FreeCoordinator();
   Result<Endpoint> at = ParseHostPort(coordinator, "test");
   ASSERT_TRUE(at.ok());
-  auto new_job = MakeTcpTransport(OfJob("1234.0"));
-  auto old_job = MakeTcpTransport(OfJob("1200.0"));
-  Connecting rank0(*new_job, {0, 2, coordinator}, DeadlineIn(60s));
+  auto new_job = MakeTcpTransport(JobOptions("1234.0"));
+  auto old_job = MakeTcpTransport(JobOptions("1200.0"));
+  ConnectingRank rank0(*new_job, {0, 2, coordinator}, DeadlineIn(60s));
 
   Result<std::unique_ptr<Communicator>> stray =
       old_job->Connect({1, 2, coordinator}, DeadlineIn(60s));
@@ -125,7 +125,7 @@ TEST(TcpJobs, AStrayRankOfAnEarlierJobTakesNoSlot) {
   Comms comms;
   comms.push_back(std::move(*rank0.result));
   comms.push_back(std::move(*rank1));
-  ExpectAllReduceWorks(comms);
+  ExpectTheGroupSums(comms);
   work.reset();
   io_thread.join();
 }
@@ -134,11 +134,11 @@ TEST(TcpJobs, AStrayRankOfAnEarlierJobTakesNoSlot) {
 // (or of another group of the same launch) is refused before this rank answers it.
 TEST(TcpJobs, AMeshPeerOfAnotherJobOrGroupIsRefused) {
   const std::string coordinator = FreeCoordinator();
-  TcpOptions options = OfJob("1200.0");
+  TcpOptions options = JobOptions("1200.0");
   options.listen_port = FreePort();
   auto old_rank1_transport = MakeTcpTransport(options);
-  auto old_rank0_transport = MakeTcpTransport(OfJob("1200.0"));
-  Connecting old_rank0(*old_rank0_transport, {0, 2, coordinator}, DeadlineIn(60s));
+  auto old_rank0_transport = MakeTcpTransport(JobOptions("1200.0"));
+  ConnectingRank old_rank0(*old_rank0_transport, {0, 2, coordinator}, DeadlineIn(60s));
   Result<std::unique_ptr<Communicator>> old_rank1 =
       old_rank1_transport->Connect({1, 2, coordinator}, DeadlineIn(60s));
   old_rank0.thread.join();
@@ -208,7 +208,7 @@ TEST(TcpOptionsAgreement, RanksWithDifferentLayoutsAreRefusedNamingBothValuesAnd
     const std::string coordinator = FreeCoordinator();
     auto t0 = MakeTcpTransport(hierarchical);
     auto t1 = MakeTcpTransport(c.rank1);
-    Connecting rank0(*t0, {0, 2, coordinator}, DeadlineIn(60s));
+    ConnectingRank rank0(*t0, {0, 2, coordinator}, DeadlineIn(60s));
     Result<std::unique_ptr<Communicator>> rank1 = t1->Connect({1, 2, coordinator}, DeadlineIn(60s));
     rank0.thread.join();
     for (const auto* r : {&rank0.result, &rank1}) {
