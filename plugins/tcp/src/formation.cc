@@ -588,7 +588,8 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   {
     std::lock_guard<std::mutex> lock(form_mu_);
     if (!rendezvous_open_)
-      refusal = "the rendezvous is closed (the group formed or gave up)";
+      refusal = disagreement_.empty() ? "the rendezvous is closed (the group formed or gave up)"
+                                      : disagreement_;
     else if (joined_[static_cast<size_t>(r)])
       refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
     else if (std::string d =
