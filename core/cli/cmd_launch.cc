@@ -5,7 +5,10 @@
 //   that was free a moment ago), and REEL_TRANSPORT = tcp unless the environment sets it already
 //   (a run config without a transport section uses the transport REEL_TRANSPORT names), and on
 //   one node REEL_SECRET, random per launch unless the environment sets it (the tcp transport
-//   authenticates every connection with it; several nodes must share one, so it is theirs to set).
+//   authenticates every connection with it; several nodes must share one, so it is theirs to set),
+//   and REEL_JOB_ID, the launch's job identity (reel/job_id.h) by which the tcp transport refuses
+//   processes of other launches: the environment's (REEL_JOB_ID, else Slurm's job and step), else
+//   on one node random per launch; several nodes must share one, so it is theirs to set.
 // Supervision and exit codes: rank_supervisor.h.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,12 +16,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
 #include "args.h"
 #include "cli.h"
 #include "rank_supervisor.h"
+#include "reel/job_id.h"
 
 namespace reel::cli {
 namespace {
@@ -124,17 +129,35 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   return plan;
 }
 
-// 32 random bytes from the kernel, in hex.
-Result<std::string> RandomSecret() {
+// `count` random bytes from the kernel, in hex; `what` names their use in the error.
+Result<std::string> RandomHex(size_t count, const std::string& what) {
   unsigned char bytes[32];
+  count = std::min(count, sizeof bytes);
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  const bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  const bool ok = fd >= 0 && ::read(fd, bytes, count) == static_cast<ssize_t>(count);
   if (fd >= 0) ::close(fd);
-  if (!ok) return UnavailableError("cannot read /dev/urandom for a shared secret");
+  if (!ok) return UnavailableError("cannot read /dev/urandom for " + what);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (unsigned char b : bytes) out += {kHex[b >> 4], kHex[b & 15]};
+  for (size_t i = 0; i < count; ++i) out += {kHex[bytes[i] >> 4], kHex[bytes[i] & 15]};
   return out;
+}
+
+// The job identity this launch gives its ranks (reel/job_id.h): the environment's, else on one
+// node a new one. Several nodes cannot share one made here; without one the tcp ranks of every
+// node would start, so refuse before starting any, as for the secret.
+Result<std::string> LaunchJobId(const LaunchPlan& plan, const std::string& transport) {
+  REEL_ASSIGN_OR_RETURN(std::string id,
+                        JobIdFromEnvironment([](const char* name) { return std::getenv(name); }));
+  if (!id.empty()) return id;
+  if (plan.nodes > 1 && transport == "tcp")
+    return InvalidArgumentError(
+        "REEL_JOB_ID is not set: ranks on " + std::to_string(plan.nodes) +
+        " nodes must share one job identity (so that a process left from an earlier run is "
+        "refused); export the same new value on every node, e.g. export REEL_JOB_ID=run-$(openssl "
+        "rand -hex 6)");
+  REEL_ASSIGN_OR_RETURN(std::string random, RandomHex(6, "a job identity"));
+  return "launch-" + random;
 }
 
 // `reel` as the command means this very executable, with the global flags launch got
@@ -171,8 +194,9 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
                                 "export REEL_SECRET=$(openssl rand -hex 32)");
   std::string own_secret;
   if (!has_secret && plan.nodes == 1) {
-    REEL_ASSIGN_OR_RETURN(own_secret, RandomSecret());
+    REEL_ASSIGN_OR_RETURN(own_secret, RandomHex(32, "a shared secret"));
   }
+  REEL_ASSIGN_OR_RETURN(const std::string job_id, LaunchJobId(plan, transport_name));
   for (int64_t i = 0; i < plan.local_ranks; ++i) {
     RankSpec spec;
     spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
@@ -184,6 +208,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
         "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
         "REEL_COORDINATOR=" + plan.coordinator,
         "REEL_TRANSPORT=" + transport_name,
+        "REEL_JOB_ID=" + job_id,
     };
     if (!own_secret.empty()) spec.environment.push_back("REEL_SECRET=" + own_secret);
     options.ranks.push_back(std::move(spec));

@@ -50,6 +50,7 @@ TEST(LaunchTest, EveryRankGetsItsEnvironment) {
 
 TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
   ::setenv("REEL_SECRET", "shared-by-every-node", 1);
+  ::setenv("REEL_JOB_ID", "run-1", 1);
   RunResult r =
       LaunchSh({"-n", "2", "--nnodes", "3", "--node-rank", "2", "--coordinator", "10.1.2.3:29500"},
                "echo $REEL_RANK $REEL_WORLD_SIZE $REEL_LOCAL_RANK $REEL_NODE_RANK "
@@ -58,6 +59,7 @@ TEST(LaunchTest, SecondNodeNumbersItsRanksAfterTheFirstNodes) {
   std::vector<std::string> lines = Lines(r.out);
   std::sort(lines.begin(), lines.end());
   ::unsetenv("REEL_SECRET");
+  ::unsetenv("REEL_JOB_ID");
   EXPECT_EQ(lines, (std::vector<std::string>{"[rank 4] 4 6 0 2 10.1.2.3:29500",
                                              "[rank 5] 5 6 1 2 10.1.2.3:29500"}));
 }
@@ -100,6 +102,49 @@ TEST(LaunchTest, RanksShareASecret) {
   r = LaunchSh({"-n", "1"}, "echo $REEL_SECRET");
   ::unsetenv("REEL_SECRET");
   EXPECT_EQ(r.out, "[rank 0] given\n");
+}
+
+// Every rank of a launch carries one job identity, by which the tcp transport refuses processes
+// of other launches: new for every launch on one node, the environment's (REEL_JOB_ID, else
+// Slurm's) when set, and required across nodes, where one made here could not reach the others.
+TEST(LaunchTest, RanksShareAJobIdentityNewForEachLaunch) {
+  ::unsetenv("REEL_JOB_ID");
+  RunResult r = LaunchSh({"-n", "2"}, "echo $REEL_JOB_ID");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  const std::string id = lines[0].substr(lines[0].find("] ") + 2);
+  EXPECT_EQ(id.rfind("launch-", 0), 0u) << r.out;
+  EXPECT_EQ(lines[1].substr(lines[1].find("] ") + 2), id);
+  RunResult again = LaunchSh({"-n", "1"}, "echo $REEL_JOB_ID");
+  EXPECT_NE(again.out, "[rank 0] " + id + "\n") << "a new identity for every launch";
+  ::setenv("SLURM_JOB_ID", "77", 1);
+  r = LaunchSh({"-n", "1"}, "echo $REEL_JOB_ID");
+  EXPECT_EQ(r.out, "[rank 0] 77\n") << r.err;
+  ::setenv("REEL_JOB_ID", "given", 1);
+  r = LaunchSh({"-n", "1"}, "echo $REEL_JOB_ID");
+  ::unsetenv("SLURM_JOB_ID");
+  EXPECT_EQ(r.out, "[rank 0] given\n") << r.err;
+  ::setenv("REEL_JOB_ID", "two words", 1);
+  r = Reel({"launch", "-n", "1", "--", "true"});
+  ::unsetenv("REEL_JOB_ID");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("REEL_JOB_ID=\"two words\" is not a job identity"), std::string::npos)
+      << r.err;
+}
+
+TEST(LaunchTest, SeveralNodesWithoutAJobIdentityAreRefusedBeforeAnyRankStarts) {
+  ::setenv("REEL_SECRET", "shared-by-every-node", 1);
+  ::unsetenv("REEL_JOB_ID");
+  const std::string marker = ScratchDir("launch_no_job_id") + "/started";
+  RunResult r = Reel({"launch", "-n", "1", "--nnodes", "2", "--coordinator", "127.0.0.1:29500",
+                      "--", "sh", "-c", "touch " + marker});
+  ::unsetenv("REEL_SECRET");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("REEL_JOB_ID is not set: ranks on 2 nodes must share one job identity"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(marker)) << "a rank was started";
 }
 
 TEST(LaunchTest, TransportFromTheEnvironmentWins) {

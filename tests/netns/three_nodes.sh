@@ -11,8 +11,11 @@
 start_nodes() {
   local log=$1 r
   shift
+  # One job identity per start, shared by its three launches (reel launch requires one across
+  # nodes); a later start (a resume) is a new job.
+  local job_id="netns-$$-$log-$RANDOM"
   for r in 0 1 2; do
-    timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
+    REEL_JOB_ID=$job_id timeout 180 ip netns exec "$name-r$r" "$reel" launch -n 1 --nnodes 3 --node-rank "$r" \
       --coordinator "$coordinator" --grace-seconds 10 ${launch_flags[@]+"${launch_flags[@]}"} -- \
       reel train --config "$work/config.pbtxt" "$@" >"$work/$log$r.log" 2>&1 &
     pids+=($!)

@@ -97,11 +97,14 @@ Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host) {
   return out;
 }
 
-Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
-                                      const HostLookup& lookup) {
-  error_code ec;
-  asio::ip::address a = asio::ip::make_address(host, ec);
-  if (!ec) return a;
+namespace {
+
+// One lookup of `host` through `lookup` in a thread of its own, waited for until `deadline`
+// (getaddrinfo cannot be cancelled: a lookup still running then finishes alone). nullopt when
+// the deadline passed first.
+std::optional<Result<std::vector<asio::ip::address>>> LookUpOnce(const std::string& host,
+                                                                 Deadline deadline,
+                                                                 const HostLookup& lookup) {
   // Shared with the lookup's thread, which may outlive this call.
   struct Lookup {
     std::mutex mu;
@@ -117,15 +120,40 @@ Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline
   }).detach();
   std::unique_lock<std::mutex> lock(state->mu);
   while (!state->result)
-    if (!WaitUntil(state->done, lock, deadline) && !state->result)
+    if (!WaitUntil(state->done, lock, deadline) && !state->result) return std::nullopt;
+  return std::move(state->result);
+}
+
+}  // namespace
+
+Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
+                                      const HostLookup& lookup) {
+  error_code ec;
+  asio::ip::address a = asio::ip::make_address(host, ec);
+  if (!ec) return a;
+  // A name may appear only after this rank started (a Kubernetes service, a pod's DNS record):
+  // a failed lookup is tried again, with backoff, until the deadline.
+  auto pause = std::chrono::milliseconds(50);
+  std::string last = "none finished";
+  for (int tries = 1;; ++tries) {
+    auto result = LookUpOnce(host, deadline, lookup);
+    if (!result) {
+      last = "a lookup still running at the deadline";
+    } else if (result->ok() && !(*result)->empty()) {
+      const std::vector<asio::ip::address>& addresses = **result;
+      for (const auto& address : addresses)
+        if (address.is_v4()) return address;
+      return addresses.front();
+    } else {
+      last = result->ok() ? "no address" : result->status().message();
+    }
+    if (!result || Clock::now() + pause >= deadline)
       return DeadlineExceededError("looking up host '" + host +
-                                   "' did not finish before the deadline");
-  if (!state->result->ok()) return state->result->status();
-  const std::vector<asio::ip::address>& addresses = **state->result;
-  if (addresses.empty()) return UnavailableError("cannot resolve host '" + host + "': no address");
-  for (const auto& address : addresses)
-    if (address.is_v4()) return address;
-  return addresses.front();
+                                   "' found no address before the deadline (" +
+                                   std::to_string(tries) + " lookup(s); last: " + last + ")");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, std::chrono::milliseconds(2000));
+  }
 }
 
 WaitingReport::WaitingReport(std::string whom, Deadline deadline, std::chrono::milliseconds every,
@@ -280,14 +308,38 @@ Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const s
     return PermissionDeniedError(what +
                                  " could not prove the shared secret (do all ranks have "
                                  "the same REEL_SECRET or option 'secret'?)");
+  Result<Mac> client_mac = ClientMac(secret, hello_bytes, challenge_bytes);
+  if (!client_mac.ok()) return client_mac.status().WithContext(what);
+  // A server of another launch (an earlier run's coordinator or rank with the same secret and
+  // port) or of another group is refused, whatever its rank and verdict. It is answered all the
+  // same, so that it refuses this rank in turn and says so in its own log, which its job's owner
+  // reads (else it would count one more anonymous hang-up).
+  if (challenge->job_id != hello.job_id || (!IsZero(hello.job) && challenge->job != hello.job)) {
+    if (WriteAll(io, socket, EncodeResponse(*client_mac), what, deadline).ok())
+      (void)ReadControl(io, socket, what, deadline);
+    const std::string peer = hello.purpose == Purpose::kJoin
+                                 ? "a coordinator"
+                                 : "rank " + std::to_string(challenge->rank);
+    error_code ec;
+    const tcp::endpoint at = socket.remote_endpoint(ec);
+    const std::string which =
+        challenge->job_id != hello.job_id
+            ? " of job " + JobName(hello.job_id) + " refused " + peer + " of job " +
+                  JobName(challenge->job_id)
+            : " refused " + peer + " of another group of its job (job nonce " +
+                  ShortHex(challenge->job) + ", this rank's " + ShortHex(hello.job) + ")";
+    return FailedPreconditionError(
+        "tcp rank " + std::to_string(hello.rank) + which + (ec ? "" : " at " + ToString(at)) +
+        ": a process of " +
+        (challenge->job_id != hello.job_id ? "another launch" : "an earlier run or another group") +
+        " with the same secret and port? (REEL_JOB_ID: plugins/tcp/README.md, \"Jobs\")");
+  }
   if (challenge->rank != static_cast<uint32_t>(expect_rank) ||
       challenge->world_size != hello.world_size)
     return FailedPreconditionError(what + " is rank " + std::to_string(challenge->rank) + " of " +
                                    std::to_string(challenge->world_size) + ", expected rank " +
                                    std::to_string(expect_rank) + " of " +
                                    std::to_string(hello.world_size));
-  Result<Mac> client_mac = ClientMac(secret, hello_bytes, challenge_bytes);
-  if (!client_mac.ok()) return client_mac.status().WithContext(what);
   REEL_RETURN_IF_ERROR(WriteAll(io, socket, EncodeResponse(*client_mac), what, deadline));
   REEL_ASSIGN_OR_RETURN(Control verdict, ReadControl(io, socket, what, deadline));
   if (verdict.type != ControlType::kAccept)

@@ -29,9 +29,10 @@ Result<Endpoint> ParseHostPort(const std::string& text, const std::string& what)
 // Looks a host name up (the system's resolver by default): its addresses, or Unavailable.
 using HostLookup = std::function<Result<std::vector<asio::ip::address>>(const std::string& host)>;
 Result<std::vector<asio::ip::address>> SystemLookup(const std::string& host);
-// Numeric addresses directly, names through `lookup` (IPv4 first), which gets until `deadline`:
-// the lookup runs in a thread of its own, left to finish alone if the deadline passes first
-// (getaddrinfo cannot be cancelled), and this returns DeadlineExceeded naming the host.
+// Numeric addresses directly, names through `lookup` (IPv4 first). A failed lookup is tried again,
+// pausing 50 ms doubling to 2 s, until `deadline` (a name may appear later, as in Kubernetes);
+// then DeadlineExceeded naming the host and the last lookup's error. Each lookup runs in a thread
+// of its own, left to finish alone if the deadline passes first (getaddrinfo cannot be cancelled).
 Result<asio::ip::address> ResolveHost(const std::string& host, Deadline deadline,
                                       const HostLookup& lookup = SystemLookup);
 
@@ -99,10 +100,11 @@ Status WriteControl(asio::io_context& io, tcp::socket& socket, ControlType type,
                     std::span<const std::byte> body, const std::string& what, Deadline deadline);
 
 // The client half of the handshake (wire.h) on a connected socket: authenticates both ways, checks
-// that the server is rank `expect_rank` of a group of hello.world_size, and waits for its verdict.
-// The server's job nonce (wire.h) on success. PermissionDenied if the server cannot prove the
-// secret; FailedPrecondition with the server's reason if it refuses; Internal if computing a MAC
-// fails; Unavailable if the connection ends (e.g. the server shed it).
+// that the server is of hello.job_id's launch (and of hello.job's group once it has one) and is
+// rank `expect_rank` of a group of hello.world_size, and waits for its verdict. The server's job
+// nonce (wire.h) on success. PermissionDenied if the server cannot prove the secret;
+// FailedPrecondition naming both jobs if it is of another, or with the server's reason if it
+// refuses; Internal if computing a MAC fails; Unavailable if the connection ends (e.g. shed).
 Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const std::string& secret,
                               const Hello& hello, int expect_rank, const std::string& what,
                               Deadline deadline);

@@ -12,8 +12,12 @@
 // that fails it, speaks anything but the protocol, or stays silent past handshake_timeout is
 // closed and counted (one log line per interval); at most max_pending_handshakes may be in
 // progress, and one more sheds one of them (admission.h), so a flood cannot keep a rank out: a
-// rank whose handshake was cut tries again until its deadline. Rank 0 draws the job nonce that
-// every connection of the group then carries, so a rank of another job is refused, naming why.
+// rank whose handshake was cut tries again until its deadline. Every handshake carries the
+// launch's job identity (reel/job_id.h) and, once a rank joined, the job nonce rank 0 drew; each
+// side refuses the other's if it differs from its own (ClientHandshake, Screen), naming both jobs,
+// so an earlier run's coordinator or stray rank with the same secret and port takes no part. A
+// join also carries the options that must agree (AgreedOptions); rank 0 ends the rendezvous for
+// every rank at the first that differs, naming the option, both values and both ranks.
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -143,6 +147,16 @@ Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline)
       lock.lock();
       continue;  // more may have joined meanwhile
     }
+    if (!disagreement_.empty()) {  // a rank's options differ: no group can form
+      rendezvous_open_ = false;
+      const std::string why = where + ": " + disagreement_;
+      auto joiners = joiners_;
+      lock.unlock();
+      const auto text = Bytes(why);
+      tell_all(ControlType::kRefuse, std::vector<std::byte>(text.begin(), text.end()), joiners,
+               Clock::now() + std::chrono::seconds(1));
+      return FailedPreconditionError(why);
+    }
     if (count == world_) break;
     if (!WaitUntil(form_cv_, lock, deadline)) {
       const std::string missing = MissingRanks(joined_);
@@ -160,7 +174,7 @@ Status TcpCommunicator::HostRendezvous(const Endpoint& coord, Deadline deadline)
   }
   rendezvous_open_ = false;
   std::vector<Member> table;
-  for (const auto& p : peers_) table.push_back({p->endpoint, p->machine});
+  for (const auto& p : peers_) table.push_back({p->endpoint, p->machine, AgreedOptions(options_)});
   auto joiners = joiners_;
   lock.unlock();
   tell_all(ControlType::kTable, EncodeTable(table), joiners, deadline);
@@ -188,16 +202,22 @@ Status TcpCommunicator::JoinRendezvous(const Endpoint& coord, Deadline deadline)
     }
     REEL_RETURN_IF_ERROR(Listen(tcp::endpoint(bind, static_cast<uint16_t>(options_.listen_port))));
     mine = Member{{advertise.to_string(), acceptor_.local_endpoint().port()},
-                  peers_[static_cast<size_t>(rank_)]->machine};
+                  peers_[static_cast<size_t>(rank_)]->machine,
+                  AgreedOptions(options_)};
     return Status::Ok();
   };
   Nonce job{};  // none until the coordinator names its job; a retry then carries it
   while (true) {
     tcp::socket socket(io_);
-    Result<Nonce> named = ConnectAndAuthenticate(
-        io_, socket, coord, options_.secret,
-        Hello{Purpose::kJoin, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), {}, job},
-        0, what, deadline, options_.handshake_timeout, listen_once, log, &report);
+    Result<Nonce> named = ConnectAndAuthenticate(io_, socket, coord, options_.secret,
+                                                 Hello{Purpose::kJoin,
+                                                       static_cast<uint32_t>(rank_),
+                                                       static_cast<uint32_t>(world_),
+                                                       {},
+                                                       job,
+                                                       options_.job_id},
+                                                 0, what, deadline, options_.handshake_timeout,
+                                                 listen_once, log, &report);
     if (!named.ok()) return named.status();
     if (IsZero(*named)) return UnavailableError(what + " named no job (not a coordinator?)");
     job = *named;
@@ -270,7 +290,12 @@ Status TcpCommunicator::ConnectMesh(Deadline deadline) {
     std::lock_guard<DeadlineMutex> lock(p.write_mu);
     Result<Nonce> theirs = ConnectAndAuthenticate(
         io_, p.out, p.endpoint, options_.secret,
-        Hello{Purpose::kData, static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), {}, job},
+        Hello{Purpose::kData,
+              static_cast<uint32_t>(rank_),
+              static_cast<uint32_t>(world_),
+              {},
+              job,
+              options_.job_id},
         r, what, deadline, options_.handshake_timeout,
         [&](tcp::socket&) { return UseCongestionControl(p, what); }, log, &report);
     if (!theirs.ok()) return theirs.status();
@@ -381,7 +406,11 @@ std::string TcpCommunicator::Screen(const Hello& hello) {
   const int r = static_cast<int>(hello.rank);
   std::string refusal;
   std::lock_guard<std::mutex> lock(form_mu_);
-  if (hello.world_size != static_cast<uint32_t>(world_))
+  if (hello.job_id != options_.job_id)
+    refusal = "rank " + std::to_string(r) + " is of job " + JobName(hello.job_id) +
+              ", this rank of job " + JobName(options_.job_id) +
+              " (a process of another launch with the same secret and port?)";
+  else if (hello.world_size != static_cast<uint32_t>(world_))
     refusal = "rank " + std::to_string(r) + " has world size " + std::to_string(hello.world_size) +
               ", this group " + std::to_string(world_);
   else if (IsZero(job_))
@@ -397,7 +426,8 @@ std::string TcpCommunicator::Screen(const Hello& hello) {
   else if (hello.purpose == Purpose::kJoin && rank_ != 0)
     refusal = "rank " + std::to_string(rank_) + " is not the coordinator";
   else if (hello.purpose == Purpose::kJoin && !rendezvous_open_)
-    refusal = "the rendezvous is closed (the group formed or gave up)";
+    refusal = disagreement_.empty() ? "the rendezvous is closed (the group formed or gave up)"
+                                    : disagreement_;
   else if (hello.purpose == Purpose::kJoin && joined_[static_cast<size_t>(r)])
     refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
   else if (hello.purpose == Purpose::kData && incoming_[static_cast<size_t>(r)])
@@ -457,7 +487,8 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   pending->stage = PendingHandshakes::Stage::kAuthenticating;
   Result<Nonce> nonce = FreshNonce();
   if (!nonce.ok()) co_return drop(DropReason::kLocalFailure, nonce.status().message());
-  Challenge challenge{static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), *nonce, {}, {}};
+  Challenge challenge{
+      static_cast<uint32_t>(rank_), static_cast<uint32_t>(world_), *nonce, {}, options_.job_id, {}};
   {
     std::lock_guard<std::mutex> lock(form_mu_);
     challenge.job = job_;
@@ -557,9 +588,14 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
   {
     std::lock_guard<std::mutex> lock(form_mu_);
     if (!rendezvous_open_)
-      refusal = "the rendezvous is closed (the group formed or gave up)";
+      refusal = disagreement_.empty() ? "the rendezvous is closed (the group formed or gave up)"
+                                      : disagreement_;
     else if (joined_[static_cast<size_t>(r)])
       refusal = "rank " + std::to_string(r) + " has already joined (two processes with one rank?)";
+    else if (std::string d =
+                 OptionsDisagreement(AgreedOptions(options_), rank_, member->options, r);
+             !d.empty())
+      refusal = disagreement_ = d;  // HostRendezvous ends the rendezvous for every rank
     else {
       joined_[static_cast<size_t>(r)] = true;
       peers_[static_cast<size_t>(r)]->endpoint = member->endpoint;
@@ -567,7 +603,8 @@ asio::awaitable<void> TcpCommunicator::Admit(std::shared_ptr<tcp::socket> socket
       joiners_[static_cast<size_t>(r)] = socket;
     }
   }
-  if (refusal.empty()) co_return form_cv_.notify_all();
+  form_cv_.notify_all();
+  if (refusal.empty()) co_return;
   const auto late = EncodeControl(ControlType::kRefuse, Bytes(Where() + " refuses: " + refusal));
   co_await asio::async_write(*socket, asio::buffer(late),
                              asio::redirect_error(asio::use_awaitable, ec));

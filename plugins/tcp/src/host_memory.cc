@@ -142,13 +142,38 @@ Status SegmentOffer::HandOut(int fd, std::vector<pid_t> pids, const std::atomic<
 }
 
 Result<UniqueFd> FetchSegment(const std::string& name, Deadline deadline) {
-  UniqueFd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // Non-blocking: a blocking connect() to a Unix socket whose backlog is full waits for as long as
+  // its owner does not accept (e.g. a stopped leader), past any deadline. Non-blocking, it
+  // fails with EAGAIN instead, and is tried again until the deadline.
+  UniqueFd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (s.get() < 0) return UnavailableError(Errno("Unix socket"));
   socklen_t length = 0;
   const sockaddr_un address = AbstractAddress(name, &length);
-  if (connect(s.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0)
-    return UnavailableError(Errno("connecting to the host's leader at @" + name +
-                                  " (is it in another network namespace?)"));
+  const std::string where = "the host's leader at @" + name;
+  int tries = 0;
+  while (connect(s.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    ++tries;
+    if (errno == EINTR) continue;
+    if (errno == EINPROGRESS) {  // not seen on Linux's Unix sockets; waited for all the same
+      pollfd w{s.get(), POLLOUT, 0};
+      while (::poll(&w, 1, PollMs(deadline, std::chrono::milliseconds(100))) == 0)
+        if (Clock::now() >= deadline)
+          return DeadlineExceededError("connecting to " + where + " did not finish in time");
+      int error = 0;
+      socklen_t size = sizeof error;
+      if (getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &error, &size) != 0 || error != 0)
+        return UnavailableError("connecting to " + where + ": " + std::strerror(error));
+      break;
+    }
+    if (errno != EAGAIN)
+      return UnavailableError(
+          Errno("connecting to " + where + " (is it in another network namespace?)"));
+    if (Clock::now() >= deadline)
+      return DeadlineExceededError("connecting to " + where + ": its backlog stayed full (" +
+                                   std::to_string(tries) +
+                                   " tries; is the leader stopped?) until the deadline");
+    ::poll(nullptr, 0, PollMs(deadline, std::chrono::milliseconds(20)));
+  }
   pollfd p{s.get(), POLLIN, 0};
   while (::poll(&p, 1, PollMs(deadline, std::chrono::milliseconds(100))) == 0)
     if (Clock::now() >= deadline)

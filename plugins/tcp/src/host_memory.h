@@ -96,7 +96,8 @@ class SegmentOffer {
   std::string name_;
 };
 
-// A member's side: connects to the leader's socket `name` and receives the descriptor.
+// A member's side: connects to the leader's socket `name` and receives the descriptor, both
+// before `deadline` (DeadlineExceeded past it, also while the leader's backlog stays full).
 Result<UniqueFd> FetchSegment(const std::string& name, Deadline deadline);
 
 // A rank's progress counter, alone on its cache line. The counter wraps; Reached() compares

@@ -279,6 +279,7 @@ class TcpCommunicator final : public Communicator {
   bool formed_ = false;                                // guarded by form_mu_
   bool rendezvous_open_ = true;                        // rank 0; guarded by form_mu_
   Nonce job_{};  // the job nonce (wire.h): rank 0 draws it, the others learn it; guarded
+  std::string disagreement_;  // rank 0: why a joining rank's options differ; guarded
   // Connections in Admit that have not authenticated yet, and those dropped; io thread only
   // (drops_ also in the destructor, once the io thread has ended).
   PendingHandshakes pending_;

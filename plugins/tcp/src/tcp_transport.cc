@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
 
 #include "congestion_control.h"
+#include "reel/job_id.h"
 #include "tcp_communicator.h"
 
 namespace reel::tcp {
@@ -46,6 +49,11 @@ OptionSchema TcpOptionSchema() {
       StringOption("secret", "",
                    "shared secret that authenticates every connection (HMAC-SHA256, both ways); "
                    "empty: $REEL_SECRET. Required unless every rank listens on loopback"),
+      StringOption("job_id", "",
+                   "this launch's job identity; a process of another (e.g. an earlier run's "
+                   "coordinator with the same secret and port) is refused in every handshake. "
+                   "Empty: $REEL_JOB_ID, set by reel launch, else SLURM_JOB_ID.SLURM_STEP_ID, "
+                   "else none"),
       IntOption("heartbeat_ms", 1000, "a connection idle this long carries a heartbeat"),
       IntOption("heartbeat_timeout_ms", 15000,
                 "a peer silent this long is unavailable (its failure is reported on every rank)"),
@@ -99,6 +107,13 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
   t.secret = o.GetString("secret");
   if (t.secret.empty())
     if (const char* env = std::getenv("REEL_SECRET")) t.secret = env;
+  t.job_id = o.GetString("job_id");
+  if (t.job_id.empty()) {
+    REEL_ASSIGN_OR_RETURN(t.job_id,
+                          JobIdFromEnvironment([](const char* name) { return std::getenv(name); }));
+  } else {
+    REEL_RETURN_IF_ERROR(CheckJobId(t.job_id, "tcp option 'job_id'"));
+  }
   REEL_ASSIGN_OR_RETURN(t.heartbeat, Milliseconds(o, "heartbeat_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.heartbeat_timeout, Milliseconds(o, "heartbeat_timeout_ms", 1));
   REEL_ASSIGN_OR_RETURN(t.handshake_timeout, Milliseconds(o, "handshake_timeout_ms", 1));
@@ -151,6 +166,48 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
         "tcp option 'heartbeat_timeout_ms' (" + std::to_string(t.heartbeat_timeout.count()) +
         ") must exceed 'heartbeat_ms' (" + std::to_string(t.heartbeat.count()) + ")");
   return t;
+}
+
+std::string AgreedOptions(const TcpOptions& options) {
+  const char* layout = options.allreduce_layout == TcpOptions::Layout::kFlat ? "flat"
+                       : options.allreduce_layout == TcpOptions::Layout::kHierarchical
+                           ? "hierarchical"
+                           : "auto";
+  return std::string("allreduce_layout=") + layout +
+         ";allreduce_small_bytes=" + std::to_string(options.allreduce_small_bytes);
+}
+
+std::string OptionsDisagreement(const std::string& mine, int my_rank, const std::string& theirs,
+                                int their_rank) {
+  if (mine == theirs) return "";
+  // name -> value of one side's "name=value;..."
+  auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    for (size_t at = 0; at <= text.size();) {
+      size_t end = text.find(';', at);
+      if (end == std::string::npos) end = text.size();
+      const std::string item = text.substr(at, end - at);
+      const size_t eq = item.find('=');
+      out[item.substr(0, eq)] = eq == std::string::npos ? "" : item.substr(eq + 1);
+      at = end + 1;
+    }
+    return out;
+  };
+  const auto a = parse(mine), b = parse(theirs);
+  std::set<std::string> names;
+  for (const auto& [name, value] : a) names.insert(name);
+  for (const auto& [name, value] : b) names.insert(name);
+  std::string out;
+  for (const std::string& name : names) {
+    const auto x = a.find(name), y = b.find(name);
+    const std::string mine_value = x == a.end() ? "(not known)" : x->second;
+    const std::string their_value = y == b.end() ? "(not known)" : y->second;
+    if (mine_value == their_value) continue;
+    out += (out.empty() ? "" : "; ") + std::string("tcp option '") + name + "' is '" + their_value +
+           "' on rank " + std::to_string(their_rank) + " but '" + mine_value + "' on rank " +
+           std::to_string(my_rank);
+  }
+  return out + " (it must be the same on every rank)";
 }
 
 std::unique_ptr<Transport> MakeTcpTransport(TcpOptions options) {

@@ -21,6 +21,9 @@ struct TcpOptions {
   std::string listen_address;
   int listen_port = 0;  // ranks other than 0; 0 = any free port
   std::string secret;   // the shared secret; REEL_SECRET when the option is not given
+  // The launch's job identity (reel/job_id.h: REEL_JOB_ID, else Slurm's job and step, when the
+  // option is not given): every handshake refuses a process of another. Empty: none.
+  std::string job_id;
   std::chrono::milliseconds heartbeat{1000};           // a peer idle this long is sent a heartbeat
   std::chrono::milliseconds heartbeat_timeout{15000};  // a peer silent this long has failed
   std::chrono::milliseconds handshake_timeout{5000};   // for a connection to authenticate
@@ -66,6 +69,15 @@ struct TcpOptions {
   static constexpr uint64_t kMinReceiveBudgetBytes = 4096;
   static constexpr uint64_t kMaxReceiveBudgetBytes = uint64_t{1} << 40;
 };
+
+// The options every rank of a group must share, as "name=value;...", sent with each rank's join
+// and compared by the coordinator (a rank whose AllReduce runs another algorithm would fall out of
+// step with the others at its first call).
+std::string AgreedOptions(const TcpOptions& options);
+// Empty if `theirs` (rank `their_rank`'s AgreedOptions) equals `mine` (rank `my_rank`'s), else
+// which option differs, naming both values and ranks.
+std::string OptionsDisagreement(const std::string& mine, int my_rank, const std::string& theirs,
+                                int their_rank);
 
 OptionSchema TcpOptionSchema();
 // InvalidArgument naming the option for values out of range.

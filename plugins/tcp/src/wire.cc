@@ -128,6 +128,23 @@ Result<Mac> Hmac(std::string_view secret, std::string_view label, std::span<cons
   return mac;
 }
 
+// A job identity as kJobIdBytes, NUL-padded (the encoder's caller checked it: reel/job_id.h).
+void WriteJobId(Writer& w, const std::string& id) {
+  std::array<char, kJobIdBytes> field{};
+  std::memcpy(field.data(), id.data(), std::min(id.size(), kJobIdBytes));
+  w.Bytes(field.data(), kJobIdBytes);
+}
+Result<std::string> ReadJobId(Reader& r) {
+  std::array<char, kJobIdBytes> field{};
+  r.Copy(field.data(), kJobIdBytes);
+  const auto end = std::find(field.begin(), field.end(), '\0');
+  if (std::any_of(end, field.end(), [](char c) { return c != '\0'; }))
+    return r.Error("job identity has bytes after its end");
+  if (std::any_of(field.begin(), end, [](char c) { return c <= ' ' || c > '~'; }))
+    return r.Error("job identity contains a non-printable character");
+  return std::string(field.begin(), end);
+}
+
 }  // namespace
 
 std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h) {
@@ -140,6 +157,7 @@ std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h) {
   w.U32(h.world_size);
   w.Bytes(h.nonce.data(), kNonceBytes);
   w.Bytes(h.job.data(), kNonceBytes);
+  WriteJobId(w, h.job_id);
   return ToArray<kHelloBytes>(w.Take());
 }
 
@@ -156,6 +174,7 @@ Result<Hello> DecodeHello(std::span<const std::byte> bytes) {
   h.world_size = static_cast<uint32_t>(r.Uint(4));
   r.Copy(h.nonce.data(), kNonceBytes);
   r.Copy(h.job.data(), kNonceBytes);
+  REEL_ASSIGN_OR_RETURN(h.job_id, ReadJobId(r));
   if (h.world_size == 0 || h.rank >= h.world_size)
     return r.Error("rank " + std::to_string(h.rank) + " outside world size " +
                    std::to_string(h.world_size));
@@ -172,6 +191,7 @@ std::array<std::byte, kChallengeBytes> EncodeChallenge(const Challenge& c) {
   w.U32(c.world_size);
   w.Bytes(c.nonce.data(), kNonceBytes);
   w.Bytes(c.job.data(), kNonceBytes);
+  WriteJobId(w, c.job_id);
   w.Bytes(c.mac.data(), kMacBytes);
   return ToArray<kChallengeBytes>(w.Take());
 }
@@ -186,6 +206,7 @@ Result<Challenge> DecodeChallenge(std::span<const std::byte> bytes) {
   c.world_size = static_cast<uint32_t>(r.Uint(4));
   r.Copy(c.nonce.data(), kNonceBytes);
   r.Copy(c.job.data(), kNonceBytes);
+  REEL_ASSIGN_OR_RETURN(c.job_id, ReadJobId(r));
   r.Copy(c.mac.data(), kMacBytes);
   return c;
 }
@@ -219,6 +240,8 @@ Result<Mac> ClientMac(std::string_view secret, std::span<const std::byte, kHello
                       std::span<const std::byte, kChallengeBytes> challenge) {
   return Hmac(secret, "reel-tcp client", hello, challenge);
 }
+
+std::string JobName(const std::string& job_id) { return job_id.empty() ? "(none)" : job_id; }
 
 bool MacsEqual(const Mac& a, const Mac& b) {
   return CRYPTO_memcmp(a.data(), b.data(), kMacBytes) == 0;
@@ -296,6 +319,7 @@ void WriteMember(Writer& w, const Member& m) {
   w.U16(m.endpoint.port);
   WriteText(w, m.endpoint.host);
   WriteText(w, m.machine);
+  WriteText(w, m.options);
 }
 Result<Member> ReadMember(Reader& r) {
   if (!r.Has(2)) return r.Error("truncated endpoint");
@@ -304,6 +328,7 @@ Result<Member> ReadMember(Reader& r) {
   REEL_ASSIGN_OR_RETURN(m.endpoint.host, ReadText(r, "host"));
   if (m.endpoint.port == 0) return r.Error("port 0 for host " + m.endpoint.host);
   REEL_ASSIGN_OR_RETURN(m.machine, ReadText(r, "machine id"));
+  REEL_ASSIGN_OR_RETURN(m.options, ReadText(r, "options"));
   return m;
 }
 }  // namespace

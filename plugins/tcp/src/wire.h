@@ -6,16 +6,20 @@
 // connecting rank writes, the accepting rank reads (a mesh of n ranks has n(n-1) connections).
 //
 // 1. Handshake (what it guards against: plugins/tcp/README.md, "Security"):
-//      client -> server  Hello      80 bytes  "RLHe" u8 version u8 purpose u16 0
+//      client -> server  Hello     144 bytes  "RLHe" u8 version u8 purpose u16 0
 //                                             u32 rank u32 world_size  nonce_c[32]  job[32]
-//      server -> client  Challenge 112 bytes  "RLCh" u8 version u8 0 u16 0
+//                                             job_id[64]
+//      server -> client  Challenge 176 bytes  "RLCh" u8 version u8 0 u16 0
 //                                             u32 rank u32 world_size  nonce_s[32]  job[32]
-//                                             mac_s[32]
+//                                             job_id[64]  mac_s[32]
 //      client -> server  Response   40 bytes  "RLRe" u8 version u8 0 u16 0  mac_c[32]
-//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..80)), mac_c = HMAC(secret,
+//    mac_s = HMAC(secret, "reel-tcp server" | Hello | Challenge[0..144)), mac_c = HMAC(secret,
 //    "reel-tcp client" | Hello | Challenge), compared in constant time. `job`: the job nonce rank
-//    0 hands a rank in the Challenge to its join (all zero before a rank joined a job). Then the
-//    server answers with a control message: Accept, or Refuse with the reason.
+//    0 hands a rank in the Challenge to its join (all zero before a rank joined a job).
+//    `job_id`: the launch's job identity (reel/job_id.h), NUL-padded, all zero for none; each
+//    side refuses the other's if it differs from its own, so a process of an earlier launch with
+//    the same secret and port cannot join or host this one. Then the server answers with a
+//    control message: Accept, or Refuse with the reason.
 // 2. Control messages (handshake verdict, rendezvous):  "RLCo" u8 type u8 0 u16 0 u32 length,
 //    then `length` (<= kMaxControlBody) bytes of body; see ControlType.
 // 3. Data frames (after the handshake of a kData connection): a 24-byte header
@@ -40,8 +44,9 @@
 namespace reel::tcp {
 
 // 2: collective frames; 3: machine ids in the rendezvous; 4: the job nonce in the handshake;
-// 5: host ids in the rendezvous, and the hand-over of each host's shared memory once formed.
-constexpr uint8_t kWireVersion = 5;
+// 5: host ids in the rendezvous, and the hand-over of each host's shared memory once formed;
+// 6: the launch's job identity in the handshake, the options that must agree in the join.
+constexpr uint8_t kWireVersion = 6;
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;
 using Nonce = std::array<std::byte, kNonceBytes>;
@@ -59,9 +64,12 @@ struct Hello {
   uint32_t rank = 0;
   uint32_t world_size = 0;
   Nonce nonce{};
-  Nonce job{};  // the job this rank joined; all zero before it joined one
+  Nonce job{};           // the job this rank joined; all zero before it joined one
+  std::string job_id{};  // the launch's identity (reel/job_id.h); empty: none
 };
-constexpr size_t kHelloBytes = 80;
+// Room for a job identity on the wire: kMaxJobIdBytes (reel/job_id.h).
+constexpr size_t kJobIdBytes = 64;
+constexpr size_t kHelloBytes = 144;
 std::array<std::byte, kHelloBytes> EncodeHello(const Hello& h);
 Result<Hello> DecodeHello(std::span<const std::byte> bytes);
 
@@ -69,10 +77,11 @@ struct Challenge {
   uint32_t rank = 0;
   uint32_t world_size = 0;
   Nonce nonce{};
-  Nonce job{};  // the server's job; all zero while it has none (a rank before its join)
+  Nonce job{};           // the server's job; all zero while it has none (a rank before its join)
+  std::string job_id{};  // the server's launch identity; empty: none
   Mac mac{};
 };
-constexpr size_t kChallengeBytes = 112;
+constexpr size_t kChallengeBytes = 176;
 std::array<std::byte, kChallengeBytes> EncodeChallenge(const Challenge& c);
 Result<Challenge> DecodeChallenge(std::span<const std::byte> bytes);
 
@@ -91,6 +100,8 @@ Result<Mac> ClientMac(std::string_view secret, std::span<const std::byte, kHello
 bool MacsEqual(const Mac& a, const Mac& b);
 // kNonceBytes from the system's cryptographic random generator. Internal on failure.
 Result<Nonce> FreshNonce();
+// The name of a job identity in messages: itself, or "(none)".
+std::string JobName(const std::string& job_id);
 // True for the all-zero nonce (no job yet).
 bool IsZero(const Nonce& n);
 // The first bytes of a nonce in hex, to name a job in messages.
@@ -123,13 +134,15 @@ struct Endpoint {
 };
 constexpr size_t kMaxHostBytes = 255;
 
-// A rank as the rendezvous knows it: where it accepts connections, and the machine it runs on
+// A rank as the rendezvous knows it: where it accepts connections, the machine it runs on
 // (an id that every process under one kernel shares, so that ranks can count the ranks that
-// share their cores). Encoded as u16 port, u8 length + host, u8 length + machine; host and
-// machine are 1 to kMaxHostBytes printable characters without spaces.
+// share their cores), and its options that every rank must share ("name=value" separated by
+// ';', compared at the join: AgreedOptions()). Encoded as u16 port, u8 length + host, u8 length +
+// machine, u8 length + options; each 1 to kMaxHostBytes printable characters without spaces.
 struct Member {
   Endpoint endpoint;
   std::string machine;
+  std::string options{};
   bool operator==(const Member&) const = default;
 };
 std::vector<std::byte> EncodeMember(const Member& m);

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <random>
@@ -260,6 +261,39 @@ TEST(TcpFormation, HostChoicesAreLoggedOncePerProcessAndGroup) {
     EXPECT_EQ(count(log, "reel tcp: sending connections"), 1u) << "group " << group << ":\n" << log;
     EXPECT_EQ(count(log, "AllReduce waits by"), 1u) << log;
   }
+}
+
+// A name that appears only later (a Kubernetes service, a pod's DNS record) is looked up again
+// until it resolves; one that never does fails at the deadline naming it and the resolver's error.
+TEST(ResolveHost, ANameThatAppearsLaterResolves) {
+  auto lookups = std::make_shared<std::atomic<int>>(0);
+  auto late = [lookups](const std::string& host) -> Result<std::vector<asio::ip::address>> {
+    if (++*lookups < 4)
+      return UnavailableError("cannot resolve host '" + host + "': Host not found");
+    return std::vector<asio::ip::address>{asio::ip::make_address("127.0.0.1")};
+  };
+  Result<asio::ip::address> a = ResolveHost("rank-0.job.svc", DeadlineIn(60s), late);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, asio::ip::make_address("127.0.0.1"));
+  EXPECT_EQ(lookups->load(), 4);
+}
+
+TEST(ResolveHost, ANameThatNeverResolvesFailsAtTheDeadlineNamingItAndTheLastError) {
+  auto lookups = std::make_shared<std::atomic<int>>(0);
+  auto never = [lookups](const std::string& host) -> Result<std::vector<asio::ip::address>> {
+    return UnavailableError("cannot resolve host '" + host + "': try " +
+                            std::to_string(++*lookups));
+  };
+  Result<asio::ip::address> a = ResolveHost("nowhere.invalid", DeadlineIn(2s), never);
+  EXPECT_EQ(a.status().code(), StatusCode::kDeadlineExceeded) << a.status();
+  const int tries = lookups->load();
+  EXPECT_GT(tries, 1);
+  EXPECT_THAT(a.status().message(),
+              HasSubstr("looking up host 'nowhere.invalid' found no address before the deadline (" +
+                        std::to_string(tries) +
+                        " lookup(s); last: cannot resolve host "
+                        "'nowhere.invalid': try " +
+                        std::to_string(tries) + ")"));
 }
 
 }  // namespace

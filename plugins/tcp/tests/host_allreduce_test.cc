@@ -4,9 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -243,6 +246,44 @@ TEST(HostMemory, OnlyTheNamedProcessGetsTheSegment) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   close(go[1]);
+}
+
+// A member whose host leader listens but never accepts (stopped, say) with its backlog full: the
+// connect ends at the deadline instead of blocking for as long as the leader is stopped.
+TEST(HostMemory, FetchingFromALeaderThatNeverAcceptsEndsAtTheDeadline) {
+  const std::string name = "reel-test-full-backlog-" + std::to_string(getpid());
+  UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  ASSERT_GE(listener.get(), 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(listener.get(), 0), 0);
+  // Fill the backlog: non-blocking connects until the kernel says it is full.
+  std::vector<UniqueFd> queued;
+  while (true) {
+    UniqueFd c(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    ASSERT_GE(c.get(), 0);
+    if (connect(c.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      break;
+    }
+    queued.push_back(std::move(c));
+    ASSERT_LT(queued.size(), 1000u) << "the backlog never filled";
+  }
+  Result<UniqueFd> fd = FetchSegment(name, DeadlineIn(300ms));
+  EXPECT_EQ(fd.status().code(), StatusCode::kDeadlineExceeded) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("connecting to the host's leader at @" + name +
+                                               ": its backlog stayed full"));
+  // Room in the backlog, but the leader never hands anything over: ends at the deadline too.
+  std::vector<UniqueFd> accepted;
+  for (int fd; (fd = accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)) >= 0;)
+    accepted.emplace_back(fd);
+  ASSERT_EQ(accepted.size(), queued.size());
+  Result<UniqueFd> silent = FetchSegment(name, DeadlineIn(300ms));
+  EXPECT_EQ(silent.status().code(), StatusCode::kDeadlineExceeded) << silent.status();
+  EXPECT_THAT(silent.status().message(), HasSubstr("did not hand over the shared segment"));
 }
 
 }  // namespace

@@ -336,9 +336,10 @@ TEST(Hostile, AReplayedHandshakeIsDropped) {
 }
 
 // A rank of an earlier job at the same port with the same secret: it learned that job's nonce
-// when it joined, so the coordinator of the new job refuses it, naming why, and the new job's
-// own rank 1 takes the place. A connection of the old job to a rank's listener is refused too.
+// when it joined, so it and the coordinator of the new job refuse each other, naming why, and the
+// new job's own rank 1 takes the place. A connection of the old job to a rank's listener too.
 TEST(Hostile, ARankOfAnEarlierJobIsRefusedAndDisplacesNoMember) {
+  CapturedStderr captured;
   const std::string coordinator = FreeCoordinator();
   std::vector<TcpOptions> options(2, HostileOptions());
   const int listener = FreePort();
@@ -378,8 +379,11 @@ TEST(Hostile, ARankOfAnEarlierJobIsRefusedAndDisplacesNoMember) {
                                           {Purpose::kJoin, 1, 2, *FreshNonce(), earlier_job}, 0,
                                           "rank 0", DeadlineIn(10s));
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_THAT(refused.status().message(),
-              HasSubstr("refuses: rank 1 belongs to another job (job " + ShortHex(earlier_job)));
+  // It refuses the new coordinator itself (which refuses it in turn, in its log).
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("tcp rank 1 refused a coordinator of another group of its job (job nonce "));
+  EXPECT_THAT(refused.status().message(), HasSubstr("this rank's " + ShortHex(earlier_job)));
 
   const auto start = Clock::now();
   auto rank1 = MakeTcpTransport(options[1])->Connect({1, 2, coordinator}, DeadlineIn(60s));
@@ -388,6 +392,9 @@ TEST(Hostile, ARankOfAnEarlierJobIsRefusedAndDisplacesNoMember) {
   ASSERT_TRUE(rank0->ok()) << rank0->status();
   std::cout << "[hostile] the new job formed " << Milliseconds(Clock::now() - start)
             << " ms after a rank of the earlier job was refused\n";
+  // Logged by the coordinator's io thread before it took the new rank 1's join.
+  EXPECT_THAT(captured.Restore(),
+              HasSubstr(": rank 1 belongs to another job (job " + ShortHex(earlier_job)));
 
   // The earlier job's rank at rank 1's listener, as a sending connection of "rank 0".
   tcp::socket to_listener(io);
@@ -397,7 +404,8 @@ TEST(Hostile, ARankOfAnEarlierJobIsRefusedAndDisplacesNoMember) {
   Result<Nonce> data = ClientHandshake(io, to_listener, options[0].secret,
                                        {Purpose::kData, 0, 2, *FreshNonce(), earlier_job}, 1,
                                        "rank 1", DeadlineIn(10s));
-  EXPECT_THAT(data.status().message(), HasSubstr("belongs to another job"));
+  EXPECT_THAT(data.status().message(),
+              HasSubstr("tcp rank 0 refused rank 1 of another group of its job"));
 
   Comms comms;
   comms.push_back(core::WithRingCollectives(std::move(**rank0)));

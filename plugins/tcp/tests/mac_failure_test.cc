@@ -66,7 +66,7 @@ TEST(MacFailure, AClientDoesNotTakeAZeroMacForAProof) {
     acceptor.accept(s);
     std::array<std::byte, kHelloBytes> hello;
     asio::read(s, asio::buffer(hello));
-    asio::write(s, asio::buffer(EncodeChallenge({0, 2, Filled(3), Filled(2), Mac{}})));
+    asio::write(s, asio::buffer(EncodeChallenge({0, 2, Filled(3), Filled(2), {}, Mac{}})));
     std::array<std::byte, kResponseBytes> response;
     asio::read(s, asio::buffer(response), answered);
   });

@@ -74,9 +74,9 @@ TEST(Wire, AFrameClaimingMoreThanTheLargestMessageIsRefused) {
 }
 
 TEST(Wire, HandshakeMacsBindBothNoncesTheJobAndTheSecret) {
-  Hello hello{Purpose::kData, 1, 4, *FreshNonce(), *FreshNonce()};
+  Hello hello{Purpose::kData, 1, 4, *FreshNonce(), *FreshNonce(), "1234.0"};
   auto hello_bytes = EncodeHello(hello);
-  Challenge c{0, 4, *FreshNonce(), hello.job, {}};
+  Challenge c{0, 4, *FreshNonce(), hello.job, "1234.0", {}};
   auto challenge_bytes = EncodeChallenge(c);
   auto mac = [](Result<Mac> m) {
     EXPECT_TRUE(m.ok()) << m.status();
@@ -97,15 +97,20 @@ TEST(Wire, HandshakeMacsBindBothNoncesTheJobAndTheSecret) {
   Hello other_job = hello;
   other_job.job = *FreshNonce();
   EXPECT_FALSE(MacsEqual(server, mac(ServerMac("s3cret", EncodeHello(other_job), with_mac))));
+  Hello other_launch = hello;
+  other_launch.job_id = "1200.0";
+  EXPECT_FALSE(MacsEqual(server, mac(ServerMac("s3cret", EncodeHello(other_launch), with_mac))));
 
   Result<Hello> back = DecodeHello(hello_bytes);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->rank, 1u);
   EXPECT_EQ(back->nonce, hello.nonce);
   EXPECT_EQ(back->job, hello.job);
+  EXPECT_EQ(back->job_id, "1234.0");
   Result<Challenge> challenge = DecodeChallenge(with_mac);
   ASSERT_TRUE(challenge.ok()) << challenge.status();
   EXPECT_EQ(challenge->job, hello.job);
+  EXPECT_EQ(challenge->job_id, "1234.0");
   EXPECT_EQ(challenge->mac, server);
   Result<Mac> response = DecodeResponse(EncodeResponse(server));
   ASSERT_TRUE(response.ok());
@@ -129,11 +134,35 @@ TEST(Wire, HelloRejectsRankOutsideWorldAndUnknownPurpose) {
   bytes = EncodeHello({Purpose::kJoin, 0, 4, {}});
   bytes[5] = std::byte{9};
   EXPECT_THAT(DecodeHello(bytes).status().message(), HasSubstr("unknown purpose 9"));
-  EXPECT_THAT(DecodeChallenge(bytes).status().message(), HasSubstr("80 bytes, expected 112"));
+  EXPECT_THAT(DecodeChallenge(bytes).status().message(), HasSubstr("144 bytes, expected 176"));
+}
+
+// The job identity's field: NUL-padded printable text, the longest one fits, nothing else passes.
+TEST(Wire, JobIdentitiesRoundTripAndBadOnesAreRefused) {
+  for (const std::string& id :
+       {std::string(), std::string("1234.0"), std::string(kJobIdBytes, 'j')}) {
+    Result<Hello> h = DecodeHello(EncodeHello({Purpose::kJoin, 0, 2, {}, {}, id}));
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ(h->job_id, id);
+    EXPECT_EQ(JobName(id), id.empty() ? "(none)" : id);
+  }
+  const size_t field = kHelloBytes - kJobIdBytes;
+  auto bytes = EncodeHello({Purpose::kJoin, 0, 2, {}, {}, "12"});
+  bytes[field + 5] = std::byte{'x'};  // after the NUL that ended "12"
+  EXPECT_THAT(DecodeHello(bytes).status().message(),
+              HasSubstr("job identity has bytes after its end"));
+  bytes = EncodeHello({Purpose::kJoin, 0, 2, {}, {}, "12"});
+  bytes[field] = std::byte{' '};
+  EXPECT_THAT(DecodeHello(bytes).status().message(),
+              HasSubstr("job identity contains a non-printable character"));
+  auto challenge = EncodeChallenge({0, 2, {}, {}, "12", {}});
+  challenge[kChallengeBytes - kMacBytes - kJobIdBytes] = std::byte{0x7f};
+  EXPECT_THAT(DecodeChallenge(challenge).status().message(),
+              HasSubstr("job identity contains a non-printable character"));
 }
 
 TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
-  Member m{{"10.77.0.2", 40000}, "boot:0b1a4c55"};
+  Member m{{"10.77.0.2", 40000}, "boot:0b1a4c55", "allreduce_layout=auto"};
   Result<Member> back = DecodeMember(EncodeMember(m));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, m);
@@ -147,12 +176,20 @@ TEST(Wire, ControlMessagesRoundTripAndRejectBadBodies) {
               HasSubstr("empty machine id"));
   EXPECT_THAT(DecodeMember(EncodeMember({{"h", 1}, "a\nb"})).status().message(),
               HasSubstr("machine id contains a non-printable"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"h", 1}, "m", ""})).status().message(),
+              HasSubstr("empty options"));
+  EXPECT_THAT(DecodeMember(EncodeMember({{"h", 1}, "m", "a= 1"})).status().message(),
+              HasSubstr("options contains a non-printable"));
+  auto no_options = EncodeMember(m);
+  no_options.resize(no_options.size() - m.options.size() - 1);
+  EXPECT_THAT(DecodeMember(no_options).status().message(), HasSubstr("truncated options"));
   auto no_machine = EncodeMember(m);
-  no_machine.resize(no_machine.size() - m.machine.size() - 1);
+  no_machine.resize(no_machine.size() - m.options.size() - 1 - m.machine.size() - 1);
   EXPECT_THAT(DecodeMember(no_machine).status().message(), HasSubstr("truncated machine id"));
 
-  std::vector<Member> table{
-      {{"127.0.0.1", 1}, "boot:a"}, {{"127.0.0.1", 2}, "boot:a"}, {{"::1", 3}, "host:b"}};
+  std::vector<Member> table{{{"127.0.0.1", 1}, "boot:a", "o=1"},
+                            {{"127.0.0.1", 2}, "boot:a", "o=1"},
+                            {{"::1", 3}, "host:b", "o=1"}};
   Result<std::vector<Member>> t = DecodeTable(EncodeTable(table), 3);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(*t, table);

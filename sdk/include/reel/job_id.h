@@ -1,0 +1,62 @@
+// The identity of one launch of a job, which every rank of it carries, so that a transport can
+// refuse a process of another launch that happens to share its secret and coordinator's port (a
+// coordinator left from an earlier run, a stray rank): plugins/tcp/README.md, "Jobs".
+//
+// Where it comes from, first found wins:
+//   REEL_JOB_ID                  set by the user, or by `reel launch` for its ranks;
+//   SLURM_JOB_ID.SLURM_STEP_ID   under srun (SLURM_JOBID, SLURM_STEPID: older names), or
+//   SLURM_JOB_ID                 alone in a batch script;
+//   ""                           none: ranks started by hand, which then check no job identity.
+// An identity is 1 to kMaxJobIdBytes printable characters without spaces.
+//
+// Thread-safety: only reads the environment through `getenv`.
+#ifndef REEL_JOB_ID_H_
+#define REEL_JOB_ID_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "reel/status.h"
+
+namespace reel {
+
+constexpr size_t kMaxJobIdBytes = 64;
+
+// InvalidArgument naming `what` unless `id` is empty or a valid identity (see above).
+inline Status CheckJobId(std::string_view id, std::string_view what) {
+  if (id.size() <= kMaxJobIdBytes &&
+      std::none_of(id.begin(), id.end(), [](char c) { return c <= ' ' || c > '~'; }))
+    return Status::Ok();
+  return InvalidArgumentError(std::string(what) + "=\"" + std::string(id) +
+                              "\" is not a job identity: 1 to " + std::to_string(kMaxJobIdBytes) +
+                              " printable characters without spaces");
+}
+
+// The job identity from the environment (see above); "" when none is set. InvalidArgument naming
+// the variable for a malformed one. `getenv` returns null for an unset variable.
+inline Result<std::string> JobIdFromEnvironment(
+    const std::function<const char*(const char*)>& getenv) {
+  auto set = [&](std::initializer_list<const char*> names) -> std::string {
+    for (const char* name : names)
+      if (const char* v = getenv(name); v != nullptr && *v != '\0') return v;
+    return "";
+  };
+  if (std::string id = set({"REEL_JOB_ID"}); !id.empty()) {
+    REEL_RETURN_IF_ERROR(CheckJobId(id, "REEL_JOB_ID"));
+    return id;
+  }
+  const std::string job = set({"SLURM_JOB_ID", "SLURM_JOBID"});
+  if (job.empty()) return std::string();
+  const std::string step = set({"SLURM_STEP_ID", "SLURM_STEPID"});
+  const std::string id = step.empty() ? job : job + "." + step;
+  REEL_RETURN_IF_ERROR(CheckJobId(id, "SLURM_JOB_ID.SLURM_STEP_ID"));
+  return id;
+}
+
+}  // namespace reel
+
+#endif  // REEL_JOB_ID_H_
