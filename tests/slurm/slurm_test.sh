@@ -23,6 +23,8 @@
 #      dropping of --cpus-per-task is then not seen).
 #   6. Two train.sbatch jobs at once, both with rank 0 on node01: each meets it on a port of its
 #      own, and both train to the end.
+#   7. Two TERMs 0.3 s apart to train.sbatch's step: rank 0 still finishes the checkpoint of the
+#      step it stopped at, and the job requeues itself.
 #
 #   tests/slurm/slurm_test.sh BUILD/bin/reel
 # Exit 77 (skip): not root, no namespaces, or Slurm and munge not installed.
@@ -394,5 +396,36 @@ expect_cpus "$work/pair_a.out" 2
 expect "$work/pair_b.out" "trained 3000 steps"
 echo "ok 6: two train.sbatch jobs at once, both rank 0s on node01 (ports $port_a and $port_b)," \
   "both trained to the end"
+
+# 7. Two TERMs 0.3 s apart to the step (a user's scancel after Slurm's, say): the first stops the
+# ranks at a step, the second must not keep rank 0 from finishing that step's checkpoint. Steps
+# of over a second (a wide moe on 2048 videos a batch), checkpointed after each: the first
+# checkpoint marks the start of step 2, which both TERMs then reach.
+"$reel" synth --out "$work/data/wide" --videos 2048 --classes 8 --level video --shards 2 --seed 2 >/dev/null
+config 100000000 "$work/ckpt_term2" | sed -e "s|$work/data/train/|$work/data/wide/|" \
+  -e 's/model { name: "logistic" }/model { name: "moe" options { key: "experts" value: "512" } }/' \
+  -e 's/batch_size: 16/batch_size: 2048/' -e 's/checkpoint_every_steps: 50/checkpoint_every_steps: 1/' \
+  >"$work/term2.pbtxt"
+term2=$(submit "$work/term2.out" --ntasks-per-node=1 "$examples/train.sbatch" "$work/term2.pbtxt")
+for ((t = 0; t < 1200; t++)); do  # a whole checkpoint, not its temporary file
+  compgen -G "$work/ckpt_term2/*.reelckpt" >/dev/null && break
+  sleep 0.1
+done
+run scancel --signal=TERM "$term2.0"
+sleep 0.3
+run scancel --signal=TERM "$term2.0" || fail "the step had ended before the second TERM"
+for ((t = 0; t < 120; t++)); do  # until requeued, or ended without
+  run scontrol show job "$term2" -o | grep -qE "Restarts=1|JobState=(COMPLETED|FAILED|CANCELLED)" &&
+    break
+  sleep 1
+done
+run scancel "$term2"
+stopped=$(grep -oE "interrupted at step [0-9]+; continue with --resume" "$work/term2.out" |
+  grep -oE "[0-9]+" | head -1)
+[[ -n $stopped ]] || fail "rank 0 did not finish its checkpoint after a second TERM"
+[[ -e $(printf '%s/ckpt-%010d.reelckpt' "$work/ckpt_term2" "$stopped") ]] ||
+  fail "no checkpoint of step $stopped, where the ranks stopped"
+expect "$work/term2.out" "requeueing job $term2 to resume"
+echo "ok 7: two TERMs to the step: rank 0 checkpointed step $stopped and the job requeued itself"
 
 [[ -n "${REEL_SLURM_KEEP:-}" ]] || keep=0
