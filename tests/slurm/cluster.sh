@@ -6,7 +6,8 @@
 #
 #   cluster.sh up NAME WORK NODES   start munged, slurmctld on host "head" (10.77.0.1) and
 #                                   slurmd on node01 .. nodeNN (10.77.0.2 ..), each with the CPUs
-#                                   of this machine; wait until every node is idle
+#                                   of this machine and ports 12000-12999 to reserve for steps
+#                                   (MpiParams=ports); wait until every node is idle
 #   cluster.sh down NAME WORK       stop the daemons and delete the namespaces (idempotent; trap it)
 #   cluster.sh run NAME WORK CMD... run CMD (srun, sbatch, scancel ...) on "head" with SLURM_CONF
 #
@@ -48,6 +49,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
 MpiDefault=none
+MpiParams=ports=12000-12999
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SwitchType=switch/none

@@ -3,11 +3,13 @@
 # own network namespace, address and host name (tests/slurm/cluster.sh), started here and stopped
 # on exit, also on failure. Small synthetic video-level data and the logistic model.
 #
-#   1. `srun -N2 -n4 reel train` trains over tcp and checkpoints; every rank says where srun put it;
+#   1. `srun -N2 -n4 reel train` trains over tcp and checkpoints; every rank says where srun put it,
+#      meeting rank 0 on a port Slurm reserved for the step (MpiParams=ports);
 #      tasks that Slurm bound to cores of their own (task/affinity) keep them, tasks it did not
 #      bind (--cpu-bind=none) divide their node's.
 #   2. A bad srun environment is refused naming the variable, and a step over two nodes without
-#      REEL_SECRET is refused with the line that sets one, before anything trains.
+#      REEL_SECRET is refused with the line that sets one, before anything trains; so is rank 0
+#      placed off the node list's first host (srun -m arbitrary -w node02,node01).
 #   3. A task killed with SIGKILL is named, by srun and by the ranks that lost it; under async_sgd
 #      it is dropped and the others train to the end.
 #   3c. `srun --mpi=pmix` trains over the mpi transport, and so does `mpirun` inside sbatch (when
@@ -16,7 +18,13 @@
 #      the job requeues itself and resumes, and ends where an uninterrupted run ends.
 #   4b. The same from the time limit: `--signal=B:TERM@75` reaches the script, which passes it on.
 #   5. examples/slurm/eval.sbatch, train_async.sbatch and tune.sbatch complete; a search whose
-#      worker task is killed fails that trial only, naming the rank.
+#      worker task is killed fails that trial only, naming the rank. Every example's rank computes
+#      on the --cpus-per-task CPUs it was given (half a node's: on a 2-CPU node 1, and srun's
+#      dropping of --cpus-per-task is then not seen).
+#   6. Two train.sbatch jobs at once, both with rank 0 on node01: each meets it on a port of its
+#      own, and both train to the end.
+#   7. Two TERMs 0.3 s apart to train.sbatch's step: rank 0 still finishes the checkpoint of the
+#      step it stopped at, and the job requeues itself.
 #
 #   tests/slurm/slurm_test.sh BUILD/bin/reel
 # Exit 77 (skip): not root, no namespaces, or Slurm and munge not installed.
@@ -128,8 +136,8 @@ config 30 "$work/ckpt_srun" >"$work/srun.pbtxt"
 run timeout 180 srun -N2 -n4 --label "$reel" train --config "$work/srun.pbtxt" \
   >"$work/srun_train.log" 2>&1 || fail "srun -N2 -n4 reel train failed"
 for r in 0 1 2 3; do
-  grep -qE "^$r: reel: started by srun \(job [0-9]+, step 0\): rank $r of 4, transport tcp, coordinator node01:[0-9]+$" \
-    "$work/srun_train.log" || fail "rank $r did not say where srun put it"
+  grep -qE "^$r: reel: started by srun \(job [0-9]+, step 0\): rank $r of 4, transport tcp, coordinator node01:12[0-9]{3}, [0-9]+ CPUs?$" \
+    "$work/srun_train.log" || fail "rank $r did not say where srun put it, on a port Slurm reserved"
 done
 expect "$work/srun_train.log" "0: trained 30 steps"
 has_files "$work/ckpt_srun" || fail "no checkpoint from srun -N2 -n4"
@@ -156,7 +164,16 @@ if run timeout 60 srun -N2 -n2 env -u REEL_SECRET "$reel" train --config "$work/
 # shellcheck disable=SC2016 # the very line reel prints
 expect "$work/bad_secret.log" 'export REEL_SECRET=$(openssl rand -hex 32)'
 [[ ! -e "$work/ckpt_bad" ]] || fail "a refused step wrote a checkpoint"
-echo "ok 2: SLURM_PROCID outside the step and a missing REEL_SECRET are refused, nothing trained"
+# Rank 0 on node02, the ranks of node01 (the first host) waiting for it there: refused on both.
+if run timeout 60 srun -N2 -n2 -m arbitrary -w node02,node01 --label "$reel" train \
+  --config "$work/bad.pbtxt" >"$work/bad_rank0.log" 2>&1; then fail "rank 0 off node01 was accepted"; fi
+grep -q "^0: .*SLURM_DISTRIBUTION=arbitrary placed it on node02 (SLURM_NODEID=1" "$work/bad_rank0.log" ||
+  fail "rank 0 did not say it is off the first host"
+grep -q "^1: .*the ranks of this step meet rank 0 on node01, .* placed it elsewhere" \
+  "$work/bad_rank0.log" || fail "rank 1 did not say rank 0 is not on node01"
+[[ ! -e "$work/ckpt_bad" ]] || fail "a refused step wrote a checkpoint"
+echo "ok 2: SLURM_PROCID outside the step, a missing REEL_SECRET and rank 0 off the first host" \
+  "are refused, nothing trained"
 
 # 3. A task killed: srun and the surviving ranks name it.
 config 100000000 "$work/ckpt_kill" >"$work/kill.pbtxt"
@@ -192,7 +209,7 @@ if "$reel" plugins show mpi >/dev/null 2>&1; then
   run timeout 180 srun --mpi=pmix -N2 -n2 --label "$reel" train --config "$work/pmix.pbtxt" \
     >"$work/pmix.log" 2>&1 || fail "srun --mpi=pmix reel train failed"
   for r in 0 1; do
-    grep -qE "^$r: reel: started by srun \(job [0-9]+, step [0-9]+\): rank $r of 2, transport mpi$" \
+    grep -qE "^$r: reel: started by srun \(job [0-9]+, step [0-9]+\): rank $r of 2, transport mpi, [0-9]+ CPUs?$" \
       "$work/pmix.log" || fail "rank $r did not say it runs over mpi"
   done
   expect "$work/pmix.log" "0: trained 30 steps"
@@ -218,13 +235,22 @@ fi
 steps=6000
 config $steps "$work/ckpt_whole" >"$work/whole.pbtxt"
 config $steps "$work/ckpt_preempted" >"$work/preempted.pbtxt"
+# The examples ask for 8 CPUs a task; here each of a node's two tasks has half of it.
+per_task=$(($(nproc) / 2 > 1 ? $(nproc) / 2 : 1))
 submit() {  # OUTPUT SCRIPT ARGS...: submits an example, prints its job id
   local out=$1
   shift
-  run sbatch --parsable --chdir="$work" --output="$out" --export="ALL,REEL=$reel" "$@"
+  run sbatch --parsable --chdir="$work" --output="$out" --export="ALL,REEL=$reel" \
+    --cpus-per-task="$per_task" "$@"
+}
+# Every rank of an example's step said it computes on its task's CPUs.
+expect_cpus() {  # OUTPUT RANKS
+  (($(grep -cE "reel: started by srun .*, $per_task CPUs?$" "$1") >= $2)) ||
+    fail "$1: not every rank computes on the $per_task CPU(s) of its task"
 }
 whole=$(submit "$work/whole.out" "$examples/train.sbatch" "$work/whole.pbtxt")
 [[ $(wait_job "$whole" 300) == COMPLETED ]] || fail "train.sbatch did not complete"
+expect_cpus "$work/whole.out" 4
 preempted=$(submit "$work/preempted.out" "$examples/train.sbatch" "$work/preempted.pbtxt")
 for ((t = 0; t < 1200; t++)); do  # until rank 0 has written a checkpoint
   has_files "$work/ckpt_preempted" && break
@@ -288,7 +314,8 @@ for f in videos gap hit_at_1 perr map; do
     'BEGIN { exit !(a != "" && b != "" && a - b <= 1e-6 && b - a <= 1e-6) }' ||
     fail "eval.sbatch's $f differs from one process's"
 done
-echo "ok 5a: eval.sbatch over 4 tasks printed one process's metrics"
+expect_cpus "$work/eval.out" 4
+echo "ok 5a: eval.sbatch over 4 tasks of $per_task CPU(s) each printed one process's metrics"
 
 if "$reel" plugins show async_sgd >/dev/null 2>&1; then
   config 200 "$work/ckpt_async" | sed "$async_optimizer" >"$work/async.pbtxt"
@@ -343,5 +370,63 @@ journal=$work/tune_kill/journal.jsonl
 (($(grep -c '"FAILED"' "$journal") == 1 && $(grep -c 'worker rank 2 died' "$journal") == 1)) ||
   fail "the killed worker's trial was not failed naming rank 2"
 echo "ok 5d: a search's worker task killed: its trial failed naming rank 2, the search finished"
+
+# 6. Two jobs at once, one task a node each: both rank 0s on node01, each on its step's ports.
+config 3000 "$work/ckpt_pair_a" >"$work/pair_a.pbtxt"
+config 3000 "$work/ckpt_pair_b" >"$work/pair_b.pbtxt"
+pair_a=$(submit "$work/pair_a.out" --ntasks-per-node=1 "$examples/train.sbatch" "$work/pair_a.pbtxt")
+pair_b=$(submit "$work/pair_b.out" --ntasks-per-node=1 "$examples/train.sbatch" "$work/pair_b.pbtxt")
+together=0
+for ((t = 0; t < 600 && !together; t++)); do
+  states=$(run squeue -h -j "$pair_a,$pair_b" -o %T | sort | uniq -c)
+  [[ $states == *"2 RUNNING"* ]] && together=1
+  [[ $states == *RUNNING* || $states == *PENDING* || $states == *CONFIGURING* ]] || break
+  sleep 0.2
+done
+[[ $(wait_job "$pair_a" 300) == COMPLETED && $(wait_job "$pair_b" 300) == COMPLETED ]] ||
+  fail "two train.sbatch jobs at once did not both complete"
+((together)) || fail "the two jobs never ran at once"
+coordinator() { grep -oE "rank 0 of 2, transport tcp, coordinator node01:[0-9]+" "$1" | grep -oE "[0-9]+$"; }
+port_a=$(coordinator "$work/pair_a.out")
+port_b=$(coordinator "$work/pair_b.out")
+[[ -n $port_a && -n $port_b && $port_a != "$port_b" ]] ||
+  fail "the two jobs' rank 0s did not listen on ports of their own ('$port_a', '$port_b')"
+expect "$work/pair_a.out" "trained 3000 steps"
+expect_cpus "$work/pair_a.out" 2
+expect "$work/pair_b.out" "trained 3000 steps"
+echo "ok 6: two train.sbatch jobs at once, both rank 0s on node01 (ports $port_a and $port_b)," \
+  "both trained to the end"
+
+# 7. Two TERMs 0.3 s apart to the step (a user's scancel after Slurm's, say): the first stops the
+# ranks at a step, the second must not keep rank 0 from finishing that step's checkpoint. A wide
+# moe (512 experts, 2048 videos a batch): steps of about a second and a checkpoint of 110 MB,
+# written only at the stop, so that both TERMs land while the ranks still work. They are sent
+# once step 1 has been logged.
+"$reel" synth --out "$work/data/wide" --videos 2048 --classes 8 --level video --shards 2 --seed 2 >/dev/null
+config 100000000 "$work/ckpt_term2" | sed -e "s|$work/data/train/|$work/data/wide/|" \
+  -e 's/model { name: "logistic" }/model { name: "moe" options { key: "experts" value: "512" } }/' \
+  -e 's/batch_size: 16/batch_size: 2048/' -e 's/log_every_steps: 50/log_every_steps: 1/' \
+  >"$work/term2.pbtxt"
+term2=$(submit "$work/term2.out" --ntasks-per-node=1 "$examples/train.sbatch" "$work/term2.pbtxt")
+for ((t = 0; t < 1200; t++)); do
+  grep -q " step 1/" "$work/term2.out" 2>/dev/null && break
+  sleep 0.1
+done
+run scancel --signal=TERM "$term2.0"
+sleep 0.3
+run scancel --signal=TERM "$term2.0" || fail "the step had ended before the second TERM"
+for ((t = 0; t < 120; t++)); do  # until requeued, or ended without
+  run scontrol show job "$term2" -o | grep -qE "Restarts=1|JobState=(COMPLETED|FAILED|CANCELLED)" &&
+    break
+  sleep 1
+done
+run scancel "$term2"
+stopped=$(grep -oE "interrupted at step [0-9]+; continue with --resume" "$work/term2.out" |
+  grep -oE "[0-9]+" | head -1) || true
+[[ -n $stopped ]] || fail "rank 0 did not finish its checkpoint after a second TERM"
+[[ -e $(printf '%s/ckpt-%010d.reelckpt' "$work/ckpt_term2" "$stopped") ]] ||
+  fail "no checkpoint of step $stopped, where the ranks stopped"
+expect "$work/term2.out" "requeueing job $term2 to resume"
+echo "ok 7: two TERMs to the step: rank 0 checkpointed step $stopped and the job requeued itself"
 
 [[ -n "${REEL_SLURM_KEEP:-}" ]] || keep=0

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <string_view>
 
 #include "reel/core/slurm_host_list.h"
 
@@ -61,7 +62,35 @@ Result<int> CoordinatorPort(const GetEnv& getenv, long long job, long long step)
                                   "\" does not start with a port number");
     return port;
   }
-  return kSlurmPortBase + static_cast<int>((job * 64 + step) % kSlurmPortSpan);
+  return SlurmFallbackPort(job, step);
+}
+
+// Every distribution but `arbitrary` (a host list's order, srun -m arbitrary -w B,A) starts
+// rank 0 on the step's first node. Only the tasks of that node and of rank 0's can tell
+// (SLURM_GTIDS, the global ranks of this node's tasks); they refuse, rather than wait at a
+// coordinator that nobody serves.
+Status CheckRankZeroOnFirstNode(const GetEnv& getenv, const SlurmStep& step,
+                                const std::vector<std::string>& hosts, const std::string& list) {
+  const char* gtids = Set(getenv, "SLURM_GTIDS");
+  if (gtids == nullptr) return Status::Ok();
+  bool here = false;
+  for (std::string_view rest = gtids; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    here = here || rest.substr(0, comma) == "0";
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  if (here == (step.node == 0)) return Status::Ok();
+  const char* distribution = Set(getenv, "SLURM_DISTRIBUTION");
+  std::string placed = distribution ? "SLURM_DISTRIBUTION=" + std::string(distribution) : "srun";
+  if (here)
+    placed += " placed it on " + hosts[static_cast<size_t>(step.node)] +
+              " (SLURM_NODEID=" + std::to_string(step.node) + ", SLURM_GTIDS=" + gtids + ")";
+  else
+    placed += " placed it elsewhere (this node's tasks are SLURM_GTIDS=" + std::string(gtids) + ")";
+  return InvalidArgumentError(
+      "the ranks of this step meet rank 0 on " + hosts.front() + ", the first host of " + list +
+      ", but " + placed + ": start rank 0 on " + hosts.front() +
+      ", or set REEL_COORDINATOR=HOST:PORT with rank 0's host for every task");
 }
 
 // Rank, world, node and local rank from Slurm's variables, checked against each other; the
@@ -137,11 +166,18 @@ bool PlacedByMpiLauncher(const GetEnv& getenv) {
 
 }  // namespace
 
+int SlurmFallbackPort(long long job_id, long long step_id) {
+  constexpr int kJobs = kSlurmPortSpan / kSlurmPortsPerJob;
+  return kSlurmPortBase + static_cast<int>(job_id % kJobs) * kSlurmPortsPerJob +
+         static_cast<int>(step_id % kSlurmPortsPerJob);
+}
+
 std::string SlurmStep::Describe() const {
   return "started by srun (job " + std::to_string(job_id) + ", step " + std::to_string(step_id) +
          "): rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
          (transport.empty() ? ", alone" : ", transport " + transport) +
-         (coordinator.empty() ? "" : ", coordinator " + coordinator);
+         (coordinator.empty() ? "" : ", coordinator " + coordinator) + ", " + std::to_string(cpus) +
+         (cpus == 1 ? " CPU" : " CPUs");
 }
 
 Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, int cores) {
@@ -166,6 +202,7 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
     if (const char* c = Set(getenv, "REEL_COORDINATOR")) {
       step.coordinator = c;
     } else {
+      REEL_RETURN_IF_ERROR(CheckRankZeroOnFirstNode(getenv, step, hosts, list));
       REEL_ASSIGN_OR_RETURN(int port, CoordinatorPort(getenv, step.job_id, step.step_id));
       // One node: loopback, which the tcp transport accepts without a shared secret.
       step.coordinator = (several_hosts ? hosts.front() : "127.0.0.1") + ":" + std::to_string(port);
@@ -179,6 +216,13 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
   give("REEL_NODE_RANK", std::to_string(step.node));
   REEL_ASSIGN_OR_RETURN(int sharing, TasksSharingCores(getenv, step, cores));
   give("REEL_LOCAL_WORLD_SIZE", std::to_string(sharing));
+  // The thread budget divides the mask by REEL_LOCAL_WORLD_SIZE, the user's when set (and
+  // refuses it there when it is not a number).
+  if (const char* set = Set(getenv, "REEL_LOCAL_WORLD_SIZE")) {
+    Result<int> n = SmallNumber({"REEL_LOCAL_WORLD_SIZE", set});
+    if (n.ok() && *n >= 1) sharing = *n;
+  }
+  step.cpus = std::max(1, std::max(1, cores) / sharing);
 
   if (step.transport == "tcp" && several_hosts && !Set(getenv, "REEL_SECRET"))
     return InvalidArgumentError(

@@ -1,7 +1,7 @@
 // A task that srun started is placed from Slurm's variables: rank, coordinator on the step's
 // first host, transport, the tasks sharing its cores; REEL_* variables win; a broken or
-// inconsistent environment, or a multi-node tcp step without a secret, is refused naming the
-// variable.
+// inconsistent environment, rank 0 off the first host, or a multi-node tcp step without a secret,
+// is refused naming the variable.
 #include "reel/core/slurm_step.h"
 
 #include <gmock/gmock.h>
@@ -45,7 +45,7 @@ SlurmStep Step(const Vars& vars, int cores = 4) {
   return step.ok() && step->has_value() ? **step : SlurmStep{};
 }
 
-const int kPort = kSlurmPortBase + 12 * 64;
+const int kPort = kSlurmPortBase + 12 * kSlurmPortsPerJob;
 
 TEST(SlurmStep, NotStartedBySrunIsNoStep) {
   auto step = SlurmStepFromEnvironment(testing::FakeEnvironment({}), 4);
@@ -75,10 +75,11 @@ TEST(SlurmStep, PlacesTheTaskAsReelLaunchWould) {
   EXPECT_THAT(s.variables, Contains(Pair("REEL_LOCAL_RANK", "0")));
   EXPECT_THAT(s.variables, Contains(Pair("REEL_NODE_RANK", "1")));
   EXPECT_THAT(s.variables, Contains(Pair("REEL_LOCAL_WORLD_SIZE", "3")));
+  EXPECT_EQ(s.cpus, 4 / 3);
   EXPECT_EQ(s.Describe(),
             "started by srun (job 12, step 0): rank 3 of 8, transport tcp, "
             "coordinator node01:" +
-                std::to_string(kPort));
+                std::to_string(kPort) + ", 1 CPU");
 }
 
 TEST(SlurmStep, StepVariablesWinOverTheJobs) {
@@ -103,6 +104,22 @@ TEST(SlurmStep, PortsDifferBetweenStepsAndJobsAndReservedPortsWin) {
   EXPECT_LT(port, kSlurmPortBase + kSlurmPortSpan);
   EXPECT_EQ(Step(With(Srun(), {{"SLURM_STEP_RESV_PORTS", "12000-12003"}})).coordinator,
             "node01:12000");
+}
+
+// Job ids 625 apart met on one port (job * 64 + step mod 20000): 1000, 1625 and 2250 all on
+// 14000. Now any two jobs fewer than 5000 apart, in any of their first four steps, differ.
+TEST(SlurmStep, JobsCloseInIdNeverShareAFallbackPort) {
+  std::map<int, std::pair<long long, long long>> taken;
+  for (long long job = 1000; job < 6000; ++job)
+    for (long long step = 0; step < kSlurmPortsPerJob; ++step) {
+      const int port = SlurmFallbackPort(job, step);
+      ASSERT_GE(port, kSlurmPortBase);
+      ASSERT_LT(port, kSlurmPortBase + kSlurmPortSpan);
+      const auto [it, fresh] = taken.emplace(port, std::pair{job, step});
+      ASSERT_TRUE(fresh) << "job " << job << " step " << step << " and job " << it->second.first
+                         << " step " << it->second.second << " both take port " << port;
+    }
+  EXPECT_EQ(SlurmFallbackPort(1000, 0), SlurmFallbackPort(6000, 0));  // the price, documented
 }
 
 TEST(SlurmStep, ReelVariablesWin) {
@@ -153,7 +170,7 @@ TEST(SlurmStep, OneTaskRunsAlone) {
                                    {"SLURM_TASKS_PER_NODE", "1"}}));
   EXPECT_EQ(s.transport, "");
   EXPECT_THAT(s.variables, Not(Contains(Pair("REEL_RANK", ::testing::_))));
-  EXPECT_EQ(s.Describe(), "started by srun (job 12, step 0): rank 0 of 1, alone");
+  EXPECT_EQ(s.Describe(), "started by srun (job 12, step 0): rank 0 of 1, alone, 4 CPUs");
 }
 
 TEST(SlurmStep, TasksShareTheCoresSlurmDidNotBindApart) {
@@ -167,6 +184,19 @@ TEST(SlurmStep, TasksShareTheCoresSlurmDidNotBindApart) {
   // A mask larger than the allocation (no cgroup, no binding): every task of the node shares it.
   EXPECT_THAT(Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "2"}}), 16).variables,
               Contains(Pair("REEL_LOCAL_WORLD_SIZE", "3")));
+}
+
+TEST(SlurmStep, SaysTheCpusEachRankComputesOn) {
+  // --cpus-per-task=4, bound: the task's 4 CPUs are its own.
+  SlurmStep bound = Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 4);
+  EXPECT_EQ(bound.cpus, 4);
+  EXPECT_THAT(bound.Describe(), HasSubstr(", 4 CPUs"));
+  // Not bound: the node's 3 tasks divide its 12.
+  EXPECT_EQ(Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 12).cpus, 4);
+  // The user's REEL_LOCAL_WORLD_SIZE, as the thread budget divides by it.
+  EXPECT_EQ(
+      Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}, {"REEL_LOCAL_WORLD_SIZE", "6"}}), 12).cpus,
+      2);
 }
 
 void ExpectRefused(const Vars& vars, const std::string& text) {
@@ -222,6 +252,50 @@ TEST(SlurmStep, SeveralNodesOverTcpNeedASecret) {
                                              {"SLURM_TASKS_PER_NODE", "2"}}),
                                "REEL_SECRET"));
   EXPECT_EQ(one.coordinator, "127.0.0.1:" + std::to_string(kPort));
+}
+
+// srun -N2 -n3 -m arbitrary -w node02,node01,node02: rank 0 and 2 on node02 (SLURM_NODEID=1),
+// rank 1 on node01, which heads the (sorted) node list where the ranks would look for rank 0.
+Vars Arbitrary(const Vars& task) {
+  return With(Srun(), With({{"SLURM_NTASKS", "3"},
+                            {"SLURM_STEP_NODELIST", "node[01-02]"},
+                            {"SLURM_TASKS_PER_NODE", "1,2"},
+                            {"SLURM_DISTRIBUTION", "arbitrary"}},
+                           task));
+}
+
+TEST(SlurmStep, RankZeroOffTheFirstNodeIsRefusedWhereItCanBeSeen) {
+  // Rank 0 itself, and rank 2 beside it.
+  for (const char* rank : {"0", "2"})
+    ExpectRefused(Arbitrary({{"SLURM_PROCID", rank},
+                             {"SLURM_NODEID", "1"},
+                             {"SLURM_LOCALID", rank[0] == '0' ? "0" : "1"},
+                             {"SLURM_GTIDS", "0,2"}}),
+                  "the ranks of this step meet rank 0 on node01, the first host of "
+                  "SLURM_STEP_NODELIST=node[01-02], but SLURM_DISTRIBUTION=arbitrary placed it "
+                  "on node02 (SLURM_NODEID=1, SLURM_GTIDS=0,2): start rank 0 on node01, or set "
+                  "REEL_COORDINATOR=");
+  // Rank 1, on the first node, without rank 0.
+  ExpectRefused(Arbitrary({{"SLURM_PROCID", "1"},
+                           {"SLURM_NODEID", "0"},
+                           {"SLURM_LOCALID", "0"},
+                           {"SLURM_GTIDS", "1"}}),
+                "placed it elsewhere (this node's tasks are SLURM_GTIDS=1)");
+  // A coordinator the user named is where rank 0 is.
+  EXPECT_EQ(Step(Arbitrary({{"SLURM_PROCID", "0"},
+                            {"SLURM_NODEID", "1"},
+                            {"SLURM_LOCALID", "0"},
+                            {"SLURM_GTIDS", "0,2"},
+                            {"REEL_COORDINATOR", "node02:29500"}}))
+                .coordinator,
+            "node02:29500");
+  // The usual placement: rank 0 among node01's tasks (10 is not 0).
+  EXPECT_EQ(
+      Step(With(Srun(), {{"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_GTIDS", "10,0,1"}}))
+          .rank,
+      0);
+  EXPECT_EQ(Step(With(Srun(), {{"SLURM_GTIDS", "3,4,10"}})).rank, 3);
+  ExpectRefused(With(Srun(), {{"SLURM_GTIDS", "3,0"}}), "placed it on node02");
 }
 
 }  // namespace
