@@ -93,6 +93,11 @@ void Act(int sig, const siginfo_t& info, Clock::time_point* grace_ends, int* gra
 }
 
 [[noreturn]] void Watch() {
+  // Every signal blocked here: one this thread does not wait for is left to the threads that
+  // take it (`reel launch` reads SIGCHLD from a signalfd, which sees only signals no thread takes).
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   const sigset_t set = StopSignals();
   Clock::time_point grace_ends = kNoGrace;
   int grace_scope = 0;
