@@ -1,14 +1,18 @@
 #include "train.h"
 
+#include <pthread.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+#include <signal.h>
 
 #include <atomic>
 #include <csignal>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "host.h"
 #include "reel/core/evaluator.h"
@@ -60,6 +64,32 @@ class SigintScope {
   bool installed_;
   struct sigaction previous_ = {};
 };
+
+// Runs `work` on a thread of its own with SIGINT and SIGTERM blocked, and waits for it: the
+// threads that compute (that one, and the OpenMP pool it starts) never run a signal handler, only
+// the calling thread, which waits. oneDNN 2.6's JIT GEMM kernels point the stack pointer into the
+// heap, and a handler's frame written there corrupted it (core/cli/interrupt.h).
+template <typename F>
+auto AwayFromSignals(F&& work) -> decltype(work()) {
+  sigset_t stop, previous;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, &previous);
+  std::optional<decltype(work())> result;
+  std::exception_ptr error;
+  std::thread worker([&] {
+    try {
+      result.emplace(work());
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  worker.join();
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
+}
 
 // A run config from a path (any storage's URI) or text, with "section.field=value" overrides and
 // what it asks of the host (plugin_dirs, storage sections), as `reel train --set` applies them.
@@ -115,7 +145,7 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
   Result<core::TrainResult> r = [&] {
     SigintScope sigint(handle_sigint);
     py::gil_scoped_release release;
-    return core::RunTrainJob(host, cfg, job);
+    return AwayFromSignals([&] { return core::RunTrainJob(host, cfg, job); });
   }();
   if (pending) {
     py::error_already_set err = std::move(*pending);
@@ -195,9 +225,11 @@ py::dict Evaluate(const std::string& checkpoint, const std::string& data, int to
   core::EvalMetrics m;
   {
     py::gil_scoped_release release;
-    Loaded l = LoadForData(checkpoint, data, batch_size);
-    Model* models[] = {l.model.model.get()};
-    m = ValueOrThrow(core::Evaluate(models, *l.source, l.model.num_classes, top_k, nullptr));
+    m = AwayFromSignals([&] {
+      Loaded l = LoadForData(checkpoint, data, batch_size);
+      Model* models[] = {l.model.model.get()};
+      return ValueOrThrow(core::Evaluate(models, *l.source, l.model.num_classes, top_k, nullptr));
+    });
   }
   return MetricsDict(m);
 }
@@ -209,19 +241,22 @@ py::tuple Predict(const std::string& checkpoint, const std::string& data, int to
   std::vector<float> scores;
   {
     py::gil_scoped_release release;
-    Loaded l = LoadForData(checkpoint, data, batch_size, table);
-    Model* models[] = {l.model.model.get()};
-    ThrowIfError(core::Predict(
-        models, *l.source, l.model.num_classes, top_k,
-        [&](const std::string& id, const std::vector<std::pair<int32_t, float>>& top) {
-          ids.push_back(id);
-          for (int i = 0; i < top_k; ++i) {  // fewer classes than top_k: -1 and 0
-            const bool have = i < static_cast<int>(top.size());
-            classes.push_back(have ? top[static_cast<size_t>(i)].first : -1);
-            scores.push_back(have ? top[static_cast<size_t>(i)].second : 0.0f);
-          }
-          return Status::Ok();
-        }));
+    AwayFromSignals([&] {
+      Loaded l = LoadForData(checkpoint, data, batch_size, table);
+      Model* models[] = {l.model.model.get()};
+      ThrowIfError(core::Predict(
+          models, *l.source, l.model.num_classes, top_k,
+          [&](const std::string& id, const std::vector<std::pair<int32_t, float>>& top) {
+            ids.push_back(id);
+            for (int i = 0; i < top_k; ++i) {  // fewer classes than top_k: -1 and 0
+              const bool have = i < static_cast<int>(top.size());
+              classes.push_back(have ? top[static_cast<size_t>(i)].first : -1);
+              scores.push_back(have ? top[static_cast<size_t>(i)].second : 0.0f);
+            }
+            return Status::Ok();
+          }));
+      return true;
+    });
   }
   const auto n = static_cast<py::ssize_t>(ids.size());
   py::array_t<int32_t> c({n, static_cast<py::ssize_t>(top_k)});
@@ -257,7 +292,8 @@ py::dict Tune(const std::string& search, bool is_path, const std::vector<std::st
   Result<core::TuneResult> r = [&] {
     SigintScope sigint(handle_sigint);
     py::gil_scoped_release release;
-    return core::RunTune(cfg, options, core::TrainingTrialRunner(host));
+    return AwayFromSignals(
+        [&] { return core::RunTune(cfg, options, core::TrainingTrialRunner(host)); });
   }();
   const core::TuneResult& t = ValueOrThrow(std::move(r));
   if (t.interrupted && g_interrupted.load()) {
