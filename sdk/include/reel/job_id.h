@@ -24,6 +24,7 @@
 
 namespace reel {
 
+// The longest job identity, in bytes (the handshake carries it in a field of this size).
 constexpr size_t kMaxJobIdBytes = 64;
 
 // InvalidArgument naming `what` unless `id` is empty or a valid identity (see above).
