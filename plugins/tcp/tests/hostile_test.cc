@@ -95,6 +95,25 @@ std::pair<int64_t, int> Dropped(const std::string& log) {
   return out;
 }
 
+// Ranks 1 and 2 join the group of 3 that rank 0 (running on *t0, joined here) forms at
+// `coordinator`; returns the three communicators that formed.
+Comms JoinRanks1And2(Transport& transport, const std::string& coordinator, std::thread* t0,
+                     std::optional<Result<std::unique_ptr<Communicator>>>* rank0,
+                     std::chrono::seconds deadline) {
+  std::vector<Result<std::unique_ptr<Communicator>>> others;
+  others.emplace_back(InternalError("not run"));
+  others.emplace_back(InternalError("not run"));
+  std::thread t1([&] { others[0] = transport.Connect({1, 3, coordinator}, DeadlineIn(deadline)); });
+  std::thread t2([&] { others[1] = transport.Connect({2, 3, coordinator}, DeadlineIn(deadline)); });
+  t1.join();
+  t2.join();
+  t0->join();
+  std::vector<Result<std::unique_ptr<Communicator>>> all;
+  all.push_back(std::move(**rank0));
+  for (auto& r : others) all.push_back(std::move(r));
+  return Formed(std::move(all));
+}
+
 struct FloodCase {
   Flood::Kind kind;
   int connections;
@@ -123,19 +142,8 @@ TEST_P(DuringFormation, TheGroupFormsAndComputes) {
     EXPECT_GE(flood->opened(), c.connections) << "the flood never got its connections open";
   }
   const auto start = Clock::now();
-  std::vector<Result<std::unique_ptr<Communicator>>> others;
-  others.emplace_back(InternalError("not run"));
-  others.emplace_back(InternalError("not run"));
-  std::thread t1([&] { others[0] = transport->Connect({1, 3, coordinator}, DeadlineIn(60s)); });
-  std::thread t2([&] { others[1] = transport->Connect({2, 3, coordinator}, DeadlineIn(60s)); });
-  t1.join();
-  t2.join();
-  t0.join();
+  Comms comms = JoinRanks1And2(*transport, coordinator, &t0, &rank0, 60s);
   const auto took = Clock::now() - start;
-  std::vector<Result<std::unique_ptr<Communicator>>> all;
-  all.push_back(std::move(*rank0));
-  for (auto& r : others) all.push_back(std::move(r));
-  Comms comms = Formed(std::move(all));
   ASSERT_EQ(comms.size(), 3u);
   ExpectAllReduceWorks(comms);
   const int64_t opened = flood ? flood->opened() : 0, cut = flood ? flood->cut() : 0;
@@ -223,19 +231,8 @@ TEST(Hostile, AFloodFromManyLoopbackAddressesShedsItselfNotAHandshakeAuthenticat
   authenticating.close();
 
   const auto start = Clock::now();
-  std::vector<Result<std::unique_ptr<Communicator>>> others;
-  others.emplace_back(InternalError("not run"));
-  others.emplace_back(InternalError("not run"));
-  std::thread t1([&] { others[0] = transport->Connect({1, 3, coordinator}, DeadlineIn(30s)); });
-  std::thread t2([&] { others[1] = transport->Connect({2, 3, coordinator}, DeadlineIn(30s)); });
-  t1.join();
-  t2.join();
-  t0.join();
+  Comms comms = JoinRanks1And2(*transport, coordinator, &t0, &rank0, 30s);
   const auto took = Clock::now() - start;
-  std::vector<Result<std::unique_ptr<Communicator>>> all;
-  all.push_back(std::move(*rank0));
-  for (auto& r : others) all.push_back(std::move(r));
-  Comms comms = Formed(std::move(all));
   ASSERT_EQ(comms.size(), 3u);
   ExpectAllReduceWorks(comms, 3);
   const int64_t opened = flood->opened(), cut = flood->cut();
