@@ -13,6 +13,9 @@
 
 namespace reel::cli {
 namespace {
+// A namespace of their own: the command's files are compiled as one unity source (measure.cc has
+// a Mode too).
+namespace stop_signals {
 
 using Clock = std::chrono::steady_clock;
 
@@ -145,39 +148,40 @@ void EnsureWatcher() {
   });
 }
 
+}  // namespace stop_signals
 }  // namespace
 
 void ExitOnInterrupt() {
-  g_mode.store(Mode::kExit);
-  EnsureWatcher();
+  stop_signals::g_mode.store(stop_signals::Mode::kExit);
+  stop_signals::EnsureWatcher();
 }
 
 InterruptScope::InterruptScope() {
-  EnsureWatcher();
-  g_requested.store(false);
-  g_polled.store(false);
-  g_scope.fetch_add(1);
-  g_mode.store(Mode::kRequest);
+  stop_signals::EnsureWatcher();
+  stop_signals::g_requested.store(false);
+  stop_signals::g_polled.store(false);
+  stop_signals::g_scope.fetch_add(1);
+  stop_signals::g_mode.store(stop_signals::Mode::kRequest);
 }
 
-InterruptScope::~InterruptScope() { g_mode.store(Mode::kIgnore); }
+InterruptScope::~InterruptScope() { stop_signals::g_mode.store(stop_signals::Mode::kIgnore); }
 
-bool InterruptScope::Requested() { return g_requested.load(); }
+bool InterruptScope::Requested() { return stop_signals::g_requested.load(); }
 
 bool InterruptScope::Poll() {
-  g_polled.store(true);
-  return g_requested.load();
+  stop_signals::g_polled.store(true);
+  return stop_signals::g_requested.load();
 }
 
 ForwardStopSignals::ForwardStopSignals(int fd) {
-  EnsureWatcher();
-  g_forward_fd.store(fd);
-  g_mode.store(Mode::kForward);
+  stop_signals::EnsureWatcher();
+  stop_signals::g_forward_fd.store(fd);
+  stop_signals::g_mode.store(stop_signals::Mode::kForward);
 }
 
 ForwardStopSignals::~ForwardStopSignals() {
-  g_mode.store(Mode::kExit);
-  g_forward_fd.store(-1);
+  stop_signals::g_mode.store(stop_signals::Mode::kExit);
+  stop_signals::g_forward_fd.store(-1);
 }
 
 }  // namespace reel::cli
