@@ -176,8 +176,7 @@ std::string SlurmStep::Describe() const {
   return "started by srun (job " + std::to_string(job_id) + ", step " + std::to_string(step_id) +
          "): rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
          (transport.empty() ? ", alone" : ", transport " + transport) +
-         (coordinator.empty() ? "" : ", coordinator " + coordinator) + ", " + std::to_string(cpus) +
-         (cpus == 1 ? " CPU" : " CPUs");
+         (coordinator.empty() ? "" : ", coordinator " + coordinator);
 }
 
 Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, int cores) {
@@ -216,13 +215,6 @@ Result<std::optional<SlurmStep>> SlurmStepFromEnvironment(const GetEnv& getenv, 
   give("REEL_NODE_RANK", std::to_string(step.node));
   REEL_ASSIGN_OR_RETURN(int sharing, TasksSharingCores(getenv, step, cores));
   give("REEL_LOCAL_WORLD_SIZE", std::to_string(sharing));
-  // The thread budget divides the mask by REEL_LOCAL_WORLD_SIZE, the user's when set (and
-  // refuses it there when it is not a number).
-  if (const char* set = Set(getenv, "REEL_LOCAL_WORLD_SIZE")) {
-    Result<int> n = SmallNumber({"REEL_LOCAL_WORLD_SIZE", set});
-    if (n.ok() && *n >= 1) sharing = *n;
-  }
-  step.cpus = std::max(1, std::max(1, cores) / sharing);
 
   if (step.transport == "tcp" && several_hosts && !Set(getenv, "REEL_SECRET"))
     return InvalidArgumentError(

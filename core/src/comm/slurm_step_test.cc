@@ -10,6 +10,7 @@
 #include <map>
 
 #include "comm/fake_environment.h"
+#include "train/thread_budget.h"
 
 namespace reel::core {
 namespace {
@@ -75,11 +76,10 @@ TEST(SlurmStep, PlacesTheTaskAsReelLaunchWould) {
   EXPECT_THAT(s.variables, Contains(Pair("REEL_LOCAL_RANK", "0")));
   EXPECT_THAT(s.variables, Contains(Pair("REEL_NODE_RANK", "1")));
   EXPECT_THAT(s.variables, Contains(Pair("REEL_LOCAL_WORLD_SIZE", "3")));
-  EXPECT_EQ(s.cpus, 4 / 3);
   EXPECT_EQ(s.Describe(),
             "started by srun (job 12, step 0): rank 3 of 8, transport tcp, "
             "coordinator node01:" +
-                std::to_string(kPort) + ", 1 CPU");
+                std::to_string(kPort));
 }
 
 TEST(SlurmStep, StepVariablesWinOverTheJobs) {
@@ -170,7 +170,7 @@ TEST(SlurmStep, OneTaskRunsAlone) {
                                    {"SLURM_TASKS_PER_NODE", "1"}}));
   EXPECT_EQ(s.transport, "");
   EXPECT_THAT(s.variables, Not(Contains(Pair("REEL_RANK", ::testing::_))));
-  EXPECT_EQ(s.Describe(), "started by srun (job 12, step 0): rank 0 of 1, alone, 4 CPUs");
+  EXPECT_EQ(s.Describe(), "started by srun (job 12, step 0): rank 0 of 1, alone");
 }
 
 TEST(SlurmStep, TasksShareTheCoresSlurmDidNotBindApart) {
@@ -186,17 +186,30 @@ TEST(SlurmStep, TasksShareTheCoresSlurmDidNotBindApart) {
               Contains(Pair("REEL_LOCAL_WORLD_SIZE", "3")));
 }
 
+// The CPUs each rank computes on, as `reel` says after "started by srun": the thread budget
+// (train/thread_budget.h) over the environment the placement exports.
+int CpusPerRank(const Vars& vars, int cores) {
+  auto step = SlurmStepFromEnvironment(testing::FakeEnvironment(vars), cores);
+  EXPECT_TRUE(step.ok() && step->has_value());
+  Vars placed = vars;
+  if (step.ok() && step->has_value())
+    for (const auto& [name, value] : (*step)->variables) placed.emplace(name, value);
+  auto budget = ThreadsPerRank(testing::FakeEnvironment(placed), 1, cores, cores);
+  EXPECT_TRUE(budget.ok()) << budget.status();
+  return budget.ok() && budget->threads > 0 ? budget->threads : cores;
+}
+
 TEST(SlurmStep, SaysTheCpusEachRankComputesOn) {
   // --cpus-per-task=4, bound: the task's 4 CPUs are its own.
-  SlurmStep bound = Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 4);
-  EXPECT_EQ(bound.cpus, 4);
-  EXPECT_THAT(bound.Describe(), HasSubstr(", 4 CPUs"));
+  EXPECT_EQ(CpusPerRank(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 4), 4);
   // Not bound: the node's 3 tasks divide its 12.
-  EXPECT_EQ(Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 12).cpus, 4);
+  EXPECT_EQ(CpusPerRank(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}}), 12), 4);
   // The user's REEL_LOCAL_WORLD_SIZE, as the thread budget divides by it.
   EXPECT_EQ(
-      Step(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}, {"REEL_LOCAL_WORLD_SIZE", "6"}}), 12).cpus,
+      CpusPerRank(With(Srun(), {{"SLURM_CPUS_ON_NODE", "12"}, {"REEL_LOCAL_WORLD_SIZE", "6"}}), 12),
       2);
+  // The placement of PlacesTheTaskAsReelLaunchWould: 3 tasks on 4 cores.
+  EXPECT_EQ(CpusPerRank(Srun(), 4), 1);
 }
 
 void ExpectRefused(const Vars& vars, const std::string& text) {

@@ -10,8 +10,6 @@
 //                 step runs on one node, so that it needs no secret), where every distribution
 //                 but `arbitrary` puts rank 0; on the first of SLURM_STEP_RESV_PORTS when Slurm
 //                 reserved ports (no other step on the node has them), else on SlurmFallbackPort
-//   cpus        = the CPUs each of this task's ranks computes on: its affinity mask's, divided
-//                 among the tasks sharing them (what the thread budget gives it)
 //   transport   = mpi when an MPI launcher or PMIx started the task (`srun --mpi=pmix`: PMIX_RANK;
 //                 MpiLauncherVariable), which then finds rank and size itself; else tcp
 //   sharing     = how many of the node's tasks share this task's cores: all of them when Slurm
@@ -60,14 +58,12 @@ struct SlurmStep {
   int local_tasks = 0;  // tasks of this step on this node
   int node = 0;         // SLURM_NODEID
   int nodes = 0;        // hosts in the step's node list
-  int cpus = 0;         // CPUs each rank of this task computes on
   std::string transport;
   std::string coordinator;  // host:port, REEL_COORDINATOR's when set
   // What to export to place this process; variables already set are not in it.
   std::vector<std::pair<std::string, std::string>> variables;
 
-  // "started by srun (job 12, step 0): rank 3 of 8, transport tcp, coordinator node01:PORT,
-  // 4 CPUs"
+  // "started by srun (job 12, step 0): rank 3 of 8, transport tcp, coordinator node01:PORT"
   std::string Describe() const;
 };
 
