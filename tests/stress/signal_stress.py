@@ -93,11 +93,11 @@ def train_args(work, model, optimizer, ckpt, steps=1000000, rng=None):
     return args
 
 
-def tune_config(work, path, trial_dir_keep):
+def tune_config(work, path):
+    """The demo's ASHA search over this work folder's frame data (8 classes)."""
     data = os.path.join(work, "data-frame")
     with open(os.path.join(REPO, "configs", "tune_bilstm_asha.pbtxt")) as f:
-        text = f.read().replace("reel-demo/data", data).replace('"num_classes: 16"', "")
-    text = text.replace("num_classes: 16", "num_classes: 8")
+        text = f.read().replace("reel-demo/data", data).replace("num_classes: 16", "num_classes: 8")
     with open(path, "w") as f:
         f.write(text)
 
@@ -123,7 +123,7 @@ def make_case(rng, work, n, reel):
     elif kind == "tune":
         config = os.path.join(work, "tune.pbtxt")
         if not os.path.exists(config):
-            tune_config(work, config, False)
+            tune_config(work, config)
         cmd = [reel, "tune", "--config", config, "--workdir", os.path.join(out, "tune")]
         case["moment"] = "random"
         case["ckpt"] = None
@@ -140,7 +140,7 @@ def make_case(rng, work, n, reel):
     return case
 
 
-def newest_tmp_or_none(ckpt):
+def names_oldest_first(ckpt):
     """Names in the checkpoint folder, newest last (by modification time)."""
     try:
         entries = [(os.stat(os.path.join(ckpt, e)).st_mtime_ns, e) for e in os.listdir(ckpt)]
@@ -218,7 +218,7 @@ def classify(case, code, stderr, reel, work):
             return "status 0 after a signal"
     ckpt = case["ckpt"]
     if ckpt:
-        names = newest_tmp_or_none(ckpt)
+        names = names_oldest_first(ckpt)
         case["checkpoints"] = [e for e in names if ".tmp" not in e]
         if names and ".tmp" in names[-1]:
             return "temporary file newest"
