@@ -3,7 +3,8 @@
 # Phases (each prints its wall time and CPU seconds; `cmake --workflow --preset P` runs one alone):
 # 1. install-deps, check-paths, s3rver: a fresh machine and a clone with nothing beside it suffice.
 # 2. release (gcc, -g1): what users build and install, file by file, and the benches; the Debian
-#    package's test (the Python module's too: no interpreter loads a sanitizer build's extension).
+#    package's test (the Python module's too: no interpreter loads a sanitizer build's extension)
+#    and the learning runs (label learns: what a model learns, at the speed users train).
 # 3. asan (clang, unity, -O1): every other test once under ASan + UBSan, the install tests too, and
 #    a second compiler.
 # 4. tsan: the threaded parts' tests again (REEL_TSAN_LABELS, default
@@ -51,7 +52,8 @@ asan_plugins=${REEL_ASAN_PLUGINS-}
 asan_labels=${REEL_ASAN_LABELS-}
 if [[ -z "$asan_plugins" && -z "$asan_labels" ]]; then
   # The release preset's: the Debian package's test and the Python module's (an interpreter
-  # cannot load a sanitizer build's extension, so the sanitizer builds leave the module out).
+  # cannot load a sanitizer build's extension, so the sanitizer builds leave the module out), and
+  # the learning runs (label learns), which the asan preset leaves out.
   release_tests=() asan_tests=()
   release_targets=  # the release preset's: reel_installables reel_benches
 else

@@ -158,4 +158,10 @@ double JsonField(const std::string& json, const std::string& key) {
   return std::atof(json.c_str() + at + key.size() + 4);
 }
 
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace reel::e2e
