@@ -38,16 +38,20 @@ def _not_finite(where, video, frame, column, value):
 
 def _check_finite(flat, starts, lengths, where):
     """NaN or inf in a frame some video uses: ValueError naming video, frame and column.
-    ``starts`` ascend (every layout _feature makes from one array)."""
-    finite = np.isfinite(flat)
-    if finite.all():
-        return
-    for row in np.flatnonzero(~finite.all(axis=1)):  # starts ascend: videos lie in order
-        video = int(np.searchsorted(starts, row, side="right")) - 1
-        frame = int(row - starts[video])
-        if frame < lengths[video]:  # else padding no video uses
-            column = int(np.flatnonzero(~finite[row])[0])
-            raise _not_finite(where, video, frame, column, flat[row, column])
+    ``starts`` ascend (every layout _feature makes from one array). Checked in blocks of rows,
+    so the mask it needs stays small whatever the array's size."""
+    step = max(1, (1 << 22) // max(1, flat.shape[1]))
+    for first in range(0, flat.shape[0], step):
+        finite = np.isfinite(flat[first:first + step])
+        if finite.all():
+            continue
+        for offset in np.flatnonzero(~finite.all(axis=1)):  # videos lie in order
+            row = first + int(offset)
+            video = int(np.searchsorted(starts, row, side="right")) - 1
+            frame = row - int(starts[video])
+            if frame < lengths[video]:  # else padding no video uses
+                column = int(np.flatnonzero(~finite[offset])[0])
+                raise _not_finite(where, video, frame, column, flat[row, column])
 
 
 def _lengths(value, n, frames, where):

@@ -285,3 +285,20 @@ def test_label_outside_num_classes_names_the_video():
     with pytest.raises(reel.InvalidArgumentError, match=r"video 1 has label 8 outside \[0, 8\)"):
         reel.train(video_config(), data=d)
     assert _reel.table_count() == 0
+
+
+def test_bad_eval_data_is_named_and_data_is_released():
+    good = video_data()
+    bad = dict(good, mean_audio=np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"eval_data\['mean_audio'\] has 3 videos, "
+                                         r"eval_data\['mean_rgb'\] has 40"):
+        reel.train(video_config(), data=good, eval_data=bad)
+    assert _reel.table_count() == 0
+
+
+def test_non_finite_found_past_the_first_block():
+    # The check goes through a large array in blocks of rows: a NaN in a later block is found.
+    rgb = np.zeros((5000, 1024), np.float32)
+    rgb[4321, 5] = np.nan
+    with pytest.raises(ValueError, match=r"video 4321, frame 0, column 5 is not finite"):
+        reel.train(video_config(), data={"mean_rgb": rgb, "labels": [[0]] * 5000})
