@@ -302,3 +302,14 @@ def test_non_finite_found_past_the_first_block():
     rgb[4321, 5] = np.nan
     with pytest.raises(ValueError, match=r"video 4321, frame 0, column 5 is not finite"):
         reel.train(video_config(), data={"mean_rgb": rgb, "labels": [[0]] * 5000})
+
+
+def test_two_ranks_share_the_arrays_and_refuse_a_stream():
+    d = video_data()
+    cfg = video_config()
+    cfg["trainer"]["local_ranks"] = 2
+    result = reel.train(cfg, data=d)
+    assert result.steps == 6
+    with pytest.raises(NotImplementedError, match="an iterable of batches feeds one rank"):
+        reel.train(cfg, data=[d])
+    assert _reel.table_count() == 0
