@@ -1,6 +1,7 @@
 #include "array_source.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -69,12 +70,36 @@ Result<Batch> MakeBatch(const ArrayTable& t, const std::vector<int64_t>& rows, c
   return b;
 }
 
+// A position: "numpy/v2 WHAT epoch=E next=N", WHAT "videos=R" for a table of R videos (a table
+// of as many videos takes it: a resumed call registers its arrays under a new handle) or
+// "stream".
+std::string PositionText(const std::string& what, int64_t epoch, int64_t next) {
+  return "numpy/v2 " + what + " epoch=" + std::to_string(epoch) + " next=" + std::to_string(next);
+}
+
+bool ParseField(const std::string& word, std::string_view key, int64_t& value) {
+  if (word.size() <= key.size() || word.compare(0, key.size(), key) != 0) return false;
+  const char* end = word.data() + word.size();
+  auto [ptr, ec] = std::from_chars(word.data() + key.size(), end, value);
+  return ec == std::errc() && ptr == end && value >= 0;
+}
+
+Status ParsePosition(std::string_view position, const std::string& what, int64_t& epoch,
+                     int64_t& next) {
+  std::istringstream in{std::string(position)};
+  std::string tag, w, e, n, rest;
+  if (!(in >> tag >> w >> e >> n) || (in >> rest) || tag != "numpy/v2" || w != what ||
+      !ParseField(e, "epoch=", epoch) || !ParseField(n, "next=", next))
+    return InvalidArgumentError("not a position of this in-memory data (" + what + "): '" +
+                                std::string(position) + "'");
+  return Status::Ok();
+}
+
 class TableSource : public DataSource {
  public:
-  TableSource(std::shared_ptr<const ArrayTable> t, int64_t handle, int64_t batch, bool shuffle,
-              Framing framing, uint64_t seed, ShardSpec shard)
+  TableSource(std::shared_ptr<const ArrayTable> t, int64_t batch, bool shuffle, Framing framing,
+              uint64_t seed, ShardSpec shard)
       : t_(std::move(t)),
-        handle_(handle),
         batch_(batch),
         shuffle_(shuffle),
         framing_(framing),
@@ -100,19 +125,13 @@ class TableSource : public DataSource {
   }
 
   Result<std::string> Position() const override {
-    return "numpy/v1 table=" + std::to_string(handle_) + " epoch=" + std::to_string(epoch_) +
-           " next=" + std::to_string(next_);
+    return PositionText("videos=" + std::to_string(t_->rows), epoch_, next_);
   }
 
   Status Restore(std::string_view position) override {
-    std::istringstream in{std::string(position)};
-    std::string tag;
-    int64_t table = 0, epoch = 0, next = 0;
-    char c;
-    if (!(in >> tag) || tag != "numpy/v1" || !(in.ignore(7) >> table) || !(in.ignore(7) >> epoch) ||
-        !(in.ignore(6) >> next) || table != handle_ || (in >> c))
-      return InvalidArgumentError("not a position of this numpy table: '" + std::string(position) +
-                                  "'");
+    int64_t epoch = 0, next = 0;
+    REEL_RETURN_IF_ERROR(
+        ParsePosition(position, "videos=" + std::to_string(t_->rows), epoch, next));
     REEL_RETURN_IF_ERROR(StartEpoch(epoch));
     next_ = std::min<int64_t>(next, static_cast<int64_t>(order_.size()));
     return Status::Ok();
@@ -130,7 +149,7 @@ class TableSource : public DataSource {
   }
 
   std::shared_ptr<const ArrayTable> t_;
-  int64_t handle_, batch_;
+  int64_t batch_;
   bool shuffle_;
   Framing framing_;
   uint64_t seed_;
@@ -143,8 +162,8 @@ class TableSource : public DataSource {
 // apply), each checked as a table.
 class StreamSource : public DataSource {
  public:
-  StreamSource(std::shared_ptr<const BatchStream> s, int64_t handle, Framing framing)
-      : s_(std::move(s)), handle_(handle), framing_(framing) {}
+  StreamSource(std::shared_ptr<const BatchStream> s, Framing framing)
+      : s_(std::move(s)), framing_(framing) {}
 
   Result<Batch> Next() override {
     Result<ArrayTable> t = (*s_)(epoch_, next_);
@@ -163,20 +182,11 @@ class StreamSource : public DataSource {
     return Status::Ok();
   }
 
-  Result<std::string> Position() const override {
-    return "numpy/v1 table=" + std::to_string(handle_) + " epoch=" + std::to_string(epoch_) +
-           " next=" + std::to_string(next_);
-  }
+  Result<std::string> Position() const override { return PositionText("stream", epoch_, next_); }
 
   Status Restore(std::string_view position) override {
-    std::istringstream in{std::string(position)};
-    std::string tag;
-    int64_t table = 0, epoch = 0, next = 0;
-    char c;
-    if (!(in >> tag) || tag != "numpy/v1" || !(in.ignore(7) >> table) || !(in.ignore(7) >> epoch) ||
-        !(in.ignore(6) >> next) || table != handle_ || (in >> c))
-      return InvalidArgumentError("not a position of this batch stream: '" + std::string(position) +
-                                  "'");
+    int64_t epoch = 0, next = 0;
+    REEL_RETURN_IF_ERROR(ParsePosition(position, "stream", epoch, next));
     epoch_ = epoch;
     next_ = next;
     return Status::Ok();
@@ -184,7 +194,6 @@ class StreamSource : public DataSource {
 
  private:
   std::shared_ptr<const BatchStream> s_;
-  int64_t handle_;
   Framing framing_;
   int64_t epoch_ = 0, next_ = 0;
 };
@@ -216,11 +225,11 @@ Status Register(Registrar& r) noexcept {
           if (ctx.shard.world_size > 1)
             return UnimplementedError("an iterable of batches feeds one rank; give arrays to " +
                                       std::to_string(ctx.shard.world_size) + " ranks");
-          return std::unique_ptr<DataSource>(new StreamSource(*s, handle, f));
+          return std::unique_ptr<DataSource>(new StreamSource(*s, f));
         }
         return std::unique_ptr<DataSource>(
-            new TableSource(std::get<std::shared_ptr<const ArrayTable>>(e), handle,
-                            o.GetInt("batch_size"), o.GetBool("shuffle"), f, ctx.seed, ctx.shard));
+            new TableSource(std::get<std::shared_ptr<const ArrayTable>>(e), o.GetInt("batch_size"),
+                            o.GetBool("shuffle"), f, ctx.seed, ctx.shard));
       });
 }
 

@@ -9,7 +9,9 @@
 // length, as the tfrecord source pads. Video-level features are runs of one frame. `shuffle`
 // permutes each epoch from the run's seed and the epoch; sharded by video index over the ranks.
 // A stream instead asks a function for each batch of an epoch in turn (an iterable of batches;
-// one rank only). Position: "numpy/v1 table=H epoch=E next=N" (N videos, or batches of a stream).
+// one rank only). Position: "numpy/v2 videos=R epoch=E next=N" (R videos in the table, N of them
+// read; any table of R videos restores it, as a resumed call registers its arrays anew) or
+// "numpy/v2 stream epoch=E next=N" (N batches read).
 //
 // Thread-safety: tables are added and dropped under a lock; a source is used by one thread; a
 // stream's function is called from the thread that reads the source.

@@ -135,7 +135,7 @@ TEST_F(ArraySourceTest, StreamGivesItsBatchesAndResumesWhereItWas) {
   ASSERT_TRUE((*source)->Next().ok());
   Result<std::string> pos = (*source)->Position();
   ASSERT_TRUE(pos.ok());
-  EXPECT_EQ(*pos, "numpy/v1 table=" + std::to_string(h) + " epoch=0 next=1");
+  EXPECT_EQ(*pos, "numpy/v2 stream epoch=0 next=1");
   Result<Batch> b = (*source)->Next();
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->size(), 3);
@@ -147,6 +147,38 @@ TEST_F(ArraySourceTest, StreamGivesItsBatchesAndResumesWhereItWas) {
   EXPECT_EQ(asked.back(), (std::pair<int64_t, int64_t>{0, 1}));
   EXPECT_EQ(Open(h, {}, ShardSpec{0, 2}).status().code(), StatusCode::kUnimplemented);
   DropArrayTable(h);
+}
+
+TEST_F(ArraySourceTest, ATableOfAsManyVideosRestoresAPosition) {
+  const int64_t first = AddArrayTable(videos_.Table());
+  auto source = Open(first, {{"batch_size", "2"}});
+  ASSERT_TRUE(source.ok());
+  ASSERT_TRUE((*source)->Next().ok());
+  Result<std::string> pos = (*source)->Position();
+  ASSERT_TRUE(pos.ok());
+  EXPECT_EQ(*pos, "numpy/v2 videos=3 epoch=0 next=2");
+  const int64_t second = AddArrayTable(videos_.Table());  // as a resumed call registers it
+  auto resumed = Open(second, {{"batch_size", "2"}});
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_TRUE((*resumed)->Restore(*pos).ok());
+  Result<Batch> b = (*resumed)->Next();
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->ids, (std::vector<std::string>{"r2"}));
+  ArrayTable fewer = videos_.Table();
+  fewer.rows = 2;
+  fewer.features[0].frames.pop_back();
+  fewer.features[0].lengths.pop_back();
+  fewer.label_offsets.pop_back();
+  fewer.label_ids.resize(1);
+  const int64_t third = AddArrayTable(std::move(fewer));
+  auto other = Open(third);
+  ASSERT_TRUE(other.ok());
+  const Status refused = (*other)->Restore(*pos);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "not a position of this in-memory data (videos=2): '" + *pos + "'");
+  EXPECT_EQ((*other)->Restore("numpy/v2 videos=2 epoch=x next=0").code(),
+            StatusCode::kInvalidArgument);
+  for (int64_t h : {first, second, third}) DropArrayTable(h);
 }
 
 }  // namespace

@@ -313,3 +313,16 @@ def test_two_ranks_share_the_arrays_and_refuse_a_stream():
     with pytest.raises(NotImplementedError, match="an iterable of batches feeds one rank"):
         reel.train(cfg, data=[d])
     assert _reel.table_count() == 0
+
+
+def test_resume_from_arrays_continues_where_it_stopped(tmp_path):
+    # A stopped run's checkpoint records how far into the arrays it got; the resumed call
+    # registers them anew and continues there, as one uninterrupted run would.
+    d = video_data()
+    whole = reel.train(video_config(steps=8), data=d)
+    cfg = video_config(steps=8, checkpoint_dir=str(tmp_path / "ck"))
+    stopped = reel.train(cfg, callbacks=lambda e: e["kind"] == "log" and e["step"] == 3, data=d)
+    assert stopped.stopped and stopped.steps == 3
+    resumed = reel.train(cfg, data=d, resume=True)
+    assert resumed.resumed and resumed.steps == 8
+    assert losses(stopped) + losses(resumed) == losses(whole)
