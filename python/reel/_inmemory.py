@@ -280,6 +280,10 @@ class Registered:
         self.stream = None
         if data is None:
             self.handle = 0
+        elif isinstance(data, (str, bytes, os.PathLike)):
+            raise TypeError(f"{where} takes data in memory; files go in the config's data "
+                            f"sections (or reel.predict's and reel.evaluate's data), not "
+                            f"{data!r}")
         elif isinstance(data, collections.abc.Mapping) or hasattr(data, "columns"):
             self.handle = _reel.add_table(table_fields(data, where, need_labels))
         elif callable(data) or isinstance(data, collections.abc.Iterable):

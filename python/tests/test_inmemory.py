@@ -237,6 +237,11 @@ BAD = [
     ({"mean_rgb": np.zeros((2, 16), np.float32), "labels": [[1], [2]], "id": ["a"]},
      ValueError, r"data\['id'\] has 1 ids, the features have 2"),
     (42, TypeError, r"data must be a dict or DataFrame of features and labels, or an iterable"),
+    ("data/*.tfrecord", TypeError, r"data takes data in memory; files go in the config's data "
+                                   r"sections"),
+    ([{"mean_rgb": np.zeros((2, 16), np.float32), "mean_audio": np.zeros((2, 4), np.float32),
+       "labels": [[1], [2]]}, 7],
+     TypeError, r"data batch 1 must be a dict or DataFrame of features and labels, not int"),
 ]
 
 
