@@ -7,6 +7,7 @@
 #include "array_source.h"
 #include "data.h"
 #include "host.h"
+#include "inmemory.h"
 #include "reel/core/metrics.h"
 #include "reel/version.h"
 #include "train.h"
@@ -36,21 +37,26 @@ py::dict Metrics(py::array_t<float, py::array::c_style | py::array::forcecast> s
   return MetricsDict(acc.Compute());
 }
 
-// reel.sklearn's training data: X [N, D] and the indicator matrix Y [N, C], copied.
+// reel.sklearn's training data: X [N, D] (feature "x") and the indicator matrix Y [N, C], copied.
 int64_t AddArrays(py::array_t<float, py::array::c_style | py::array::forcecast> x,
                   py::array_t<uint8_t, py::array::c_style | py::array::forcecast> y) {
   if (x.ndim() != 2 || y.ndim() != 2 || x.shape(0) != y.shape(0))
     ThrowIfError(InvalidArgumentError("X must be [videos, features] and Y [videos, classes]"));
+  auto values = std::make_shared<std::vector<float>>(x.data(), x.data() + x.size());
   ArrayTable t;
   t.rows = x.shape(0);
-  t.width = x.shape(1);
-  t.x.assign(x.data(), x.data() + x.size());
-  t.label_offsets.push_back(0);
+  ArrayFeature f;
+  f.name = "x";
+  f.width = x.shape(1);
   for (int64_t v = 0; v < t.rows; ++v) {
+    f.frames.push_back(values->data() + v * f.width);
+    f.lengths.push_back(1);
     for (int64_t c = 0; c < y.shape(1); ++c)
       if (y.at(v, c)) t.label_ids.push_back(static_cast<int32_t>(c));
     t.label_offsets.push_back(static_cast<int64_t>(t.label_ids.size()));
   }
+  t.features.push_back(std::move(f));
+  t.keep = std::move(values);
   return AddArrayTable(std::move(t));
 }
 
@@ -96,5 +102,6 @@ PYBIND11_MODULE(_reel, m) {
   m.def("drop_arrays", &DropArrayTable, py::arg("handle"));
   m.def("metrics", &Metrics, py::arg("scores"), py::arg("labels"), py::arg("k"));
   DefineData(m);
+  DefineInMemory(m);
   DefineTrain(m);
 }

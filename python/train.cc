@@ -102,12 +102,39 @@ core::ConfigFile LoadConfig(core::Host& host, const std::string& config, bool is
   return cfg;
 }
 
+// The data source "numpy" over table `table` in place of section `from` (docs/python.md,
+// "Training from memory"): what the arrays cannot say (max_frames, fixed_length, batch_size,
+// shuffling: shuffle, else shuffle_buffer > 0) is kept from it.
+config::Component InMemory(const config::Component& from, int64_t table, bool may_shuffle) {
+  config::Component c;
+  c.set_name("numpy");
+  auto& o = *c.mutable_options();
+  for (const char* key : {"max_frames", "fixed_length", "batch_size", "num_classes", "shuffle"})
+    if (auto it = from.options().find(key); it != from.options().end()) o[key] = it->second;
+  if (!o.count("shuffle")) {
+    auto it = from.options().find("shuffle_buffer");
+    o["shuffle"] = it != from.options().end() && it->second != "0" ? "true" : "false";
+  }
+  if (!may_shuffle) o["shuffle"] = "false";
+  o["table"] = std::to_string(table);
+  return c;
+}
+
 // `on_event(dict) -> bool` is called at each logged window and evaluation; true stops the run.
 // An exception it raises stops the run and is raised again from train().
+// `data_table`, `eval_table` > 0: tables of the data source "numpy" instead of the config's data
+// and eval_data sections.
 py::dict Train(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
-               py::object on_event, bool resume, int verbosity, bool handle_sigint) {
+               py::object on_event, bool resume, int verbosity, bool handle_sigint,
+               int64_t data_table, int64_t eval_table) {
   core::Host& host = GetHost();
   core::ConfigFile cfg = LoadConfig(host, config, is_path, overrides);
+  if (data_table > 0)
+    *cfg.config.mutable_data() = InMemory(cfg.config.data(), data_table, /*may_shuffle=*/true);
+  if (eval_table > 0)
+    *cfg.config.mutable_eval_data() = InMemory(
+        cfg.config.has_eval_data() ? cfg.config.eval_data() : cfg.config.data(), eval_table,
+        /*may_shuffle=*/false);
   std::atomic<bool> stop_asked{false};
   // An exception a callback raised (with its traceback), raised again after the run.
   std::optional<py::error_already_set> pending;
@@ -192,7 +219,7 @@ struct Loaded {
   core::CheckpointModel model;
   core::Owned<DataSource> source;
 };
-// `table` > 0: reel.sklearn's arrays of that handle instead of files.
+// `table` > 0: the numpy table of that handle (reel.sklearn's arrays, `data=`) instead of files.
 Loaded LoadForData(const std::string& checkpoint, const std::string& pattern, int batch_size,
                    int64_t table = 0) {
   core::Host& host = GetHost();
@@ -201,10 +228,7 @@ Loaded LoadForData(const std::string& checkpoint, const std::string& pattern, in
   const config::RunConfig& rc = out.model.config.config;
   config::Component data = rc.has_eval_data() ? rc.eval_data() : rc.data();
   if (table > 0) {
-    data.set_name("numpy");
-    data.clear_options();
-    (*data.mutable_options())["table"] = std::to_string(table);
-    (*data.mutable_options())["shuffle"] = "false";
+    data = InMemory(data, table, /*may_shuffle=*/false);
   } else {
     (*data.mutable_options())["files"] = pattern;
     (*data.mutable_options())["shuffle_buffer"] = "0";
@@ -220,13 +244,13 @@ Loaded LoadForData(const std::string& checkpoint, const std::string& pattern, in
   return out;
 }
 
-py::dict Evaluate(const std::string& checkpoint, const std::string& data, int top_k,
-                  int batch_size) {
+py::dict Evaluate(const std::string& checkpoint, const std::string& data, int top_k, int batch_size,
+                  int64_t table) {
   core::EvalMetrics m;
   {
     py::gil_scoped_release release;
     m = AwayFromSignals([&] {
-      Loaded l = LoadForData(checkpoint, data, batch_size);
+      Loaded l = LoadForData(checkpoint, data, batch_size, table);
       Model* models[] = {l.model.model.get()};
       return ValueOrThrow(core::Evaluate(models, *l.source, l.model.num_classes, top_k, nullptr));
     });
@@ -333,9 +357,10 @@ py::dict Tune(const std::string& search, bool is_path, const std::vector<std::st
 
 void DefineTrain(py::module_& m) {
   m.def("train", &Train, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
-        py::arg("on_event"), py::arg("resume"), py::arg("verbosity"), py::arg("handle_sigint"));
+        py::arg("on_event"), py::arg("resume"), py::arg("verbosity"), py::arg("handle_sigint"),
+        py::arg("data_table") = 0, py::arg("eval_table") = 0);
   m.def("evaluate", &Evaluate, py::arg("checkpoint"), py::arg("data"), py::arg("top_k"),
-        py::arg("batch_size"));
+        py::arg("batch_size"), py::arg("table") = 0);
   m.def("predict", &Predict, py::arg("checkpoint"), py::arg("data"), py::arg("top_k"),
         py::arg("batch_size"), py::arg("table") = 0);
   m.def("tune", &Tune, py::arg("search"), py::arg("is_path"), py::arg("overrides"),

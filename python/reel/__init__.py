@@ -10,6 +10,7 @@ import os
 import threading
 
 from . import _config
+from . import _inmemory
 from . import _reel
 from . import metrics  # noqa: F401  (reel.metrics.gap ...)
 from .errors import (AlreadyExistsError, CancelledError, DataLossError,  # noqa: F401
@@ -160,7 +161,8 @@ class TrainResult:
                 f"checkpoint={self.checkpoint!r}, evals={len(self.evals)})")
 
 
-def train(config, overrides=None, callbacks=(), *, resume=False, verbose=False):
+def train(config, overrides=None, callbacks=(), *, data=None, eval_data=None, resume=False,
+          verbose=False):
     """Runs ``reel train``'s training job in this process and returns a :class:`TrainResult`.
 
     ``config``: a path or URI of a text-format RunConfig (``configs/moe.pbtxt``), the text
@@ -174,6 +176,9 @@ def train(config, overrides=None, callbacks=(), *, resume=False, verbose=False):
     and is raised here. The GIL is released while training: other Python threads run.
     Ctrl-C finishes the step, writes the checkpoint and raises KeyboardInterrupt (continue with
     ``resume=True``). ``verbose``: the command's progress lines on stderr.
+    ``data``, ``eval_data``: train (evaluate) on features and labels in memory instead of the
+    config's data (eval_data) section: a dict or pandas DataFrame (``{"rgb": ..., "audio": ...,
+    "labels": ...}``) or an iterable of such batches (docs/python.md, "Training from memory").
     """
     text, is_path = _config.resolve(config)
     sets = _config.overrides_list(overrides)
@@ -194,31 +199,43 @@ def train(config, overrides=None, callbacks=(), *, resume=False, verbose=False):
             stop = bool(cb(event)) or stop
         return stop
 
-    raw = _reel.train(text, is_path, sets, on_event, resume, 1 if verbose else 0,
-                      _on_main_thread())
+    with _inmemory.Registered(data, "data") as table, \
+            _inmemory.Registered(eval_data, "eval_data") as eval_table:
+        raw = _reel.train(text, is_path, sets, on_event, resume, 1 if verbose else 0,
+                          _on_main_thread(), table, eval_table)
     return TrainResult(raw, events)
 
 
 def evaluate(checkpoint, data, *, top_k=20, batch_size=64):
     """``reel eval``: the metrics (dict: ``gap``, ``hit_at_1``, ``perr``, ``map``, ``videos``,
     ``top_k``) of the model in ``checkpoint`` (a checkpoint file or folder, its newest) on the
-    records ``data`` matches, read as the checkpoint's config reads its evaluation data."""
+    records ``data`` matches, read as the checkpoint's config reads its evaluation data; or of
+    ``data`` in memory, as :func:`train` takes it."""
     ckpt = os.fspath(_check(checkpoint, (str, os.PathLike), "checkpoint", "a path"))
-    return _reel.evaluate(ckpt, _pattern(data, "data"), _check(top_k, int, "top_k", "an int"),
-                          _check(batch_size, int, "batch_size", "an int"))
+    k = _check(top_k, int, "top_k", "an int")
+    size = _check(batch_size, int, "batch_size", "an int")
+    if not _inmemory.is_in_memory(data):
+        return _reel.evaluate(ckpt, _pattern(data, "data"), k, size)
+    with _inmemory.Registered(data, "data") as table:
+        return _reel.evaluate(ckpt, "", k, size, table)
 
 
 def predict(checkpoint, data, top_k=20, *, batch_size=64, as_frame=False):
     """``reel predict``: for every video of ``data``, its ``top_k`` classes and probabilities,
     best first. Returns ``(ids, classes, scores)``: a list of str, int32 [N, top_k] and float32
     [N, top_k]; or with ``as_frame=True`` a pandas DataFrame (``id``, ``class``, ``score``, one
-    row per video and rank)."""
+    row per video and rank). ``data``: a pattern of files, or videos in memory as :func:`train`
+    takes them (labels not needed; ids from ``data["id"]``, else ``r<row>``)."""
     ckpt = os.fspath(_check(checkpoint, (str, os.PathLike), "checkpoint", "a path"))
     k = _check(top_k, int, "top_k", "an int")
     if k < 1:
         raise ValueError(f"top_k must be >= 1, got {k}")
-    ids, classes, scores = _reel.predict(ckpt, _pattern(data, "data"), k,
-                                         _check(batch_size, int, "batch_size", "an int"))
+    size = _check(batch_size, int, "batch_size", "an int")
+    if _inmemory.is_in_memory(data):
+        with _inmemory.Registered(data, "data", need_labels=False) as table:
+            ids, classes, scores = _reel.predict(ckpt, "", k, size, table)
+    else:
+        ids, classes, scores = _reel.predict(ckpt, _pattern(data, "data"), k, size)
     if not as_frame:
         return ids, classes, scores
     import numpy

@@ -1,6 +1,6 @@
 # Type stubs of the package reel (python/reel/__init__.py; docs/python.md).
 import os
-from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,10 @@ Pattern = Union[Path, Sequence[Path]]
 Config = Union[Path, Mapping[str, Any]]
 Event = dict[str, Any]
 Callback = Callable[[Event], bool | None]
+# In-memory data (docs/python.md, "Training from memory"): a dict or DataFrame of features and
+# labels, or an iterable of such batches (or a callable returning an iterator of them).
+Table = Union[Mapping[str, Any], pandas.DataFrame]
+Data = Union[Table, Iterable[Table], Callable[[], Iterator[Table]]]
 
 class Reader(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]: ...
@@ -56,11 +60,11 @@ class TrainResult:
     def metrics(self) -> pandas.DataFrame: ...
 
 def train(config: Config, overrides: Mapping[str, Any] | None = ...,
-          callbacks: Callback | Sequence[Callback] = ..., *, resume: bool = ...,
-          verbose: bool = ...) -> TrainResult: ...
-def evaluate(checkpoint: Path, data: Pattern, *, top_k: int = ...,
+          callbacks: Callback | Sequence[Callback] = ..., *, data: Data | None = ...,
+          eval_data: Data | None = ..., resume: bool = ..., verbose: bool = ...) -> TrainResult: ...
+def evaluate(checkpoint: Path, data: Pattern | Data, *, top_k: int = ...,
              batch_size: int = ...) -> dict[str, Any]: ...
-def predict(checkpoint: Path, data: Pattern, top_k: int = ..., *, batch_size: int = ...,
+def predict(checkpoint: Path, data: Pattern | Data, top_k: int = ..., *, batch_size: int = ...,
             as_frame: bool = ...) -> tuple[list[str], npt.NDArray[np.int32],
                                            npt.NDArray[np.float32]] | pandas.DataFrame: ...
 
