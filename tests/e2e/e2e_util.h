@@ -22,7 +22,7 @@ std::string ScratchDir(const std::string& name);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
-std::vector<std::string> ListDir(const std::string& dir);  // sorted full paths
+std::vector<std::string> ListDir(const std::string& dir);     // sorted full paths
 int Count(const std::string& text, const std::string& what);  // occurrences, overlapping too
 
 // Label lists of every record in `files` (via `reel inspect --json`).
