@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""bench/RESULTS.md from its raw files (issue 50).
+
+  python3 bench/results.py            # write bench/RESULTS.md from bench/results_rows.md + raw files
+  python3 bench/results.py --check    # recompute; fail naming row and figure on any difference
+  python3 bench/results.py --check --table OTHER.md   # check another copy of the table
+
+bench/results_rows.md is the table's text with every derived figure as a `{name}` placeholder.
+A row whose benchmark (its first cell) has a function in DERIVE gets its placeholders from that
+function, which reads the row's raw file(s) in bench/results/; the definitions are
+docs/benchmarks.md's: whole jobs from start to exit, equal work, the peer at its best. A row
+without a function is copied as written and listed by --check as not derived yet.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+RAW = os.path.join(BENCH, "results")
+ROWS = os.path.join(BENCH, "results_rows.md")
+TABLE = os.path.join(BENCH, "RESULTS.md")
+
+
+def load(name):
+    with open(os.path.join(RAW, name)) as f:
+        return json.load(f)
+
+
+def text(name):
+    with open(os.path.join(RAW, name)) as f:
+        return f.read()
+
+
+def f2(x):
+    return f"{x:.2f}"
+
+
+def f3(x):
+    return f"{x:.3f}"
+
+
+def pct(x):
+    return f"{100 * x:.0f}%"
+
+
+def span(values, fmt=f2):
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+# --- one function per row: returns {placeholder: text} -----------------------------------------
+
+def allreduce_netns():
+    d = load("allreduce_netns_2026-12-02_ecb1de9.json")["results_busbw_GBps"]
+    big = "67108864"
+    link = 0.125  # 1 Gbit/s in GB/s: the file's "rate"
+    out = {"link": f3(link)}
+    for n in (2, 3):
+        reel = d[f"netns/reel_tcp/{n}"][big]["median"]
+        gloo = d[f"netns/gloo/{n}"][big]["median"]
+        out.update({f"reel{n}": f3(reel), f"gloo{n}": f3(gloo), f"link{n}": pct(reel / link),
+                    f"vs_gloo{n}": f2(reel / gloo)})
+    lows = [d[f"netns/reel_tcp/{n}"][big]["median"] / link for n in (2, 3)]
+    out["target"] = verdict(min(lows) >= 0.9)
+    return out
+
+
+def s3_read():
+    d = load("s3_read_2026-11-30_cfff8e5.json")
+    aws = min(d["aws_cli_stdout_s"], d["aws_cli_file_s"])  # the AWS CLI at its best run
+    return {"reel_s": f3(d["reel_s"]), "reel_gbps": f3(d["reel_gbps"]), "aws_s": f3(aws),
+            "curl_s": f3(d["curl_single_get_s"]), "vs_aws": f2(aws / d["reel_s"]),
+            "vs_curl": f2(d["curl_single_get_s"] / d["reel_s"])}
+
+
+def ingest_frame():
+    d = load("ingest_frame_2026-11-30_4c9b5fa.json")["median_GBps"]
+    ratio = d["ingest_frame"] / d["crc_reader"]
+    return {"ingest": f2(d["ingest_frame"]), "crc": f2(d["crc_reader"]), "ratio": f2(ratio),
+            "target": verdict(ratio >= 0.5), "floor": verdict(d["ingest_frame"] >= 1.0)}
+
+
+def bilstm(name, shape, sgemm_target):
+    d = load(name)
+    res = {r["lengths"]: r for r in d["results"]}
+    full, uni = res["full"], res["uniform"]
+    reel_full = full["programs"]["reel_gemm"]["median"]
+    reel_uni = uni["programs"]["reel_gemm"]["median"]
+    # Padded PyTorch computes all 300 frames of every video: paired with reel at full length
+    # (docs/benchmarks.md, standard shapes); packed is the exact path, paired at uniform lengths.
+    padded = full["torch_padded_best"]
+    packed = uni["torch_packed_best"]
+    executed = [full["executed_fraction_of_sgemm"], uni["executed_fraction_of_sgemm"]]
+    nominal = [full["fraction_of_sgemm"], uni["fraction_of_sgemm"]]
+    padded_x = padded["median_s"] / reel_full
+    packed_x = packed["median_s"] / reel_uni
+    return {"full_s": f3(reel_full), "uni_s": f3(reel_uni),
+            "exec": "-".join(sorted({pct(x)[:-1] for x in executed})) + "%",
+            "nominal": "-".join(sorted({pct(x)[:-1] for x in nominal})) + "%",
+            "padded_s": f3(padded["median_s"]), "padded_t": str(padded["threads"]),
+            "packed_s": f"{packed['median_s']:.1f}", "packed_t": str(packed["threads"]),
+            "sgemm": f"{d['meta']['sgemm_gflops']['median']:.0f}",
+            "padded_x": f2(padded_x), "packed_x": f"{packed_x:.0f}",
+            "padded_v": verdict(padded_x >= 1.5), "packed_v": verdict(packed_x >= 10),
+            "sgemm_v": verdict(min(executed) >= sgemm_target)}
+
+
+def bilstm_video():
+    return bilstm("bilstm_step_video_2026-12-01_85818bc.json", "video", 0.85)
+
+
+def bilstm_audio():
+    return bilstm("bilstm_step_audio_2026-12-01_91a0c1d.json", "audio", 0.70)
+
+
+def async_train():
+    d = load("async_sgd_train_2026-12-04_f6b7eb1.json")
+    steps = int(re.search(r"--steps (\d+)", d["command"]).group(1))
+    t = d["train"]
+
+    def med(case, key):
+        return statistics.median(r[key] for r in t[case])
+
+    def rate(case, workers):  # whole job: every worker's examples over start to exit
+        return steps * 32 * workers / med(case, "wall_seconds")
+
+    out = {}
+    for w in (1, 2, 3):
+        a, s = f"async_{w}w", f"sync_{w + 1}"  # the same processes: W workers + server, W+1 ranks
+        ra, rs = rate(a, w), rate(s, w + 1)
+        # sync at its best to the target: any learning-rate rule run at that rank count
+        best = min((med(c, "target_seconds"), c) for c in t
+                   if c == s or c.startswith(s + "_lr"))
+        out.update({f"a{w}": f"{ra / 1000:.1f}k", f"s{w}": f"{rs / 1000:.1f}k",
+                    f"r{w}": f2(ra / rs), f"at{w}": f2(med(a, "target_seconds")),
+                    f"st{w}": f2(best[0]), f"tt{w}": f2(best[0] / med(a, "target_seconds")),
+                    f"se{w}": str(int(med(best[1], "target_examples")))})
+    return out
+
+
+def ddp_bilstm_2hosts():
+    out = {}
+    for key, name in (("v", "ddp_bilstm_video_2hosts_2026-12-05_fadf20e.json"),
+                      ("t", "ddp_two_stream_2hosts_2026-12-05_fadf20e.json")):
+        d = load(name)
+        reel, torch = d["runs"]["reel/2"], d["runs"]["torch_ddp/2"]
+        rate = d["examples_per_sec"]
+        shares = [int(re.search(r"update [0-9.]+ s \((\d+)%\)", r["time"]).group(1)) for r in reel]
+        out.update({f"{key}_reel": f"{rate['reel/2']['median']:.1f}",
+                    f"{key}_loop": f"{rate['torch_ddp/2 loop']['median']:.1f}",
+                    f"{key}_ratio": f2(rate["reel/2"]["median"] / rate["torch_ddp/2 loop"]["median"]),
+                    f"{key}_ex": f"{statistics.median(r['examples'] for r in reel):,.0f}",
+                    f"{key}_tex": f"{statistics.median(r['examples'] for r in torch):,.0f}",
+                    f"{key}_upd": span(shares, str)})
+    return out
+
+
+def ci_timings():
+    s = text("ci_timings_2026-12-05_c29033a.txt")
+    total = int(re.search(r"\((\d+) s\)\.", s).group(1))
+    phases = [int(x) for x in re.findall(r"^-- (\d+) s,", s, re.M)]
+    counts = re.findall(r"out of (\d+)", s)
+    slow = {m.group(2): float(m.group(1)) for m in re.finditer(r"^([0-9.]+) .*?Test +#\d+: (\S+)", s, re.M)}
+    keys = ("release", "release_tests", "asan", "asan_tests", "tsan", "tsan_tests", "fuzz")
+    out = dict(zip(keys, map(str, phases)))
+    out.update(total=str(total), n_release=counts[0], n_asan=counts[1], n_tsan=counts[2],
+               budget=f2(total / 2700), verdict=verdict(total <= 2700),
+               slurm=f"{slow['slurm_cluster']:.0f}",
+               tune=f"{slow['TuneE2E.MoeSearchOnTheRealShardsPromotesWithWholeEpochs']:.0f}",
+               recipe=f"{slow['LearnsRealData.ShippedMoeRecipeReachesTheTunedGap']:.0f}")
+    return out
+
+
+def mpi_interleaved():
+    # Jobs of the NEW build (s20_new) on 2 ranks, both sessions (journal run 26); the 4th column
+    # of a size's line is raw / reel, the job's median over its blocks.
+    s = text("allreduce_mpi_arrival_p2p_2026-12-03_cc6e03f.txt")
+    by = {}
+    for job in re.split(r"^== ", s, flags=re.M)[1:]:
+        head = job.split("\n", 1)[0]
+        if "build s20_new" not in head or "ranks 3" in head:
+            continue
+        for m in re.finditer(r"^(\d+) [0-9.]+ [0-9.]+ ([0-9.]+) ", job, re.M):
+            by.setdefault(int(m.group(1)), []).append(float(m.group(2)))
+    meds = [statistics.median(v) for v in by.values()]
+    return {"lo": f3(min(meds)), "hi": f3(max(meds)), "jobs": str(min(len(v) for v in by.values())),
+            "min_kib": str(min(by) // 1024), "max_mib": str(max(by) // 1048576),
+            "within": verdict(min(meds) >= 0.95)}
+
+
+DERIVE = {
+    "allreduce, reel tcp flat ring, 1 Gbit/s links (network namespaces), 64 MiB": allreduce_netns,
+    "s3_read: one 256 MiB object from a local s3rver": s3_read,
+    "ingest_frame: TFRecord to padded batches, one core": ingest_frame,
+    "BiLSTM training step, video (B 32, T 300, D 1024, H 256)": bilstm_video,
+    "BiLSTM training step, audio (B 32, T 300, D 128, H 128)": bilstm_audio,
+    "async_sgd training on loopback, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs, same processes": async_train,
+    "whole-job training, bilstm_video and two_stream, 2 simulated hosts x 1 process, 1 Gbit/s": ddp_bilstm_2hosts,
+    "CI: `scripts/test.sh`, the whole suite on a fresh clone": ci_timings,
+    "allreduce, reel mpi against raw `MPI_Allreduce`, same processes (`mpi_interleaved`)": mpi_interleaved,
+}
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+def split_table(body):
+    """(lines before the rows, rows keyed by their first cell in order)."""
+    lines = body.rstrip("\n").split("\n")
+    head = next(i for i, line in enumerate(lines) if line.startswith("| benchmark |")) + 2
+    rows = [line for line in lines[head:] if line.startswith("| ")]
+    return "\n".join(lines[:head]), [(row[2:].split(" | ")[0], row) for row in rows]
+
+
+def render():
+    with open(ROWS) as f:
+        head, rows = split_table(f.read())
+    out, derived = [], []
+    for name, template in rows:
+        fn = DERIVE.get(name)
+        if fn is None:
+            out.append((name, template, None, {}))
+            continue
+        values = fn()
+        out.append((name, template.format(**values), template, values))
+        derived.append(name)
+    return head, out, derived
+
+
+def check(table):
+    head, rows, derived = render()
+    with open(table) as f:
+        _, have = split_table(f.read())
+    have = dict(have)
+    errors = []
+    for name, row, template, values in rows:
+        got = have.pop(name, None)
+        if got is None:
+            errors.append(f"row '{name}': missing from {table}")
+            continue
+        if got == row:
+            continue
+        if template is None:
+            errors.append(f"row '{name}': differs from bench/results_rows.md")
+            continue
+        parts = re.split(r"\{(\w+)\}", template)
+        pattern = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)"
+                          for i, p in enumerate(parts))
+        m = re.fullmatch(pattern, got)
+        if m is None:
+            errors.append(f"row '{name}': its text differs from bench/results_rows.md")
+            continue
+        for key, want in values.items():
+            if key in m.groupdict() and m.group(key) != want:
+                errors.append(f"row '{name}': figure '{key}' is {m.group(key)}, its raw file gives {want}")
+    for name in have:
+        errors.append(f"row '{name}': in {table} but not in bench/results_rows.md")
+    return errors, [name for name, _, t, _ in rows if t is None]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--table", default=TABLE)
+    args = ap.parse_args()
+    if args.check:
+        errors, pending = check(args.table)
+        for e in errors:
+            print(e, file=sys.stderr)
+        print(f"{len(DERIVE)} rows derived from their raw files; {len(pending)} not derived yet"
+              f" (copied from bench/results_rows.md): " + "; ".join(pending))
+        return 1 if errors else 0
+    head, rows, _ = render()
+    with open(args.table, "w") as f:
+        f.write(head + "\n" + "\n".join(row for _, row, _, _ in rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
