@@ -274,8 +274,8 @@ def main():
         errors, pending = check(args.table)
         for e in errors:
             print(e, file=sys.stderr)
-        print(f"{len(DERIVE)} rows derived from their raw files; {len(pending)} not derived yet"
-              f" (copied from bench/results_rows.md): " + "; ".join(pending))
+        print(f"{len(DERIVE)} rows derived from their raw files; {len(pending)} not derived yet "
+              "(copied from bench/results_rows.md):" + "".join(f"\n  {name}" for name in pending))
         return 1 if errors else 0
     head, rows, _ = render()
     with open(args.table, "w") as f:
