@@ -57,6 +57,32 @@ def verdict(ok):
 
 # --- one function per row: returns {placeholder: text} -----------------------------------------
 
+def allreduce_loopback():
+    # As installed (bbr for Open MPI, reno for reel's loopback connections) and, for the verdict,
+    # the journal's run with the system's congestion control set to reno so both use it.
+    d = load("allreduce_2026-12-03_e08d2b1.json")["results_busbw_GBps"]
+    with open(os.path.join(BENCH, "journal", "raw",
+                           "allreduce_tcp_mute_reno_2026-12-02_ecb1de9.json")) as f:
+        eq = json.load(f)["results_busbw_GBps"]
+
+    def med(table, prog, n, at_least=1 << 20):
+        return {int(b): v["median"] for b, v in table[f"loopback/{prog}/{n}"].items()
+                if int(b) >= at_least}
+
+    out, ratios = {}, []
+    for n in (2, 3):
+        reel, gloo, mpi = med(d, "reel_tcp", n), med(d, "gloo", n), med(d, "mpi_tcp", n)
+        vs_gloo = [reel[b] / gloo[b] for b in reel]
+        reel_eq, mpi_eq = med(eq, "reel_tcp", n), med(eq, "mpi_tcp", n)
+        vs_mpi = [reel_eq[b] / mpi_eq[b] for b in reel_eq]
+        ratios += vs_gloo + vs_mpi
+        out.update({f"r{n}": span(reel.values()), f"g{n}": span(gloo.values()),
+                    f"m{n}": span(mpi.values()), f"vg{n}": span(vs_gloo),
+                    f"ve{n}": span(vs_mpi)})
+    out["target"] = verdict(min(ratios) >= 1.0)
+    return out
+
+
 def allreduce_netns():
     d = load("allreduce_netns_2026-12-02_ecb1de9.json")["results_busbw_GBps"]
     big = "67108864"
@@ -196,6 +222,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "allreduce, reel tcp, loopback, 1-64 MiB, 2 and 3 ranks (busbw, GB/s)": allreduce_loopback,
     "allreduce, reel tcp flat ring, 1 Gbit/s links (network namespaces), 64 MiB": allreduce_netns,
     "s3_read: one 256 MiB object from a local s3rver": s3_read,
     "ingest_frame: TFRecord to padded batches, one core": ingest_frame,
