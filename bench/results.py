@@ -42,6 +42,10 @@ def f3(x):
     return f"{x:.3f}"
 
 
+def sig3(x):
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
 def pct(x):
     return f"{100 * x:.0f}%"
 
@@ -144,6 +148,33 @@ def bilstm_video():
 
 def bilstm_audio():
     return bilstm("bilstm_step_audio_2026-12-01_91a0c1d.json", "audio", 0.70)
+
+
+def push_pull(name):
+    """Whole jobs (docs/benchmarks.md, counting whole jobs): gradients /s of all W workers
+    against the same W+1 processes' allreduce (a call carries W+1 gradients); medians of the
+    repetitions, the ratio of the medians."""
+    d = load(name)["push_pull"]
+    out = {}
+    for w in (1, 2, 3):
+        reps = d[str(w)]
+
+        def med(kind, key):
+            return statistics.median(r[kind][key] for r in reps)
+
+        pp, ar = med("push_pull", "all_per_second"), med("allreduce", "all_per_second")
+        out.update({f"pp{w}": sig3(pp), f"rt{w}": sig3(med("push_pull", "per_second")),
+                    f"ar{w}": sig3(ar), f"c{w}": sig3(med("allreduce", "per_second")),
+                    f"x{w}": f2(pp / ar)})
+    return out
+
+
+def push_pull_loop():
+    return push_pull("async_sgd_pp_loop_2026-12-04_f6b7eb1.json")
+
+
+def push_pull_netns():
+    return push_pull("async_sgd_pp_netns_2026-12-04_f6b7eb1.json")
 
 
 def async_train():
@@ -253,6 +284,8 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "async_sgd push+pull, 40 MB, loopback, 1-3 workers and a server, as whole jobs": push_pull_loop,
+    "async_sgd push+pull, 40 MB, 1 Gbit/s links (simulated hosts), 1-3 workers and a server, as whole jobs": push_pull_netns,
     "allreduce, reel tcp, loopback, 1-64 MiB, 2 and 3 ranks (busbw, GB/s)": allreduce_loopback,
     "allreduce, reel tcp flat ring, 1 Gbit/s links (network namespaces), 64 MiB": allreduce_netns,
     "s3_read: one 256 MiB object from a local s3rver": s3_read,
