@@ -5,6 +5,9 @@
   python3 bench/results.py --check    # recompute; fail naming row and figure on any difference
   python3 bench/results.py --check --table OTHER.md   # check another copy of the table
 
+--check also holds README.md and docs/ to the table: a ratio in a paragraph that cites
+bench/RESULTS.md must be one of its figures (a figure that is not must say it is an example).
+
 bench/results_rows.md is the table's text with every derived figure as a `{name}` placeholder.
 A row whose benchmark (its first cell) has a function in DERIVE gets its placeholders from that
 function, which reads the row's raw file(s) in bench/results/; the definitions are
@@ -250,6 +253,23 @@ def ddp_bilstm_2hosts():
     return out
 
 
+def eval_ranks():
+    # Whole commands (wall of each), alternated; ratios are medians of the per-repetition ratios.
+    s = text("eval_ranks_2026-12-05_ae06ad9.txt")
+    runs = {}
+    for m in re.finditer(r"^rep (\d+) (\w+): videos=\d+ wall=[0-9.]+ videos_per_s=([0-9.]+)", s, re.M):
+        runs.setdefault(m.group(2), {})[int(m.group(1))] = float(m.group(3))
+
+    def per_rep(a, b):
+        return statistics.median(runs[a][r] / runs[b][r] for r in runs[a])
+
+    return {"launch": f"{statistics.median(runs['launch'].values()):.1f}",
+            "alone": f"{statistics.median(runs['alone'].values()):.1f}",
+            "mpirun": f"{statistics.median(runs['mpirun'].values()):.1f}",
+            "vs_alone": f2(per_rep("launch", "alone")), "vs_mpirun": f2(per_rep("launch", "mpirun")),
+            "reps": str(len(runs["launch"]))}
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -284,6 +304,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "`reel eval` of 600 videos on 2 ranks of one host": eval_ranks,
     "async_sgd push+pull, 40 MB, loopback, 1-3 workers and a server, as whole jobs": push_pull_loop,
     "async_sgd push+pull, 40 MB, 1 Gbit/s links (simulated hosts), 1-3 workers and a server, as whole jobs": push_pull_netns,
     "allreduce, reel tcp, loopback, 1-64 MiB, 2 and 3 ranks (busbw, GB/s)": allreduce_loopback,
@@ -357,6 +378,31 @@ def check(table):
     return errors, [name for name, _, t, _ in rows if t is None]
 
 
+def doc_figures(table):
+    """A ratio in README.md or docs/ whose paragraph cites bench/RESULTS.md must be one of the
+    table's: each of its numbers appears in the table as a ratio (N.NNx) or a range's end."""
+    root = os.path.dirname(BENCH)
+    with open(table) as f:
+        have = f.read()
+    numbers = set(re.findall(r"(\d+(?:\.\d+)?)(?=(?:-\d+(?:\.\d+)?)?x\b)", have))
+    numbers |= set(re.findall(r"-(\d+(?:\.\d+)?)x\b", have))
+    docs = [os.path.join(root, "README.md")] + sorted(
+        os.path.join(root, "docs", n) for n in os.listdir(os.path.join(root, "docs"))
+        if n.endswith(".md"))
+    errors = []
+    for doc in docs:
+        with open(doc, encoding="utf-8") as f:
+            for para in re.split(r"\n\s*\n", f.read()):
+                if "bench/RESULTS.md" not in para:
+                    continue
+                for m in re.finditer(r"\b(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b", para):
+                    for n in filter(None, m.groups()):
+                        if n not in numbers:
+                            errors.append(f"{os.path.relpath(doc, root)}: {m.group(0)} cites "
+                                          f"bench/RESULTS.md, which has no {n}x")
+    return errors
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -365,6 +411,7 @@ def main():
     args = ap.parse_args()
     if args.check:
         errors, pending = check(args.table)
+        errors += doc_figures(args.table)
         for e in errors:
             print(e, file=sys.stderr)
         print(f"{len(DERIVE)} rows derived from their raw files; {len(pending)} not derived yet "
