@@ -205,6 +205,40 @@ def async_train():
     return out
 
 
+def allreduce_inproc():
+    d = load("allreduce_inproc_2026-11-30_cfff8e5.json")
+    big = [x for x in d["sizes"] if x["bytes"] >= 1 << 20]
+    return {"busbw": span([x["busbw_GBps"] for x in big]),
+            "lo_mib": str(min(x["bytes"] for x in big) >> 20),
+            "hi_mib": str(max(x["bytes"] for x in big) >> 20),
+            "of_memcpy": span([x["busbw_over_memcpy"] for x in big]),
+            "reps": str(d["reps"])}
+
+
+def ddp_moe(name, ns):
+    """moe trains every video each epoch on both sides; PyTorch drops each epoch's partial batch,
+    so the rates are per example of each side's own count."""
+    d = load(name)
+    rate = d["examples_per_sec"]
+    out = {}
+    for n in ns:
+        reel, torch = rate[f"reel/{n}"]["median"], rate[f"torch_ddp/{n}"]["median"]
+        x = reel / torch
+        out.update({f"reel{n}": f"{reel:.1f}", f"torch{n}": f"{torch:.1f}", f"x{n}": f2(x),
+                    f"v{n}": verdict(x >= 1.5),
+                    f"ex{n}": f"{statistics.median(r['examples'] for r in d['runs'][f'reel/{n}']):,.0f}",
+                    f"tex{n}": f"{statistics.median(r['examples'] for r in d['runs'][f'torch_ddp/{n}']):,.0f}"})
+    return out
+
+
+def ddp_moe_1host():
+    return ddp_moe("ddp_moe_2026-12-04_e7e7536.json", (1, 2))
+
+
+def ddp_moe_2hosts():
+    return ddp_moe("ddp_moe_2hosts_2026-12-04_99ae271.json", (2,))
+
+
 def ddp_unequal(name, n):
     """reel's whole job against PyTorch DDP when the two trained unequal work (reel every example,
     PyTorch capped at --torch-steps). The equal-work whole-job ratio is bounded by the file:
@@ -304,6 +338,9 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "allreduce, core ring on inproc, 2 ranks as threads": allreduce_inproc,
+    "whole-job training, moe on YouTube-8M video-level data, 5 epochs, 1 host": ddp_moe_1host,
+    "whole-job training, moe, 2 simulated hosts x 1 process, 1 Gbit/s": ddp_moe_2hosts,
     "`reel eval` of 600 videos on 2 ranks of one host": eval_ranks,
     "async_sgd push+pull, 40 MB, loopback, 1-3 workers and a server, as whole jobs": push_pull_loop,
     "async_sgd push+pull, 40 MB, 1 Gbit/s links (simulated hosts), 1-3 workers and a server, as whole jobs": push_pull_netns,
