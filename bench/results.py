@@ -90,6 +90,44 @@ def allreduce_loopback():
     return out
 
 
+def host_loopback():
+    d = load("host_allreduce_loopback_2026-12-04_a9b9895.json")["results_busbw_GBps"]
+
+    def med(prog, n):
+        return {int(b): v["median"] for b, v in d[f"loopback/{prog}/{n}"].items()}
+
+    r2, r3, spin3 = med("reel_tcp", 2), med("reel_tcp", 3), med("reel_tcp_spin", 3)
+    m2, m3 = med("mpi", 2), med("mpi", 3)
+    small = min(r3)
+    vs3 = [r3[b] / m3[b] for b in r3 if b > small]
+    flat = [med("reel_tcp", n)[b] / med("reel_tcp_flat", n)[b] for n in (2, 3)
+            for b in r3 if b >= 1 << 20]
+    vs2 = [r2[b] / m2[b] for b in r2]
+    return {"r2": span(r2.values()), "r3": span(r3.values()), "spin3": span(spin3.values()),
+            "m2": span(m2.values()), "m3": span(m3.values()), "vs2": span(vs2),
+            "v2": verdict(min(vs2) >= 1), "from_kib": str(min(b for b in r3 if b > small) >> 10),
+            "vs3": span(vs3), "small_kib": str(small >> 10), "small3": f2(r3[small] / m3[small]),
+            "v3": verdict(min(vs3 + [r3[small] / m3[small]]) >= 1),
+            "spin_small": f2(spin3[small] / m3[small]), "flat": span(flat, lambda x: f"{x:.1f}"),
+            "vflat": verdict(min(flat) >= 1.5)}
+
+
+def host_netns2():
+    d = load("host_allreduce_netns2_2026-12-04_a9b9895.json")["results_busbw_GBps"]
+    link = load("host_allreduce_netns_2026-12-04_a9b9895.json")["results_busbw_GBps"]
+    big = "67108864"
+    hier = {b: v["median"] for b, v in d["netns2/reel_tcp/4"].items()}
+    flat = {b: v["median"] for b, v in d["netns2/reel_tcp_flat/4"].items()}
+    # Over the link, 2 hosts exchange the algbw of the 4-rank job (busbw = algbw x 2(n-1)/n).
+    over_link = hier[big] / (2 * 3 / 4)
+    payload = link["netns/reel_tcp/2"][big]["median"]  # 1 rank per host: what the link carries
+    use = over_link / payload
+    ratios = [hier[b] / flat[b] for b in hier]
+    return {"hier": span(hier.values(), f3), "flat": span(flat.values(), f3),
+            "use": pct(use), "nominal": pct(over_link / 0.125), "x": span(ratios),
+            "vx": verdict(min(ratios) >= 1.3), "vuse": verdict(use >= 0.9)}
+
+
 def allreduce_netns():
     d = load("allreduce_netns_2026-12-02_ecb1de9.json")["results_busbw_GBps"]
     big = "67108864"
@@ -338,6 +376,8 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "host allreduce, one host, shared memory, 64 KiB-16 MiB (busbw)": host_loopback,
+    "host allreduce, 2 simulated hosts x 2 ranks, 1 Gbit/s, 1-64 MiB": host_netns2,
     "allreduce, core ring on inproc, 2 ranks as threads": allreduce_inproc,
     "whole-job training, moe on YouTube-8M video-level data, 5 epochs, 1 host": ddp_moe_1host,
     "whole-job training, moe, 2 simulated hosts x 1 process, 1 Gbit/s": ddp_moe_2hosts,
