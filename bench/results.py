@@ -327,19 +327,42 @@ def ddp_bilstm_2hosts():
 
 def eval_ranks():
     # Whole commands (wall of each), alternated; ratios are medians of the per-repetition ratios.
-    s = text("eval_ranks_2026-12-05_ae06ad9.txt")
-    runs = {}
-    for m in re.finditer(r"^rep (\d+) (\w+): videos=\d+ wall=[0-9.]+ videos_per_s=([0-9.]+)", s, re.M):
-        runs.setdefault(m.group(2), {})[int(m.group(1))] = float(m.group(3))
-
-    def per_rep(a, b):
-        return statistics.median(runs[a][r] / runs[b][r] for r in runs[a])
-
+    runs = ab_runs(text("eval_ranks_2026-12-05_ae06ad9.txt"), "videos_per_s")
     return {"launch": f"{statistics.median(runs['launch'].values()):.1f}",
             "alone": f"{statistics.median(runs['alone'].values()):.1f}",
             "mpirun": f"{statistics.median(runs['mpirun'].values()):.1f}",
-            "vs_alone": f2(per_rep("launch", "alone")), "vs_mpirun": f2(per_rep("launch", "mpirun")),
+            "vs_alone": f2(per_rep(runs, "launch", "alone")),
+            "vs_mpirun": f2(per_rep(runs, "launch", "mpirun")),
             "reps": str(len(runs["launch"]))}
+
+
+def ab_runs(section, metric):
+    """{case: {rep: value}} of a bench/ab.py output's `rep N case: metric=V` lines."""
+    runs = {}
+    for m in re.finditer(rf"^rep (\d+) (\w+): (?:.* )?{metric}=([0-9.]+)", section, re.M):
+        runs.setdefault(m.group(2), {})[int(m.group(1))] = float(m.group(3))
+    return runs
+
+
+def per_rep(runs, a, b):
+    return statistics.median(runs[a][r] / runs[b][r] for r in runs[a])
+
+
+def thread_budget():
+    # Two sessions: hidden 16, then the default 128/64; the trainer's rate over all steps.
+    sections = text("thread_budget_2026-12-06_7fcc010.txt").split("# $ ")[1:]
+    out = {}
+    for key, section in zip(("s", "d"), sections):
+        runs = ab_runs(section, "examples_per_s")
+        launch, whole = runs["launch"].values(), runs["launch_whole"].values()
+        out.update({f"{key}_launch": f"{statistics.median(launch):.1f}",
+                    f"{key}_range": f"{min(launch):.1f}-{max(launch):.1f}",
+                    f"{key}_mpirun": f"{statistics.median(runs['mpirun'].values()):.1f}",
+                    f"{key}_whole": f"{statistics.median(whole):.1f}",
+                    f"{key}_vs_mpirun": f2(per_rep(runs, "launch", "mpirun")),
+                    f"{key}_vs_whole": f2(per_rep(runs, "launch", "launch_whole")),
+                    f"{key}_above": "every" if min(launch) > max(whole) else "not every"})
+    return out
 
 
 def ci_timings():
@@ -376,6 +399,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "thread budget: `two_stream` training, 2 ranks on 2 cores (examples/s)": thread_budget,
     "host allreduce, one host, shared memory, 64 KiB-16 MiB (busbw)": host_loopback,
     "host allreduce, 2 simulated hosts x 2 ranks, 1 Gbit/s, 1-64 MiB": host_netns2,
     "allreduce, core ring on inproc, 2 ranks as threads": allreduce_inproc,
