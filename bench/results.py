@@ -365,6 +365,67 @@ def thread_budget():
     return out
 
 
+def receive_budget():
+    s = text("receive_budget_2026-12-03_cf952b2.txt")
+    rss, intact = {}, []
+    for m in re.finditer(r"^rep \d+ budget (\w+): .*?(\d+) of (\d+) messages intact, peak RSS (\d+) KiB",
+                         s, re.M):
+        rss.setdefault(m.group(1), []).append(int(m.group(4)) / 1024)
+        intact.append((int(m.group(2)), int(m.group(3))))
+    budget, unbounded = statistics.median(rss["default"]), statistics.median(rss["unbounded"])
+    whole = all(a == b for a, b in intact)
+    return {"budget": f"{budget:.1f}", "none": f"{unbounded:.0f}", "x": f2(budget / unbounded),
+            "n": str(intact[0][1]), "intact": f"{intact[0][1]} of {intact[0][1]}" if whole else
+            "**not all**"}
+
+
+def tcp_small():
+    # Lines: ranks mode rep bytes seconds (the mean of up to 1000 calls); medians over reps.
+    runs = {}
+    for m in re.finditer(r"^(\d) (ring|small) \d+ (\d+) ([0-9.]+)$",
+                         text("tcp_small_allreduce_2026-12-03_3a7dc07_b.txt"), re.M):
+        runs.setdefault((int(m.group(1)), m.group(2), int(m.group(3))), []).append(float(m.group(4)))
+    med = {k: statistics.median(v) * 1e6 for k, v in runs.items()}
+    out = {"reps": str(min(len(v) for v in runs.values()))}
+    for n in (2, 3):
+        sizes = [b for (r, mode, b) in med if r == n and mode == "small" and b * (n - 1) <= 65536]
+        us = lambda x: f"{x:.0f}"
+        out.update({f"small{n}": span([med[(n, "small", b)] for b in sizes], us),
+                    f"ring{n}": span([med[(n, "ring", b)] for b in sizes], us),
+                    f"x{n}": span([med[(n, "small", b)] / med[(n, "ring", b)] for b in sizes]),
+                    f"kib{n}": f"{min(sizes) >> 10}-{max(sizes) >> 10}"})
+    return out
+
+
+def python_read():
+    s = text("python_read_2026-12-03_c3f4d35.txt")
+    source = [float(x) for x in re.findall(r"^\| tfrecord \| [^|]+\|[^|]+\|[^|]+\| (\d+) \|", s, re.M)]
+    py = [float(x) for x in re.findall(r"^read_tfrecords: .*?: (\d+) videos/s", s, re.M)]
+    x = statistics.median(py) / statistics.median(source)
+    reps = [a / b for a, b in zip(py, source)]
+    return {"py": f"{statistics.median(py):.0f}", "cpp": f"{statistics.median(source):.0f}",
+            "x": f2(x), "v": verdict(x >= 0.5), "reps": span(reps),
+            "every": "in every repetition" if min(reps) >= 0.5 else "not in every repetition"}
+
+
+def python_train():
+    s = text("python_train_2026-12-03_c3f4d35.txt")
+    cli = [float(x) for x in re.findall(r"^wall ([0-9.]+) s$", s, re.M)]
+    py = [float(x) for x in re.findall(r"^reel\.train: .*wall ([0-9.]+) s", s, re.M)]
+    return {"py": f3(statistics.median(py)), "cli": f3(statistics.median(cli)),
+            "lo": f"{min(cli + py):.1f}", "hi": f"{max(cli + py):.1f}"}
+
+
+def python_grid():
+    s = text("python_grid_2026-12-03_0b4ea90.txt")
+    grid = re.search(r"best \{'learning_rate': ([0-9.]+)\} GAP@20 ([0-9.]+); wall ([0-9.]+) s", s)
+    tune_wall = float(re.findall(r"^wall ([0-9.]+) s", s, re.M)[-1])
+    best = re.search(r"^1 +\S+ +\d+ +([0-9.]+) .*learning_rate\.base=([0-9.]+)", s, re.M)
+    return {"tune_s": f"{tune_wall:.2f}", "tune_gap": best.group(1), "grid_s": grid.group(3),
+            "grid_gap": grid.group(2), "x": f"{float(grid.group(3)) / tune_wall:.1f}",
+            "same": "same" if float(best.group(2)) == float(grid.group(1)) else "a different"}
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -399,6 +460,11 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "receive budget: receiver's peak RSS, 4096 x 1 MiB from a faster sender": receive_budget,
+    "tcp small AllReduce (<= 64 KiB x (ranks - 1)) in the agreement": tcp_small,
+    "Python: `reel.read_tfrecords` against the C++ source": python_read,
+    "Python: `reel.train` against `reel train`": python_train,
+    "Python: `reel tune --parallel 2` against `GridSearchCV(n_jobs=2)`, 3-point grid": python_grid,
     "thread budget: `two_stream` training, 2 ranks on 2 cores (examples/s)": thread_budget,
     "host allreduce, one host, shared memory, 64 KiB-16 MiB (busbw)": host_loopback,
     "host allreduce, 2 simulated hosts x 2 ranks, 1 Gbit/s, 1-64 MiB": host_netns2,
