@@ -426,6 +426,40 @@ def python_grid():
             "same": "same" if float(best.group(2)) == float(grid.group(1)) else "a different"}
 
 
+def fuzz():
+    s = text("fuzz_2026-12-06_76b404d.txt")
+    runs = {m.group(1): (m.group(2), int(m.group(3)))
+            for m in re.finditer(r"^== (\w+): (\w+), (\d+) runs", s, re.M)}
+    t = re.search(r"(\d\d):(\d\d)-(\d\d):(\d\d) UTC", s).groups()
+    minutes = (int(t[2]) * 60 + int(t[3])) - (int(t[0]) * 60 + int(t[1]))
+    cap = int(re.search(r"--seconds (\d+)", s).group(1))
+    full = [k for k, (_, n) in runs.items() if n >= 10_000_000]
+    short = sorted(((k, n) for k, (_, n) in runs.items() if n < 10_000_000), key=lambda x: -x[1])
+    return {"n": str(len(runs)), "minutes": str(minutes), "full": str(len(full)),
+            "short": " and ".join(f"{k} {n / 1e6:.1f} M" for k, n in short),
+            "cap": str(cap // 60),
+            "clean": "no crash, leak or timeout" if all(v == "ok" for v, _ in runs.values())
+            else "**findings**"}
+
+
+def tune_overhead():
+    runs = {}
+    for m in re.finditer(r"^rep \d+ (\w+): wall [0-9.]+ s, overhead ([0-9.]+) ms/trial",
+                         text("tune_overhead_2026-12-04_86e86df.txt"), re.M):
+        runs.setdefault(m.group(1), []).append(float(m.group(2)))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    ranks = ("reel_inproc", "reel_tcp")
+    return {"threads": f2(med["reel_threads"]), "inproc": f2(med["reel_inproc"]),
+            "tcp": f2(med["reel_tcp"]), "grid": f2(med["sklearn_gridsearchcv"]),
+            "tpe": f2(med["optuna_tpe"]), "random": f2(med["optuna_random"]),
+            "x_grid": f2(med["reel_threads"] / med["sklearn_gridsearchcv"]),
+            "x_tpe": f2(med["reel_threads"] / med["optuna_tpe"]),
+            "x_random": f2(med["reel_threads"] / med["optuna_random"]),
+            "ranks_grid_random": span([med[r] / med[p] for r in ranks
+                                       for p in ("sklearn_gridsearchcv", "optuna_random")]),
+            "ranks_tpe": span([med[r] / med["optuna_tpe"] for r in ranks])}
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -460,6 +494,8 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "fuzzing (libFuzzer), 7 targets": fuzz,
+    "reel tune: per-trial overhead, 200 trials of 5 ms, 2 at once": tune_overhead,
     "receive budget: receiver's peak RSS, 4096 x 1 MiB from a faster sender": receive_budget,
     "tcp small AllReduce (<= 64 KiB x (ranks - 1)) in the agreement": tcp_small,
     "Python: `reel.read_tfrecords` against the C++ source": python_read,
