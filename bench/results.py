@@ -460,6 +460,53 @@ def tune_overhead():
             "ranks_tpe": span([med[r] / med["optuna_tpe"] for r in ranks])}
 
 
+def asha_vs_grid():
+    runs = {}
+    for m in re.finditer(r"^# rep \d+ (\w+): \d+ finished trials, (\d+) trial-steps, best GAP ([0-9.]+), "
+                         r"wall ([0-9.]+) s", text("tune_asha_vs_grid_2026-12-05_ae06ad9.txt"), re.M):
+        runs.setdefault(m.group(1), []).append(tuple(float(x) for x in m.groups()[1:]))
+
+    def med(search, i):
+        return statistics.median(r[i] for r in runs[search])
+
+    grid_best = max(r[1] for r in runs["grid"])
+    asha = runs["asha"]
+    same = sum(1 for r in asha if r[1] >= grid_best)
+    below = [grid_best - r[1] for r in asha if r[1] < grid_best]
+    return {"asha_steps": f"{med('asha', 0):.0f}", "asha_gap": f"{med('asha', 1):.4f}",
+            "asha_s": f"{med('asha', 2):.1f}", "grid_steps": f"{med('grid', 0):.0f}",
+            "grid_gap": f"{med('grid', 1):.4f}", "grid_s": f"{med('grid', 2):.1f}",
+            "x_steps": f"{med('grid', 0) / med('asha', 0):.1f}",
+            "x_wall": f"{med('grid', 2) / med('asha', 2):.1f}",
+            "same": f"{same} of {len(asha)} runs" + (
+                f"; the others up to {max(below):.3f} below" if below else "")}
+
+
+def tune_optuna():
+    """Each run's curve: (epochs trained so far, best GAP@20 so far); medians over the runs."""
+    d = load("tune_optuna_2026-12-04_6e24d9b.json")["runs"]
+
+    def stats(runs):
+        out = {"epochs": [], "best": [], "wall": [], "to_best": [], "near": []}
+        for r in runs:
+            c = r["curve"]
+            best = max(g for _, g in c)
+            out["epochs"].append(c[-1][0])
+            out["best"].append(best)
+            out["wall"].append(r["wall"])
+            out["to_best"].append(next(x for x, g in c if g == best))
+            out["near"].append(next(x for x, g in c if g >= best - 0.01))
+        return {k: statistics.median(v) for k, v in out.items()}
+
+    a, o = stats(d["reel_asha"]), stats(d["optuna_tpe_sha"])
+    return {"a_epochs": f"{a['epochs']:.0f}", "a_best": f"{a['best']:.4f}", "a_wall": f"{a['wall']:.0f}",
+            "o_epochs": f"{o['epochs']:.0f}", "o_best": f"{o['best']:.4f}", "o_wall": f"{o['wall']:.0f}",
+            "x_epochs": f2(o["epochs"] / a["epochs"]), "x_wall": f2(o["wall"] / a["wall"]),
+            "o_to_best": f"{o['to_best']:.0f}", "a_to_best": f"{a['to_best']:.0f}",
+            "x_to_best": f2(o["to_best"] / a["to_best"]),
+            "o_near": f"{o['near']:.0f}", "a_near": f"{a['near']:.0f}"}
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -494,6 +541,8 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "reel tune: ASHA against grid, trial-steps over the whole search": asha_vs_grid,
+    "reel tune: ASHA against Optuna 3.1 (TPE + successive-halving pruner), configs/tune_moe.pbtxt on the real shards, 24 trials, 2 at once": tune_optuna,
     "fuzzing (libFuzzer), 7 targets": fuzz,
     "reel tune: per-trial overhead, 200 trials of 5 ms, 2 at once": tune_overhead,
     "receive budget: receiver's peak RSS, 4096 x 1 MiB from a faster sender": receive_budget,
