@@ -507,6 +507,54 @@ def tune_optuna():
             "o_near": f"{o['near']:.0f}", "a_near": f"{a['near']:.0f}"}
 
 
+PLAN_FILES = ["plan_validation_2026-12-05_5211570.jsonl", "plan_validation_2026-12-05_5211570_b.jsonl",
+              "plan_validation_2026-12-05_fadf20e.jsonl", "plan_validation_2026-12-05_fadf20e_d.jsonl",
+              "plan_validation_2026-12-05_fadf20e_e.jsonl", "plan_validation_2026-12-05_fadf20e_f.jsonl"]
+
+
+def plan_validation():
+    """The files in the order they were run; a case run again in a later file (after a fix)
+    is taken from the latest. Ratio: the plan's epoch over the measured `reel train` epoch."""
+    cases = {}
+    for name in PLAN_FILES:
+        runs = {}
+        for line in text(name).splitlines():
+            r = json.loads(line)
+            plan = r["plan"]["plans"][0]
+            most = re.search(r"the most: (\w+)", r["time"]).group(1)
+            runs.setdefault(r["case"], []).append(
+                (plan["epoch_seconds"] / r["measured_seconds"], plan["bottleneck"], most,
+                 r["measured_seconds"]))
+        cases.update(runs)
+    part = {"exchange": "update", "step": "compute", "reading": "data"}
+
+    def ratios(pick):
+        return [x[0] for case, runs in cases.items() if pick(case) for x in runs]
+
+    def kind(case):
+        hosts, opt = case.split(":")[:2]
+        return int(hosts.split("x")[0]), hosts.split("x")[1], opt, "s3=" in case
+
+    groups = {
+        "sync": lambda c: kind(c)[2] == "sync" and not kind(c)[3],
+        "async1g": lambda c: kind(c)[2] == "async" and kind(c)[1] == "1gbit" and not kind(c)[3],
+        "s3": lambda c: kind(c)[3],
+        "async1w": lambda c: kind(c)[2] == "async" and kind(c)[1] == "100mbit" and kind(c)[0] == 2,
+        "async2w": lambda c: kind(c)[2] == "async" and kind(c)[1] == "100mbit" and kind(c)[0] > 2}
+    out = {k: span(ratios(g)) for k, g in groups.items()}
+    within = [c for c, runs in cases.items()
+              if 0.75 <= statistics.median(x[0] for x in runs) <= 1.25]
+    missed = [c for c in cases if c not in within]
+    right = sum(1 for runs in cases.values() if all(part[x[1]] == x[2] for x in runs))
+    spread = [max(x[3] for x in runs) / min(x[3] for x in runs) - 1
+              for c, runs in cases.items() if c in within and len(runs) > 1]
+    out.update(n=str(len(cases)), within=str(len(within)), missed=str(len(missed)),
+               missed_cases=", ".join(sorted(missed)), right=str(right),
+               spread=f"{100 * max(spread):.0f}%",
+               )
+    return out
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -541,6 +589,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "`reel plan` against real runs on simulated hosts, 26 cases x 3 runs (the 2 longest x 1) (moe and a BiLSTM, sync and async, 2-4 hosts, 100 Mbit/s and 1 Gbit/s, S3 behind a 100 Mbit/s link)": plan_validation,
     "reel tune: ASHA against grid, trial-steps over the whole search": asha_vs_grid,
     "reel tune: ASHA against Optuna 3.1 (TPE + successive-halving pruner), configs/tune_moe.pbtxt on the real shards, 24 trials, 2 at once": tune_optuna,
     "fuzzing (libFuzzer), 7 targets": fuzz,
@@ -616,7 +665,8 @@ def check(table):
             errors.append(f"row '{name}': differs from bench/results_rows.md")
             continue
         parts = re.split(r"\{(\w+)\}", template)
-        pattern = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)"
+        pattern = "".join(re.escape(p.replace("{{", "{").replace("}}", "}")) if i % 2 == 0
+                          else f"(?P<{p}>.+?)"
                           for i, p in enumerate(parts))
         m = re.fullmatch(pattern, got)
         if m is None:
