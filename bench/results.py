@@ -555,6 +555,35 @@ def plan_validation():
     return out
 
 
+def seed_claim():
+    # Whole jobs from start to exit (steps x 32 x workers over the wall); the file's
+    # examples_per_sec is a median of log windows and its async target_examples an estimate.
+    d = load("async_seed_claim_netns_2026-12-04_6e24d9b.json")
+    steps = int(re.search(r"--steps (\d+)", d["command"]).group(1))
+    t = d["train"]
+
+    def med(case, key):
+        return statistics.median(r[key] for r in t[case])
+
+    def rate(case, workers):
+        return steps * 32 * workers / med(case, "wall_seconds")
+
+    def best_sync(n):
+        return min((med(c, "target_seconds"), c) for c in t
+                   if c == f"sync_{n}" or c.startswith(f"sync_{n}_lr"))
+
+    k = lambda x: f"{x / 1000:.1f}k"
+    a = {w: (rate(f"async_{w}w", w), med(f"async_{w}w", "target_seconds")) for w in (2, 3)}
+    sy = {n: (rate(f"sync_{n}_lr_x{n}", n), best_sync(n)) for n in (2, 3)}
+    quicker = all(sy[n][1][0] <= a[n][1] for n in (2, 3))
+    return {"a_rate": span([a[w][0] for w in a], k), "a_t": span([a[w][1] for w in a]),
+            "s_rate": span([sy[n][0] for n in sy], k),
+            "s_ex": span([med(sy[n][1][1], "target_examples") for n in sy], lambda x: f"{x:.0f}"),
+            "s_t": span([sy[n][1][0] for n in sy]),
+            "one_rate": k(rate("sync_1", 1)), "one_t": f2(med("sync_1", "target_seconds")),
+            "verdict": "as quick or quicker" if quicker else "slower at some count"}
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -589,6 +618,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "the seed's claim: sync against async_sgd on 2-4 simulated hosts, 1 Gbit/s, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs": seed_claim,
     "`reel plan` against real runs on simulated hosts, 26 cases x 3 runs (the 2 longest x 1) (moe and a BiLSTM, sync and async, 2-4 hosts, 100 Mbit/s and 1 Gbit/s, S3 behind a 100 Mbit/s link)": plan_validation,
     "reel tune: ASHA against grid, trial-steps over the whole search": asha_vs_grid,
     "reel tune: ASHA against Optuna 3.1 (TPE + successive-halving pruner), configs/tune_moe.pbtxt on the real shards, 24 trials, 2 at once": tune_optuna,
