@@ -584,6 +584,19 @@ def seed_claim():
             "verdict": "as quick or quicker" if quicker else "slower at some count"}
 
 
+def plan_seed_scale():
+    """The examples/s column at the largest node count of each section (a prediction)."""
+    s = text("plan_seed_scale_2026-12-05_fadf20e.md")
+    out = {}
+    for name, body in re.findall(r"^## (\w+ \w+)\n(.*?)(?=^## |\Z)", s, re.M | re.S):
+        rows = [line.split(" | ") for line in body.splitlines() if re.match(r"\| \d+ \|", line)]
+        last = rows[-1]
+        out[name.replace(" ", "_")] = last[-3]
+        out["nodes"] = f"{rows[0][0][2:]}-{last[0][2:]}"
+        out["last"] = last[0][2:]
+    return out
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -618,6 +631,7 @@ def mpi_interleaved():
 
 
 DERIVE = {
+    "`reel plan` at YouTube-8M's scale (prediction, not a measurement)": plan_seed_scale,
     "the seed's claim: sync against async_sgd on 2-4 simulated hosts, 1 Gbit/s, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs": seed_claim,
     "`reel plan` against real runs on simulated hosts, 26 cases x 3 runs (the 2 longest x 1) (moe and a BiLSTM, sync and async, 2-4 hosts, 100 Mbit/s and 1 Gbit/s, S3 behind a 100 Mbit/s link)": plan_validation,
     "reel tune: ASHA against grid, trial-steps over the whole search": asha_vs_grid,
