@@ -9,10 +9,11 @@
 bench/RESULTS.md must be one of its figures (a figure that is not must say it is an example).
 
 bench/results_rows.md is the table's text with every derived figure as a `{name}` placeholder.
-A row whose benchmark (its first cell) has a function in DERIVE gets its placeholders from that
-function, which reads the row's raw file(s) in bench/results/; the definitions are
-docs/benchmarks.md's: whole jobs from start to exit, equal work, the peer at its best. A row
-without a function is copied as written and listed by --check as not derived yet.
+Each row's benchmark (its first cell) has a function in DERIVE that gives its placeholders from
+the row's raw file(s) in bench/results/; the definitions are docs/benchmarks.md's: whole jobs
+from start to exit, equal work, the peer at its best. A row without a function is copied as
+written, and --check fails on it: every row's figures come from its files. `{{`/`}}` in
+bench/results_rows.md are literal braces.
 """
 import argparse
 import json
@@ -293,7 +294,7 @@ def ddp_unequal(name, n):
     lo, hi = reel / loop, reel / whole
     return {"reel": f"{reel:.1f}", "loop": f"{loop:.1f}", "lo": f2(lo), "hi": f2(hi),
             "ex": f"{statistics.median(r['examples'] for r in d['runs'][f'reel/{n}']):,.0f}",
-            "tex": span(ex, lambda x: f"{x:,.0f}"),
+            "tex": span(ex, lambda x: f"{x:,.0f}"), "cap": str(d["torch_steps"]),
             "v": "met" if lo >= 4 else "**missed**" if hi < 4 else "undecided until re-measured"}
 
 
@@ -707,7 +708,6 @@ def check(table):
             continue
         if template is None:
             errors.append(f"row '{name}': differs from bench/results_rows.md")
-            continue
         parts = re.split(r"\{(\w+)\}", template)
         pattern = "".join(re.escape(p.replace("{{", "{").replace("}}", "}")) if i % 2 == 0
                           else f"(?P<{p}>.+?)"
@@ -721,6 +721,9 @@ def check(table):
                 errors.append(f"row '{name}': figure '{key}' is {m.group(key)}, its raw file gives {want}")
     for name in have:
         errors.append(f"row '{name}': in {table} but not in bench/results_rows.md")
+    for name, _, template, _ in rows:
+        if template is None:
+            errors.append(f"row '{name}': no function in bench/results.py derives its figures")
     return errors, [name for name, _, t, _ in rows if t is None]
 
 
@@ -760,8 +763,8 @@ def main():
         errors += doc_figures(args.table)
         for e in errors:
             print(e, file=sys.stderr)
-        print(f"{len(DERIVE)} rows derived from their raw files; {len(pending)} not derived yet "
-              "(copied from bench/results_rows.md):" + "".join(f"\n  {name}" for name in pending))
+        print(f"{len(DERIVE) - len(pending)} rows derived from their raw files"
+              + ("" if errors else ", every figure as its file gives it"))
         return 1 if errors else 0
     head, rows, _ = render()
     with open(args.table, "w") as f:
