@@ -159,7 +159,7 @@ def ingest_frame():
             "target": verdict(ratio >= 0.5), "floor": verdict(d["ingest_frame"] >= 1.0)}
 
 
-def bilstm(name, shape, sgemm_target):
+def bilstm(name, sgemm_target):
     d = load(name)
     res = {r["lengths"]: r for r in d["results"]}
     full, uni = res["full"], res["uniform"]
@@ -174,8 +174,8 @@ def bilstm(name, shape, sgemm_target):
     padded_x = padded["median_s"] / reel_full
     packed_x = packed["median_s"] / reel_uni
     return {"full_s": f3(reel_full), "uni_s": f3(reel_uni),
-            "exec": "-".join(sorted({pct(x)[:-1] for x in executed})) + "%",
-            "nominal": "-".join(sorted({pct(x)[:-1] for x in nominal})) + "%",
+            "exec": span(executed, lambda x: f"{100 * x:.0f}") + "%",
+            "nominal": span(nominal, lambda x: f"{100 * x:.0f}") + "%",
             "padded_s": f3(padded["median_s"]), "padded_t": str(padded["threads"]),
             "packed_s": f"{packed['median_s']:.1f}", "packed_t": str(packed["threads"]),
             "sgemm": f"{d['meta']['sgemm_gflops']['median']:.0f}",
@@ -185,11 +185,11 @@ def bilstm(name, shape, sgemm_target):
 
 
 def bilstm_video():
-    return bilstm("bilstm_step_video_2026-12-01_85818bc.json", "video", 0.85)
+    return bilstm("bilstm_step_video_2026-12-01_85818bc.json", 0.85)
 
 
 def bilstm_audio():
-    return bilstm("bilstm_step_audio_2026-12-01_91a0c1d.json", "audio", 0.70)
+    return bilstm("bilstm_step_audio_2026-12-01_91a0c1d.json", 0.70)
 
 
 def push_pull(name):
