@@ -196,6 +196,10 @@ def main():
                     help="allreduce_spin_us of the reel_tcp_spin program")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out"))
+    ap.add_argument("--congestion-control", default="",
+                    help="set the system's TCP congestion control (sysctl, as root) to this for the "
+                    "run and restore it after: Open MPI's connections use the system's, reel's on "
+                    "loopback reno, so `reno` compares them with equal congestion control (issue 50)")
     ap.add_argument("--baseline", help="build dir (bin/, lib/) of the reel_tcp_base program")
     args = ap.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -208,6 +212,29 @@ def main():
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
     loads = [os.getloadavg()]
+    restore = system_congestion_control()
+    if args.congestion_control:
+        set_congestion_control(args.congestion_control)
+    try:
+        measure(args, ranks, programs, command, model, loads)
+    finally:
+        if args.congestion_control:
+            set_congestion_control(restore)
+
+
+CC = "/proc/sys/net/ipv4/tcp_congestion_control"
+
+
+def system_congestion_control():
+    with open(CC) as f:
+        return f.read().strip()
+
+
+def set_congestion_control(name):
+    subprocess.run(["sysctl", "-q", f"net.ipv4.tcp_congestion_control={name}"], check=True)
+
+
+def measure(args, ranks, programs, command, model, loads):
     results = {}  # (link, program, n) -> {bytes: [seconds...]}
     failures = []
     for link in args.links.split(","):
@@ -252,7 +279,10 @@ def write(args, command, model, loads, results, failures, ranks, programs):
     table = {f"{l}/{p}/{n}": {str(b): summary([(b, t) for t in ts], n) for b, ts in sorted(v.items())}
              for (l, p, n), v in sorted(results.items())}
     doc = {"benchmark": "allreduce", "command": command, "cpu": model, "cores": os.cpu_count(),
-           "load_average_1_5_15_per_link": loads, "rate": args.rate, "results_busbw_GBps": table,
+           "load_average_1_5_15_per_link": loads, "rate": args.rate,
+           # the system's, which Open MPI's and Gloo's connections use (reel's pick reno on
+           # loopback unless congestion_control=system)
+           "system_congestion_control": system_congestion_control(), "results_busbw_GBps": table,
            "failures": failures}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "allreduce.json"), "w") as f:

@@ -14,6 +14,12 @@ def cell(xs, fmt):
     return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})"
 
 
+def whole_job(x):
+    """Examples over start to exit: the file's own count, or (files before issue 50, whose
+    examples_per_sec was a median of log windows) steps x 32 x workers is not assumed: none."""
+    return x.get("whole_job_examples_per_sec")
+
+
 def main():
     r = json.load(open(sys.argv[1]))
     print(f"`{r['command']}`; link {r['link']} {r.get('rate') or ''}, data {r['data']}; "
@@ -25,7 +31,7 @@ def main():
     for name, rows in r["train"].items():
         reached = sum(1 for x in rows if x["target_step"] is not None)
         print(f"| {name} | {cell([x['wall_seconds'] for x in rows], '{:.2f}')} | "
-              f"{cell([x['examples_per_sec'] for x in rows], '{:.0f}')} | "
+              f"{cell([whole_job(x) for x in rows], '{:.0f}')} | "
               f"{cell([x['target_seconds'] for x in rows], '{:.2f}')} | "
               f"{cell([x['target_examples'] for x in rows], '{:.0f}')} | {reached} of {len(rows)} | "
               f"{cell([x['final_gap'] for x in rows], '{:.3f}')} |")
