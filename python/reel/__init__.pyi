@@ -1,6 +1,6 @@
 # Type stubs of the package reel (python/reel/__init__.py; docs/python.md).
 import os
-from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +13,7 @@ from .errors import (AlreadyExistsError as AlreadyExistsError, CancelledError as
                      FailedPreconditionError as FailedPreconditionError,
                      InternalError as InternalError, InvalidArgumentError as InvalidArgumentError,
                      NotFoundError as NotFoundError, OutOfRangeError as OutOfRangeError,
-                     PermissionDeniedError as PermissionDeniedError,
+                     PermissionDeniedError as PermissionDeniedError, Terminated as Terminated,
                      UnavailableError as UnavailableError,
                      UnimplementedError as UnimplementedError)
 
@@ -24,6 +24,9 @@ Pattern = Union[Path, Sequence[Path]]
 Config = Union[Path, Mapping[str, Any]]
 Event = dict[str, Any]
 Callback = Callable[[Event], bool | None]
+
+class StopEvent(Protocol):  # threading.Event, multiprocessing.Event ...
+    def is_set(self) -> bool: ...
 
 class Reader(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]: ...
@@ -57,7 +60,7 @@ class TrainResult:
 
 def train(config: Config, overrides: Mapping[str, Any] | None = ...,
           callbacks: Callback | Sequence[Callback] = ..., *, resume: bool = ...,
-          verbose: bool = ...) -> TrainResult: ...
+          verbose: bool = ..., stop: StopEvent | None = ...) -> TrainResult: ...
 def evaluate(checkpoint: Path, data: Pattern, *, top_k: int = ...,
              batch_size: int = ...) -> dict[str, Any]: ...
 def predict(checkpoint: Path, data: Pattern, top_k: int = ..., *, batch_size: int = ...,
@@ -73,4 +76,4 @@ class TuneResult:
 
 def tune(search: Config, workdir: Path = ..., *, parallel: int = ...,
          overrides: Mapping[str, Any] | None = ..., resume: bool = ...,
-         verbose: bool = ...) -> TuneResult: ...
+         verbose: bool = ..., stop: StopEvent | None = ...) -> TuneResult: ...
