@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -57,9 +58,14 @@ extern "C" void OnSigint(int) {
   g_signals.fetch_add(1);
   std::signal(SIGINT, SIG_DFL);
 }
+std::atomic<bool> g_term_seen{false};  // in this scope
 extern "C" void OnSigterm(int) {
   g_last_signal.store(SIGTERM);
   g_signals.fetch_add(1);
+  if (!g_term_seen.exchange(true)) return;
+  static constexpr char kSay[] =
+      "reel: already stopping: finishing the step and the checkpoint (SIGKILL ends at once)\n";
+  (void)!::write(STDERR_FILENO, kSay, sizeof kSay - 1);
 }
 
 class SignalScope {
@@ -74,6 +80,7 @@ class SignalScope {
     sigaction(SIGTERM, nullptr, &term);
     term_taken_ = (term.sa_flags & SA_SIGINFO) == 0 && term.sa_handler == SIG_DFL;
     if (!term_taken_) return;
+    g_term_seen.store(false);
     sa.sa_handler = OnSigterm;
     sigaction(SIGTERM, &sa, &previous_term_);
   }
