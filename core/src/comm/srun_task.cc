@@ -13,8 +13,8 @@ Result<std::optional<SrunTask>> SrunTaskFromEnvironment(const GetEnv& getenv, in
   REEL_ASSIGN_OR_RETURN(std::optional<SlurmStep> step, SlurmStepFromEnvironment(getenv, cores));
   if (!step) return std::optional<SrunTask>();
   SrunTask task;
-  auto added = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
-      step->variables);
+  auto added =
+      std::make_shared<const std::vector<std::pair<std::string, std::string>>>(step->variables);
   task.env = [getenv, added](const char* name) -> const char* {
     if (const char* v = getenv(name); v != nullptr) return v;
     for (const auto& [k, v] : *added)
