@@ -21,6 +21,7 @@
 
 namespace reel::core {
 
+// Where srun placed this task, and what the rest of reel reads to see it.
 struct SrunTask {
   SlurmStep step;
   // `getenv` with step.variables added (a variable `getenv` already has keeps its value).
