@@ -293,3 +293,29 @@ def test_an_inconsistent_srun_step_is_an_error_naming_the_variable(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "SLURM_STEP_TASKS_PER_NODE" in p.stdout and "adds up to 3 tasks" in p.stdout
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_sigterm_stops_a_search_resumably(tmp_path):
+    base = reel._config.dict_to_text(moe_config(TRAIN, TEST, tmp_path, steps=6))
+    search = ("base {\n" + base + "\n}\n"
+              'dimension { field: "trainer.learning_rate.base" values: ["0.001", "0.01"] }\n'
+              "search { algorithm: GRID max_budget: 6 }\n")
+    workdir = tmp_path / "search"
+    code = textwrap.dedent(f"""
+        import os, signal, reel
+        class TermOnce:
+            sent = False
+            def is_set(self):
+                if not self.sent:
+                    self.sent = True
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return False
+        reel.tune({search!r}, {str(workdir)!r}, parallel=1, stop=TermOnce())
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert ("reel.errors.Terminated: search terminated (SIGTERM); continue with resume=True, "
+            f"workdir {workdir}") in p.stderr
+    result = reel.tune(search, workdir, parallel=1, resume=True)
+    assert len(result.results) == 2 and result.results["ok"].all()
