@@ -4,20 +4,26 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "host.h"
 #include "reel/core/evaluator.h"
+#include "reel/core/srun_task.h"
 #include "reel/core/train_job.h"
 #include "reel/core/tune.h"
+#include "reel/host_cores.h"
 
 namespace py = pybind11;
 
@@ -36,56 +42,152 @@ py::dict MetricsDict(const core::EvalMetrics& m) {
 
 namespace {
 
-// SIGINT while a call runs: the first asks the run to finish its step and write its checkpoint
-// (as `reel train` does, reel/core/cli's InterruptScope); a second ends the process at once.
-// Python's own handler is put back afterwards. Main thread only, as Python's signals are.
-std::atomic<bool> g_interrupted{false};
+// Stopping a call (docs/python.md, "Stopping a run"). While train() or tune() runs on the main
+// thread, SIGINT and SIGTERM are taken by handlers of this module: each counts the signal, and
+// every call in flight, on any thread, stops at its next step when the count moved since it
+// began (a signal is the process's); no call resets another's. A second SIGINT ends the process
+// at once (the handler gives SIGINT back to the default); a second SIGTERM is counted again and
+// the checkpoint under way is finished. SIGTERM is taken only when its disposition was the
+// default: a handler the user set (signal.signal) keeps it and runs while the call waits
+// (PyErr_CheckSignals below); one that raises stops the call too. Both dispositions are put
+// back afterwards. Main thread only, as Python's signals are.
+std::atomic<long> g_signals{0};
+std::atomic<int> g_last_signal{0};
 extern "C" void OnSigint(int) {
-  g_interrupted.store(true);
+  g_last_signal.store(SIGINT);
+  g_signals.fetch_add(1);
   std::signal(SIGINT, SIG_DFL);
 }
-class SigintScope {
+std::atomic<bool> g_term_seen{false};  // in this scope
+extern "C" void OnSigterm(int) {
+  g_last_signal.store(SIGTERM);
+  g_signals.fetch_add(1);
+  if (!g_term_seen.exchange(true)) return;
+  static constexpr char kSay[] =
+      "reel: already stopping: finishing the step and the checkpoint (SIGKILL ends at once)\n";
+  (void)!::write(STDERR_FILENO, kSay, sizeof kSay - 1);
+}
+
+class SignalScope {
  public:
-  explicit SigintScope(bool install) : installed_(install) {
-    g_interrupted.store(false);
+  explicit SignalScope(bool install) : installed_(install) {
     if (!installed_) return;
     struct sigaction sa = {};
-    sa.sa_handler = OnSigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &previous_);
+    sa.sa_handler = OnSigint;
+    sigaction(SIGINT, &sa, &previous_int_);
+    struct sigaction term = {};
+    sigaction(SIGTERM, nullptr, &term);
+    term_taken_ = (term.sa_flags & SA_SIGINFO) == 0 && term.sa_handler == SIG_DFL;
+    if (!term_taken_) return;
+    g_term_seen.store(false);
+    sa.sa_handler = OnSigterm;
+    sigaction(SIGTERM, &sa, &previous_term_);
   }
-  ~SigintScope() {
-    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  ~SignalScope() {
+    if (!installed_) return;
+    sigaction(SIGINT, &previous_int_, nullptr);
+    if (term_taken_) sigaction(SIGTERM, &previous_term_, nullptr);
   }
-  SigintScope(const SigintScope&) = delete;
-  SigintScope& operator=(const SigintScope&) = delete;
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
 
  private:
   bool installed_;
-  struct sigaction previous_ = {};
+  bool term_taken_ = false;
+  struct sigaction previous_int_ = {};
+  struct sigaction previous_term_ = {};
+};
+
+// One call's stop: a signal since it began, its `stop` object set, or a Python signal handler
+// that raised while it waited.
+class CallStop {
+ public:
+  explicit CallStop(py::object event) : event_(std::move(event)) {}
+  bool BySignal() const { return g_signals.load() != signals_at_start_; }
+  bool Requested() const { return asked_.load() || BySignal(); }
+  // With the GIL released; takes it to run Python's pending signal handlers (main thread only:
+  // elsewhere PyErr_CheckSignals does nothing) and to ask the stop object.
+  void Check() {
+    py::gil_scoped_acquire gil;
+    if (raised_) return;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (!event_.is_none() && py::bool_(event_.attr("is_set")())) asked_.store(true);
+    } catch (py::error_already_set& e) {
+      raised_.emplace(std::move(e));
+      asked_.store(true);
+    }
+  }
+  // Raises what a signal handler or the stop object raised, if anything did.
+  void RaiseIfRaised() {
+    if (!raised_) return;
+    py::error_already_set e = std::move(*raised_);
+    raised_.reset();
+    throw e;
+  }
+  // The exception for a call that a signal stopped: KeyboardInterrupt for SIGINT, its subclass
+  // reel.Terminated for SIGTERM: "<before>interrupted<after>" or "<before>terminated
+  // (SIGTERM)<after>".
+  [[noreturn]] static void RaiseStopped(const std::string& before, const std::string& after) {
+    if (g_last_signal.load() == SIGTERM) {
+      py::object terminated = py::module_::import("reel.errors").attr("Terminated");
+      PyErr_SetString(terminated.ptr(), (before + "terminated (SIGTERM)" + after).c_str());
+    } else {
+      PyErr_SetString(PyExc_KeyboardInterrupt, (before + "interrupted" + after).c_str());
+    }
+    throw py::error_already_set();
+  }
+
+ private:
+  py::object event_;
+  const long signals_at_start_ = g_signals.load();
+  std::atomic<bool> asked_{false};
+  std::optional<py::error_already_set> raised_;
 };
 
 // Runs `work` on a thread of its own with SIGINT and SIGTERM blocked, and waits for it: the
 // threads that compute (that one, and the OpenMP pool it starts) never run a signal handler, only
 // the calling thread, which waits. oneDNN 2.6's JIT GEMM kernels point the stack pointer into the
-// heap, and a handler's frame written there corrupted it (core/cli/interrupt.h).
+// heap, and a handler's frame written there corrupted it (core/cli/interrupt.h). With `stop`,
+// its Check() runs once before the work starts and every 50 ms while it runs. The GIL must be
+// released.
 template <typename F>
-auto AwayFromSignals(F&& work) -> decltype(work()) {
-  sigset_t stop, previous;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, &previous);
+auto AwayFromSignals(F&& work, CallStop* stop = nullptr) -> decltype(work()) {
+  if (stop != nullptr) stop->Check();
+  sigset_t signals, previous;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
   std::optional<decltype(work())> result;
   std::exception_ptr error;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   std::thread worker([&] {
     try {
       result.emplace(work());
     } catch (...) {
       error = std::current_exception();
     }
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
   });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!done) {
+      if (stop == nullptr) {
+        cv.wait(lock, [&] { return done; });
+      } else if (!cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; })) {
+        lock.unlock();
+        stop->Check();
+        lock.lock();
+      }
+    }
+  }
   worker.join();
   if (error) std::rethrow_exception(error);
   return std::move(*result);
@@ -125,10 +227,11 @@ config::Component InMemory(const config::Component& from, int64_t table, bool ma
 // `data_table`, `eval_table` > 0: tables of the data source "numpy" instead of the config's data
 // and eval_data sections.
 py::dict Train(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
-               py::object on_event, bool resume, int verbosity, bool handle_sigint,
-               int64_t data_table, int64_t eval_table) {
+               py::object on_event, bool resume, int verbosity, bool handle_signals,
+               py::object stop_event, int64_t data_table, int64_t eval_table) {
   core::Host& host = GetHost();
   core::ConfigFile cfg = LoadConfig(host, config, is_path, overrides);
+  CallStop stop(std::move(stop_event));
   if (data_table > 0)
     *cfg.config.mutable_data() = InMemory(cfg.config.data(), data_table, /*may_shuffle=*/true);
   if (eval_table > 0)
@@ -142,7 +245,15 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
   job.resume = resume;
   job.verbosity = verbosity;
   job.progress = verbosity > 0 ? &std::cerr : nullptr;
-  job.should_stop = [&](int64_t) { return stop_asked.load() || g_interrupted.load(); };
+  job.should_stop = [&](int64_t) { return stop_asked.load() || stop.Requested(); };
+  // A task of an srun step joins its step's group as `reel train` does, through the job's
+  // environment: the process's own is left as it is (reel/core/srun_task.h).
+  std::optional<core::SrunTask> task = ValueOrThrow(core::SrunTaskFromEnvironment(
+      core::ProcessEnvironment(), reel::CoresAvailable(), reel::OnlineCores()));
+  if (task) {
+    job.env = task->env;
+    if (verbosity > 0) std::cerr << "reel: " << task->line << "\n";
+  }
   if (!on_event.is_none()) {
     job.on_event = [&](const core::TrainEvent& e) {
       py::gil_scoped_acquire gil;
@@ -170,23 +281,26 @@ py::dict Train(const std::string& config, bool is_path, const std::vector<std::s
     };
   }
   Result<core::TrainResult> r = [&] {
-    SigintScope sigint(handle_sigint);
+    SignalScope signals(handle_signals);
     py::gil_scoped_release release;
-    return AwayFromSignals([&] { return core::RunTrainJob(host, cfg, job); });
+    return AwayFromSignals([&] { return core::RunTrainJob(host, cfg, job); }, &stop);
   }();
   if (pending) {
     py::error_already_set err = std::move(*pending);
     pending.reset();
     throw err;
   }
+  stop.RaiseIfRaised();
   const core::TrainResult& t = ValueOrThrow(std::move(r));
-  if (t.interrupted && g_interrupted.load()) {
-    std::string where = t.last_checkpoint.empty()
-                            ? std::string(" (no checkpoint: trainer.checkpoint_dir is not set)")
-                            : "; checkpoint " + t.last_checkpoint + " (continue with resume=True)";
-    PyErr_SetString(PyExc_KeyboardInterrupt,
-                    ("interrupted at step " + std::to_string(t.steps) + where).c_str());
-    throw py::error_already_set();
+  if (stop.BySignal()) {
+    // Every rank stops; only the lead writes the run's checkpoint.
+    const std::string where =
+        cfg.config.trainer().checkpoint_dir().empty()
+            ? " (no checkpoint: trainer.checkpoint_dir is not set)"
+        : t.last_checkpoint.empty()
+            ? "; the lead rank writes the checkpoint (continue with resume=True)"
+            : "; checkpoint " + t.last_checkpoint + " (continue with resume=True)";
+    CallStop::RaiseStopped("", " at step " + std::to_string(t.steps) + where);
   }
   py::dict d;
   d["steps"] = t.steps;
@@ -292,8 +406,9 @@ py::tuple Predict(const std::string& checkpoint, const std::string& data, int to
 
 py::dict Tune(const std::string& search, bool is_path, const std::vector<std::string>& overrides,
               const std::string& workdir, int parallel, bool resume, int verbosity,
-              bool handle_sigint) {
+              bool handle_signals, py::object stop_event) {
   core::Host& host = GetHost();
+  CallStop stop(std::move(stop_event));
   std::string text = search, name = "<search>";
   if (is_path) {
     std::ifstream in(search);
@@ -312,19 +427,17 @@ py::dict Tune(const std::string& search, bool is_path, const std::vector<std::st
   options.parallel = parallel;
   options.verbosity = verbosity;
   options.progress = verbosity > 0 ? &std::cerr : nullptr;
-  options.should_stop = [] { return g_interrupted.load(); };
+  options.should_stop = [&] { return stop.Requested(); };
   Result<core::TuneResult> r = [&] {
-    SigintScope sigint(handle_sigint);
+    SignalScope signals(handle_signals);
     py::gil_scoped_release release;
     return AwayFromSignals(
-        [&] { return core::RunTune(cfg, options, core::TrainingTrialRunner(host)); });
+        [&] { return core::RunTune(cfg, options, core::TrainingTrialRunner(host)); }, &stop);
   }();
+  stop.RaiseIfRaised();
   const core::TuneResult& t = ValueOrThrow(std::move(r));
-  if (t.interrupted && g_interrupted.load()) {
-    PyErr_SetString(PyExc_KeyboardInterrupt,
-                    ("search interrupted; continue with resume=True, workdir " + workdir).c_str());
-    throw py::error_already_set();
-  }
+  if (stop.BySignal())
+    CallStop::RaiseStopped("search ", "; continue with resume=True, workdir " + workdir);
   py::list rows;
   for (const core::TuneRow& row : t.rows) {
     py::dict d;
@@ -357,15 +470,15 @@ py::dict Tune(const std::string& search, bool is_path, const std::vector<std::st
 
 void DefineTrain(py::module_& m) {
   m.def("train", &Train, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
-        py::arg("on_event"), py::arg("resume"), py::arg("verbosity"), py::arg("handle_sigint"),
-        py::arg("data_table") = 0, py::arg("eval_table") = 0);
+        py::arg("on_event"), py::arg("resume"), py::arg("verbosity"), py::arg("handle_signals"),
+        py::arg("stop"), py::arg("data_table") = 0, py::arg("eval_table") = 0);
   m.def("evaluate", &Evaluate, py::arg("checkpoint"), py::arg("data"), py::arg("top_k"),
         py::arg("batch_size"), py::arg("table") = 0);
   m.def("predict", &Predict, py::arg("checkpoint"), py::arg("data"), py::arg("top_k"),
         py::arg("batch_size"), py::arg("table") = 0);
   m.def("tune", &Tune, py::arg("search"), py::arg("is_path"), py::arg("overrides"),
         py::arg("workdir"), py::arg("parallel"), py::arg("resume"), py::arg("verbosity"),
-        py::arg("handle_sigint"));
+        py::arg("handle_signals"), py::arg("stop"));
 }
 
 }  // namespace reel::python

@@ -16,12 +16,12 @@ from . import metrics  # noqa: F401  (reel.metrics.gap ...)
 from .errors import (AlreadyExistsError, CancelledError, DataLossError,  # noqa: F401
                      DeadlineExceededError, Error, FailedPreconditionError, InternalError,
                      InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError,
-                     UnavailableError, UnimplementedError)
+                     Terminated, UnavailableError, UnimplementedError)
 
 __version__ = _reel.sdk_version
 __all__ = [
     "configure", "plugins", "read_tfrecords", "batches", "train", "TrainResult", "evaluate",
-    "predict", "tune", "TuneResult", "metrics", "Error", "DataLossError",
+    "predict", "tune", "TuneResult", "metrics", "Error", "DataLossError", "Terminated",
 ]
 
 
@@ -45,6 +45,13 @@ def _pattern(pattern, argument="pattern"):
 
 def _on_main_thread():
     return threading.current_thread() is threading.main_thread()
+
+
+def _stop_event(stop):
+    if stop is not None and not callable(getattr(stop, "is_set", None)):
+        raise TypeError(f"stop must be a threading.Event (anything with is_set()), not "
+                        f"{type(stop).__name__}")
+    return stop
 
 
 def configure(plugin_dirs=()):
@@ -162,7 +169,7 @@ class TrainResult:
 
 
 def train(config, overrides=None, callbacks=(), *, data=None, eval_data=None, resume=False,
-          verbose=False):
+          verbose=False, stop=None):
     """Runs ``reel train``'s training job in this process and returns a :class:`TrainResult`.
 
     ``config``: a path or URI of a text-format RunConfig (``configs/moe.pbtxt``), the text
@@ -174,8 +181,13 @@ def train(config, overrides=None, callbacks=(), *, data=None, eval_data=None, re
     and each evaluation (``"eval"``: ``event["eval"]`` the metrics); returning True stops the run
     after the step (it writes its checkpoint, ``result.stopped`` is True); an exception stops it
     and is raised here. The GIL is released while training: other Python threads run.
-    Ctrl-C finishes the step, writes the checkpoint and raises KeyboardInterrupt (continue with
-    ``resume=True``). ``verbose``: the command's progress lines on stderr.
+    ``stop``: a :class:`threading.Event` (anything with ``is_set()``); setting it, from any
+    thread, stops this call alone as a callback returning True does (checked every 50 ms).
+    Ctrl-C finishes the step, writes the checkpoint and raises KeyboardInterrupt; SIGTERM does the
+    same and raises :class:`reel.Terminated` (a KeyboardInterrupt); continue with
+    ``resume=True``. A signal stops every call in flight. Under ``srun``, ``mpirun`` or ``reel
+    launch`` the processes form one group, as ``reel train`` does. ``verbose``: the command's
+    progress lines on stderr. docs/python.md, "Stopping a run" and "Several processes".
     ``data``, ``eval_data``: train (evaluate) on features and labels in memory instead of the
     config's data (eval_data) section: a dict or pandas DataFrame (``{"rgb": ..., "audio": ...,
     "labels": ...}``) or an iterable of such batches (docs/python.md, "Training from memory").
@@ -190,6 +202,7 @@ def train(config, overrides=None, callbacks=(), *, data=None, eval_data=None, re
             raise TypeError(f"callbacks[{i}] must be callable, not {type(cb).__name__}")
     _check(resume, bool, "resume", "a bool")
     _check(verbose, bool, "verbose", "a bool")
+    _stop_event(stop)
     events = []
 
     def on_event(event):
@@ -202,7 +215,7 @@ def train(config, overrides=None, callbacks=(), *, data=None, eval_data=None, re
     with _inmemory.Registered(data, "data") as table, \
             _inmemory.Registered(eval_data, "eval_data") as eval_table:
         raw = _reel.train(text, is_path, sets, on_event, resume, 1 if verbose else 0,
-                          _on_main_thread(), table, eval_table)
+                          _on_main_thread(), stop, table, eval_table)
     return TrainResult(raw, events)
 
 
@@ -263,11 +276,12 @@ class TuneResult:
 
 
 def tune(search, workdir="reel-tune", *, parallel=0, overrides=None, resume=False,
-         verbose=False):
+         verbose=False, stop=None):
     """``reel tune``: runs the search (a path of a TuneConfig, its text or a dict) with trials in
     parallel in this process, journal and results in ``workdir``; returns a :class:`TuneResult`.
     ``parallel``: trials at once (0: the config's, else the cores). Ctrl-C stops the running
-    trials, keeps the journal resumable and raises KeyboardInterrupt."""
+    trials, keeps the journal resumable and raises KeyboardInterrupt (SIGTERM:
+    :class:`reel.Terminated`); ``stop`` (a :class:`threading.Event`) stops them without one."""
     text, is_path = _config.resolve(search, "search")
     sets = _config.overrides_list(overrides)
     wd = os.fspath(_check(workdir, (str, os.PathLike), "workdir", "a path"))
@@ -275,5 +289,6 @@ def tune(search, workdir="reel-tune", *, parallel=0, overrides=None, resume=Fals
     if parallel < 0 or parallel > 1024:
         raise ValueError(f"parallel must lie in [0, 1024], got {parallel}")
     raw = _reel.tune(text, is_path, sets, wd, parallel, _check(resume, bool, "resume", "a bool"),
-                     1 if _check(verbose, bool, "verbose", "a bool") else 0, _on_main_thread())
+                     1 if _check(verbose, bool, "verbose", "a bool") else 0, _on_main_thread(),
+                     _stop_event(stop))
     return TuneResult(raw)

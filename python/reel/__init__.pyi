@@ -1,6 +1,6 @@
 # Type stubs of the package reel (python/reel/__init__.py; docs/python.md).
 import os
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +13,7 @@ from .errors import (AlreadyExistsError as AlreadyExistsError, CancelledError as
                      FailedPreconditionError as FailedPreconditionError,
                      InternalError as InternalError, InvalidArgumentError as InvalidArgumentError,
                      NotFoundError as NotFoundError, OutOfRangeError as OutOfRangeError,
-                     PermissionDeniedError as PermissionDeniedError,
+                     PermissionDeniedError as PermissionDeniedError, Terminated as Terminated,
                      UnavailableError as UnavailableError,
                      UnimplementedError as UnimplementedError)
 
@@ -28,6 +28,9 @@ Callback = Callable[[Event], bool | None]
 # labels, or an iterable of such batches (or a callable returning an iterator of them).
 Table = Union[Mapping[str, Any], pandas.DataFrame]
 Data = Union[Table, Iterable[Table], Callable[[], Iterator[Table]]]
+
+class StopEvent(Protocol):  # threading.Event, multiprocessing.Event ...
+    def is_set(self) -> bool: ...
 
 class Reader(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]: ...
@@ -61,7 +64,8 @@ class TrainResult:
 
 def train(config: Config, overrides: Mapping[str, Any] | None = ...,
           callbacks: Callback | Sequence[Callback] = ..., *, data: Data | None = ...,
-          eval_data: Data | None = ..., resume: bool = ..., verbose: bool = ...) -> TrainResult: ...
+          eval_data: Data | None = ..., resume: bool = ..., verbose: bool = ...,
+          stop: StopEvent | None = ...) -> TrainResult: ...
 def evaluate(checkpoint: Path, data: Pattern | Data, *, top_k: int = ...,
              batch_size: int = ...) -> dict[str, Any]: ...
 def predict(checkpoint: Path, data: Pattern | Data, top_k: int = ..., *, batch_size: int = ...,
@@ -77,4 +81,4 @@ class TuneResult:
 
 def tune(search: Config, workdir: Path = ..., *, parallel: int = ...,
          overrides: Mapping[str, Any] | None = ..., resume: bool = ...,
-         verbose: bool = ...) -> TuneResult: ...
+         verbose: bool = ..., stop: StopEvent | None = ...) -> TuneResult: ...

@@ -85,6 +85,15 @@ class CancelledError(Error):
     code = "CANCELLED"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stopped :func:`reel.train` or :func:`reel.tune` after the checkpoint was written
+    (the message names it): what Ctrl-C's ``KeyboardInterrupt`` is for SIGINT, so ``except
+    KeyboardInterrupt`` catches both. Uncaught, it ends Python with a traceback and status 1
+    (a plain KeyboardInterrupt makes Python end itself by SIGINT). docs/python.md."""
+
+    signal = 15  # signal.SIGTERM
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (

@@ -7,6 +7,7 @@
 #      meeting rank 0 on a port Slurm reserved for the step (MpiParams=ports);
 #      tasks that Slurm bound to cores of their own (task/affinity) keep them, tasks it did not
 #      bind (--cpu-bind=none) divide their node's.
+#   1c. `srun -N2 -n2 python3 train.py` (reel.train): the same placement, one group, one checkpoint.
 #   2. A bad srun environment is refused naming the variable, and a step over two nodes without
 #      REEL_SECRET is refused with the line that sets one, before anything trains; so is rank 0
 #      placed off the node list's first host (srun -m arbitrary -w node02,node01).
@@ -144,6 +145,24 @@ has_files "$work/ckpt_srun" || fail "no checkpoint from srun -N2 -n4"
 # task/affinity bound each task to a core of its own: no rank shares it.
 if grep -q "share this process's" "$work/srun_train.log"; then fail "ranks bound apart shared cores"; fi
 echo "ok 1: srun -N2 -n4 reel train trained over tcp across node01 and node02 and checkpointed"
+
+# 1c. srun -N2 -n2 python3 train.py: reel.train's processes form one group as `reel train`'s do.
+cat >"$work/train.py" <<PY
+import reel
+r = reel.train("$work/srun.pbtxt", {"trainer.steps": 10, "trainer.checkpoint_dir": "$work/ckpt_py"},
+               verbose=True)
+print("trained", r.steps, "steps, checkpoint", repr(r.checkpoint), flush=True)
+PY
+run timeout 180 srun -N2 -n2 --label env PYTHONPATH="$REEL_SLURM_BUILD/python" /usr/bin/python3 \
+  "$work/train.py" >"$work/srun_python.log" 2>&1 || fail "srun -N2 -n2 python3 train.py failed"
+for r in 0 1; do
+  grep -qE "^$r: reel: started by srun \(job [0-9]+, step [0-9]+\): rank $r of 2, transport tcp, coordinator node01:12[0-9]{3}, [0-9]+ CPUs?$" \
+    "$work/srun_python.log" || fail "python rank $r did not say where srun put it"
+done
+expect "$work/srun_python.log" "0: trained 10 steps, checkpoint '$work/ckpt_py/ckpt-0000000010.reelckpt'"
+expect "$work/srun_python.log" "1: trained 10 steps, checkpoint ''"
+[[ $(ls "$work/ckpt_py") == ckpt-0000000010.reelckpt ]] || fail "not one checkpoint from python"
+echo "ok 1c: srun -N2 -n2 python3 train.py trained as one 2-rank group and checkpointed once"
 
 # 1b. Not bound (--cpu-bind=none): the two tasks of a node divide its cores.
 run timeout 180 srun -N2 -n4 --cpu-bind=none --label "$reel" train --config "$work/srun.pbtxt" \
