@@ -13,7 +13,7 @@ scratch=${3:-runs/checkpoint_disk}
 echo "# bench/tune/checkpoint_disk.sh $search $reel $scratch"
 echo "# $(git rev-parse --short HEAD) $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
   "family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')" \
-  "model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(nproc) cores"
+  "model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(getconf _NPROCESSORS_ONLN) cores"
 echo "keep_checkpoints peak_bytes final_bytes checkpoint_files trial_runs seconds"
 for keep in NEEDED ALL; do
   work=$scratch/$keep
