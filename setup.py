@@ -40,7 +40,8 @@ class CMakeBuild(build_ext):
 
     def run(self):
         build_dir = BUILD_DIR
-        env = dict(os.environ, REEL_BUILD_TARGETS="reel_installables", REEL_BUILD_DIR=str(build_dir))
+        env = dict(os.environ, REEL_BUILD_TARGETS="reel_installables",
+                   REEL_BUILD_DIR=str(build_dir))
         if os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL"):
             env["REEL_JOBS"] = os.environ["CMAKE_BUILD_PARALLEL_LEVEL"]
         if (build_dir / "CMakeCache.txt").exists() and os.environ.get("REEL_WHEEL_BUILD_DIR"):

@@ -37,7 +37,8 @@ class _Reader(Iterator[dict[str, Any]]):
 
 def configure(plugin_dirs: Sequence[_Path] = ...) -> None: ...
 def plugins() -> list[dict[str, Any]]: ...
-def read_tfrecords(pattern: _Pattern, level: str = ..., *, features: str | Mapping[str, int] | None = ...,
+def read_tfrecords(pattern: _Pattern, level: str = ..., *,
+                   features: str | Mapping[str, int] | None = ...,
                    num_classes: int = ..., max_frames: int = ..., compression: str = ...,
                    skip_corrupt: bool = ..., options: Mapping[str, Any] | None = ...,
                    source: str = ...) -> _Reader: ...

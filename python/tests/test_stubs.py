@@ -48,7 +48,8 @@ def _stub_params(fn):
     if a.kwarg:
         params.append((a.kwarg.arg, "**"))
     defaults = len(a.defaults)
-    with_default = {p.arg for p in (a.posonlyargs + a.args)[len(a.posonlyargs + a.args) - defaults:]}
+    positional = a.posonlyargs + a.args
+    with_default = {p.arg for p in positional[len(positional) - defaults:]}
     with_default |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
     return params, with_default
 
