@@ -31,6 +31,8 @@ test_packages=(
   python3 python3-torch libopenblas0-pthread python3-numpy
   python3-sklearn  # bench/tune: GridSearchCV, the peer of reel tune
   python3-pytest python3-optuna  # the Python module's tests (python/tests/, label python)
+  python3-pip python3-setuptools python3-wheel python3-venv  # `pip install .` (docs/python.md), python_test_wheel
+  mypy  # its stubtest compares python/reel/*.pyi with the module (python_test_stubs)
   awscli
 )
 

@@ -66,6 +66,14 @@ std::string LogisticSearch(const std::string& data, const std::string& lrs) {
          lrs + "] }\n";
 }
 
+// Every checkpoint file left under a search's trials (execution.keep_checkpoints, docs/tune.md).
+std::vector<std::string> CheckpointsLeft(const std::string& work) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(work + "/trials"))
+    if (e.path().extension() == ".reelckpt") out.push_back(e.path().string());
+  return out;
+}
+
 // results.csv as config number → metric column text (exact, as written).
 std::map<std::string, std::string> MetricsByTrial(const std::string& csv_path) {
   std::map<std::string, std::string> out;
@@ -138,6 +146,11 @@ TEST(TuneE2E, BestConfigReproducesTheReportedMetric) {
   ASSERT_GT(best.size(), 7u) << first;
   EXPECT_EQ(best[3], "1") << "three trials, eta 3: one is promoted to budget 9\n" << first;
   EXPECT_EQ(best[4], "9") << first;
+  // The promoted trial's rung-0 checkpoint and the other two trials' went as the search ended
+  // with them; the best keeps its newest.
+  const std::vector<std::string> left = CheckpointsLeft(dir + "/work");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_THAT(left[0], HasSubstr("/r1/checkpoints/"));
   ASSERT_LT(std::stod(best[7]), 0.99) << "a saturated metric cannot tell schedules apart";
   const std::string log = dir + "/best_metrics.jsonl";
   RunResult trained =
@@ -233,6 +246,7 @@ TEST(TuneE2E, ResumeAfterKillRerunsOnlyWhatWasUnfinished) {
   // interrupted included), and none of the finished ones again.
   EXPECT_EQ(Count(after, "\"STARTED\""), Count(before, "\"STARTED\"") + 6 - finished_before);
   EXPECT_EQ(MetricsByTrial(work + "/results.csv").size(), 6u);
+  EXPECT_EQ(CheckpointsLeft(work).size(), 1u) << "the best trial's newest checkpoint, no other";
 }
 
 // The pid of the process whose command line mentions `needle` and whose environment has `env`.

@@ -83,6 +83,14 @@ class Asha : public SearchAlgorithm {
       promoted_[static_cast<size_t>(t.rung - 1)].insert(t.config);
   }
 
+  bool MayPromote(const TrialSpec& t) const override {
+    const auto k = static_cast<size_t>(t.rung);
+    if (t.rung < 0 || k + 1 >= budgets_.size() || promoted_[k].count(t.config)) return false;
+    for (const auto& [metric, config] : results_[k])
+      if (config == t.config) return Promotable(k, metric, config, MostResults(k));
+    return true;  // not reported: nothing known against it
+  }
+
   int64_t PlannedTrials() const override {
     int64_t n = 0;
     double at_rung = static_cast<double>(plan_.trials);
@@ -94,6 +102,30 @@ class Asha : public SearchAlgorithm {
  private:
   static constexpr double kFailed = -std::numeric_limits<double>::infinity();
   Assignment Params(int64_t config) const { return params_(config); }
+
+  // Whether (metric, config) on rung k can still be in the best floor(n / eta) of the rung's n
+  // results when at most `most` results arrive there: its rank only falls as results come in.
+  bool Promotable(size_t k, double metric, int64_t config, int64_t most) const {
+    if (metric == kFailed) return false;
+    int64_t better = 0;
+    for (const auto& [m, c] : results_[k]) better += m > metric || (m == metric && c < config);
+    return better < static_cast<int64_t>(std::floor(static_cast<double>(most) / plan_.eta));
+  }
+
+  // The most results rung k can ever hold: every configuration on rung 0; on rung j + 1 those
+  // promoted from rung j, those of rung j that may still be, and rung j's results still to come.
+  // (Asynchronous promotions may send a rung more than 1/eta of the one below.)
+  int64_t MostResults(size_t k) const {
+    int64_t most = plan_.trials;
+    for (size_t j = 0; j < k; ++j) {
+      int64_t next = static_cast<int64_t>(promoted_[j].size()) +
+                     std::max<int64_t>(0, most - static_cast<int64_t>(results_[j].size()));
+      for (const auto& [metric, config] : results_[j])
+        next += !promoted_[j].count(config) && Promotable(j, metric, config, most);
+      most = next;
+    }
+    return most;
+  }
 
   SearchPlan plan_;
   std::function<Assignment(int64_t)> params_;

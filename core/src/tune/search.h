@@ -49,6 +49,10 @@ class SearchAlgorithm {
   virtual void Adopt(const TrialSpec& trial) = 0;
   // How many trials the search runs at most (for progress and the ETA).
   virtual int64_t PlannedTrials() const = 0;
+  // Whether a reported trial may still be promoted to the next rung (its checkpoint is then
+  // needed): never for grid and random; for ASHA while it is not promoted yet and could still rank
+  // in the best 1/eta of its rung, however the trials still to report there end.
+  virtual bool MayPromote(const TrialSpec& /*trial*/) const { return false; }
 };
 
 struct SearchPlan {

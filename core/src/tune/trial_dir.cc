@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 namespace reel::core::tune {
 namespace {
@@ -44,6 +45,26 @@ Result<bool> PrepareTrialDir(const std::string& workdir, int64_t config, int run
   fs::copy_file(*from, checkpoints / from->filename(), ec);
   if (ec) return UnavailableError(from->string() + ": copy failed: " + ec.message());
   return true;
+}
+
+Status TrimTrialCheckpoints(const std::string& workdir, int64_t config, int rung, bool needed) {
+  const fs::path checkpoints = fs::path(workdir) / TrialDirName(config, rung) / "checkpoints";
+  std::error_code ec;
+  if (!needed) {
+    fs::remove_all(checkpoints, ec);
+    if (ec) return UnavailableError(checkpoints.string() + ": " + ec.message());
+    return Status::Ok();
+  }
+  const std::optional<fs::path> newest = NewestCheckpoint(checkpoints);
+  if (!newest) return Status::Ok();
+  std::vector<fs::path> older;
+  for (fs::directory_iterator it(checkpoints, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path() != *newest) older.push_back(it->path());
+  for (const fs::path& p : older) {
+    fs::remove_all(p, ec);
+    if (ec) return UnavailableError(p.string() + ": " + ec.message());
+  }
+  return Status::Ok();
 }
 
 }  // namespace reel::core::tune

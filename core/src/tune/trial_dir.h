@@ -21,6 +21,11 @@ std::string TrialDirName(int64_t config, int rung);
 // (FailedPrecondition naming that folder when it has none).
 Result<bool> PrepareTrialDir(const std::string& workdir, int64_t config, int rung, bool keep);
 
+// Frees the disk of a finished trial (docs/tune.md, execution.keep_checkpoints): `needed` keeps
+// its newest checkpoint only (what a promotion or the best trial's user continues from);
+// otherwise its `checkpoints` folder goes. The config and metrics log stay either way.
+Status TrimTrialCheckpoints(const std::string& workdir, int64_t config, int rung, bool needed);
+
 }  // namespace reel::core::tune
 
 #endif  // REEL_CORE_SRC_TUNE_TRIAL_DIR_H_

@@ -220,7 +220,7 @@ TEST(TuneTest, AshaPromotesOnlyTheBestThirdOfEachRungAndFindsTheBestConfig) {
     dimension { field: "trainer.learning_rate.base" min: 0.001 max: 1 scale: LOG }
     dimension { field: "model.options.hidden" values: ["8", "16", "32", "64"] }
     search { algorithm: ASHA trials: 9 seed: 5 min_budget: 1 max_budget: 9 eta: 3 }
-    execution { parallel: 1 })");
+    execution { parallel: 1 keep_checkpoints: ALL })");  // the copies stay to be looked at
   FakeTrainer fake;
   TuneOptions o;
   o.workdir = Scratch("asha");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -49,6 +50,7 @@ struct Plan {
   int parallel = 1;
   int threads_per_trial = 0;
   int retries = 0;
+  bool keep_all_checkpoints = false;
 };
 
 Result<Plan> MakePlan(const TuneConfigFile& file, const TuneOptions& options) {
@@ -91,6 +93,7 @@ Result<Plan> MakePlan(const TuneConfigFile& file, const TuneOptions& options) {
   p.threads_per_trial = std::max(1, cores / p.parallel);
   p.retries = c.execution().has_retries() ? static_cast<int>(c.execution().retries()) : 0;
   if (p.retries < 0) return InvalidArgumentError("execution.retries must be >= 0");
+  p.keep_all_checkpoints = c.execution().keep_checkpoints() == config::Execution::ALL;
   return p;
 }
 
@@ -180,6 +183,7 @@ class Scheduler {
             " belongs to a different search (its base, dimensions, search or objective changed); "
             "use another --workdir");
       last[{r.config(), r.rung()}] = &r;
+      started_.insert({r.config(), r.rung()});
     }
     for (const auto& r : records) {
       if (last[{r.config(), r.rung()}] != &r) continue;
@@ -193,7 +197,7 @@ class Scheduler {
       search_->Report(spec, row.ok ? std::optional<double>(row.metric) : std::nullopt);
       result_.rows.push_back(std::move(row));
     }
-    return Status::Ok();
+    return TrimCheckpoints();
   }
 
   Result<TuneResult> Run(tune::Executor& executor) {
@@ -272,6 +276,7 @@ class Scheduler {
     config::TrialRecord r = MakeRecord(config::TrialRecord::STARTED, job.spec, job.attempt);
     r.set_search(fingerprint_);
     REEL_RETURN_IF_ERROR(journal_->Append(r));
+    started_.insert({job.spec.config, job.spec.rung});
     progress.Started(job.spec, job.attempt);
     executor.Start(std::move(job));
     return Status::Ok();
@@ -337,6 +342,33 @@ class Scheduler {
     search_->Report(done.job.spec, row.ok ? std::optional<double>(row.metric) : std::nullopt);
     progress.Ended(row, false);
     result_.rows.push_back(std::move(row));
+    return TrimCheckpoints();
+  }
+
+  // Deletes what no promotion, retry or resume can need any more (docs/tune.md): the checkpoints
+  // of every finished trial except those that may still be promoted, those promoted whose next
+  // rung has not ended (a retry or a resume starts from them again) and the best trial so far,
+  // which keep their newest checkpoint only. Running and interrupted trials are not touched.
+  Status TrimCheckpoints() {
+    if (plan_.keep_all_checkpoints) return Status::Ok();
+    std::set<std::pair<int64_t, int>> ended;
+    const TuneRow* best = nullptr;
+    for (const TuneRow& row : result_.rows) {
+      ended.insert({row.config, row.rung});
+      if (row.ok && (!best || std::tie(row.rung, row.metric, best->config) >
+                                  std::tie(best->rung, best->metric, row.config)))
+        best = &row;
+    }
+    for (const TuneRow& row : result_.rows) {
+      const std::pair<int64_t, int> next{row.config, row.rung + 1};
+      const bool needed =
+          row.ok && (&row == best || (started_.count(next) && !ended.count(next)) ||
+                     search_->MayPromote(TrialSpec{row.config, row.rung, row.budget, {}}));
+      if (trimmed_.count({row.config, row.rung}) && !needed) continue;  // gone already
+      REEL_RETURN_IF_ERROR(
+          tune::TrimTrialCheckpoints(options_.workdir, row.config, row.rung, needed));
+      if (!needed) trimmed_.insert({row.config, row.rung});
+    }
     return Status::Ok();
   }
 
@@ -348,6 +380,8 @@ class Scheduler {
   std::unique_ptr<tune::Journal> journal_;
   std::string fingerprint_;
   std::vector<std::pair<TrialSpec, int>> rerun_;  // (trial, attempt) interrupted last time
+  std::set<std::pair<int64_t, int>> started_;     // (config, rung) ever started
+  std::set<std::pair<int64_t, int>> trimmed_;     // (config, rung) whose checkpoints are gone
   TuneResult result_;
   bool interrupted_ = false;
 };
