@@ -239,6 +239,14 @@ def test_estimators_sharing_a_workdir_keep_their_own_models(synthetic, tmp_path)
     assert len(folders) == 2 and all(os.path.dirname(f) == str(tmp_path) for f in folders)
 
 
+def test_a_refit_removes_the_previous_private_folder(synthetic):
+    X, Y = synthetic
+    clf = small().fit(X, Y)
+    first = os.path.dirname(clf.checkpoint_)
+    clf.fit(X[:20], Y[:20])
+    assert not os.path.exists(first) and os.path.exists(clf.checkpoint_)
+
+
 def test_clone_cross_val_score_and_grid_search(synthetic):
     X, Y = synthetic
     clf = small()
