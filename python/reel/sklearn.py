@@ -94,7 +94,8 @@ class VideoClassifier(ClassifierMixin, BaseEstimator):
             "model": {"name": self.model, "options": options},
             "optimizer": {"name": "sync", "options": {"rule": self.rule}},
             "trainer": {"epochs": self.epochs, "batch_size": self.batch_size, "seed": self.seed,
-                        "num_classes": classes, "learning_rate": {"base": float(self.learning_rate)},
+                        "num_classes": classes,
+                        "learning_rate": {"base": float(self.learning_rate)},
                         "log_every_steps": 0, "checkpoint_dir": checkpoint_dir,
                         "keep_checkpoints": 1},
         }

@@ -102,7 +102,8 @@ def test_label_sets_of_names(synthetic):
     clf = small().fit(X, sets)
     assert list(clf.classes_) == sorted(names)
     order = np.argsort(names)  # the columns follow classes_
-    np.testing.assert_array_equal(clf.predict_proba(X), small().fit(X, Y[:, order]).predict_proba(X))
+    by_columns = small().fit(X, Y[:, order]).predict_proba(X)
+    np.testing.assert_array_equal(clf.predict_proba(X), by_columns)
     assert clf.score(X, sets) == pytest.approx(reel.metrics.gap(clf.predict_proba(X), Y[:, order]))
 
 
