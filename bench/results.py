@@ -38,6 +38,11 @@ def text(name):
         return f.read()
 
 
+def records(name):
+    """A JSONL file's records."""
+    return [json.loads(line) for line in text(name).splitlines() if line.strip()]
+
+
 def f2(x):
     return f"{x:.2f}"
 
@@ -418,13 +423,48 @@ def python_train():
 
 
 def python_grid():
-    s = text("python_grid_2026-12-03_0b4ea90.txt")
-    grid = re.search(r"best \{'learning_rate': ([0-9.]+)\} GAP@20 ([0-9.]+); wall ([0-9.]+) s", s)
-    tune_wall = float(re.findall(r"^wall ([0-9.]+) s", s, re.M)[-1])
-    best = re.search(r"^1 +\S+ +\d+ +([0-9.]+) .*learning_rate\.base=([0-9.]+)", s, re.M)
-    return {"tune_s": f"{tune_wall:.2f}", "tune_gap": best.group(1), "grid_s": grid.group(3),
-            "grid_gap": grid.group(2), "x": f"{float(grid.group(3)) / tune_wall:.1f}",
-            "same": "same" if float(best.group(2)) == float(grid.group(1)) else "a different"}
+    every = records("python_grid_2026-12-07_8966190.jsonl")
+    runs = [r for r in every if r["kind"] == "run"]
+    setup = [r for r in every if r["kind"] == "setup"][0]
+    walls = {p: sorted(r["wall_s"] for r in runs if r["program"] == p)
+             for p in ("reel_tune", "gridsearchcv_reel_sklearn")}
+    best = {p: {(r["best_learning_rate"], round(r["best_gap"], 4)) for r in runs
+                if r["program"] == p} for p in walls}
+    (tune_lr, tune_gap), = best["reel_tune"]  # every run chose the same point
+    (grid_lr, grid_gap), = best["gridsearchcv_reel_sklearn"]
+    load_avg = [x for r in runs for x in r["loadavg_before"][:1]]
+    med = {p: statistics.median(w) for p, w in walls.items()}
+    return {"tune_s": f2(med["reel_tune"]), "tune_span": f"{walls['reel_tune'][0]:.2f}-{walls['reel_tune'][-1]:.2f}",
+            "tune_gap": f"{tune_gap:.4f}", "grid_s": f2(med["gridsearchcv_reel_sklearn"]),
+            "grid_span": f"{walls['gridsearchcv_reel_sklearn'][0]:.2f}-{walls['gridsearchcv_reel_sklearn'][-1]:.2f}",
+            "grid_gap": f"{grid_gap:.4f}", "reps": str(len(walls["reel_tune"])),
+            "x": f2(med["gridsearchcv_reel_sklearn"] / med["reel_tune"]),
+            "same": "the same" if tune_lr == grid_lr else "a different",
+            "cpu": f"family {setup['cpu']['cpu family']} model {setup['cpu']['model']}",
+            "load": f"{min(load_avg):.1f}-{max(load_avg):.1f}"}
+
+
+def python_inmemory():
+    s = text("python_inmemory_2026-12-07_5d56473.txt")
+    def runs(mode):
+        return [float(x) for x in re.findall(rf"^mode={mode} .* examples_per_sec=([0-9.]+)$", s, re.M)]
+    arrays, files = runs("arrays"), runs("files")
+    losses = set(re.findall(r"^mode=\w+ .* final_loss=([0-9.]+) ", s, re.M))
+    return {"arrays": f"{statistics.median(arrays):.0f}", "arrays_span": span(arrays, lambda x: f"{x:.0f}"),
+            "files": f"{statistics.median(files):.0f}", "files_span": span(files, lambda x: f"{x:.0f}"),
+            "reps": span([a / f for a, f in zip(arrays, files)]), "n": str(len(arrays)),
+            "same_loss": "the same final loss" if len(losses) == 1 else "different final losses"}
+
+
+def tune_disk():
+    rows = {line.split()[0]: line.split() for line in text(
+        "tune_checkpoint_disk_2026-12-07_cfc66e7.txt").splitlines()
+        if line.startswith(("NEEDED", "ALL"))}
+    gb = lambda x: f"{int(x) / 1e9:.2f}"  # noqa: E731
+    return {"needed_peak": gb(rows["NEEDED"][1]), "needed_end": gb(rows["NEEDED"][2]),
+            "needed_files": rows["NEEDED"][3], "all_end": gb(rows["ALL"][2]),
+            "all_files": rows["ALL"][3], "trials": rows["ALL"][4],
+            "x": f"{int(rows['ALL'][2]) / int(rows['NEEDED'][2]):.0f}"}
 
 
 def fuzz():
@@ -644,6 +684,8 @@ DERIVE = {
     "Python: `reel.read_tfrecords` against the C++ source": python_read,
     "Python: `reel.train` against `reel train`": python_train,
     "Python: `reel tune --parallel 2` against `GridSearchCV(n_jobs=2)`, 3-point grid": python_grid,
+    "Python: `reel.train` from in-memory frame-level arrays against the same videos' TFRecords (two_stream, 512 videos, 1 epoch)": python_inmemory,
+    "reel tune: checkpoints on disk, configs/tune_moe.pbtxt (24 trials, ASHA), `keep_checkpoints` NEEDED (default) against ALL": tune_disk,
     "thread budget: `two_stream` training, 2 ranks on 2 cores (examples/s)": thread_budget,
     "host allreduce, one host, shared memory, 64 KiB-16 MiB (busbw)": host_loopback,
     "host allreduce, 2 simulated hosts x 2 ranks, 1 Gbit/s, 1-64 MiB": host_netns2,
