@@ -115,7 +115,8 @@ TEST(NonFiniteTest, NanLossStopsAtItsStepKeepingTheLastFiniteCheckpointForResume
     EXPECT_EQ(result.status().code(), StatusCode::kFailedPrecondition);
     EXPECT_THAT(result.status().message(), HasSubstr("training stopped at step 7: the loss is"));
     EXPECT_THAT(result.status().message(),
-                HasSubstr("mem://run/ckpt/" + CheckpointName(4) + " (step 4), is intact"));
+                HasSubstr("no checkpoint holds this step: the newest, mem://run/ckpt/" +
+                          CheckpointName(4) + " (step 4), is intact"));
   }
   auto newest = LoadCheckpoint(storage, "mem://run/ckpt");
   ASSERT_TRUE(newest.ok()) << newest.status();

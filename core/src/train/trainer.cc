@@ -394,16 +394,16 @@ Status Loop::NonFinite(const std::string& what) {
   stopped_nonfinite_ = true;
   std::string saved = "no checkpoint was written in this run";
   if (!result_.last_checkpoint.empty())
-    saved = "the newest checkpoint, " + result_.last_checkpoint + " (step " +
+    saved = "the newest, " + result_.last_checkpoint + " (step " +
             std::to_string(last_checkpoint_step_) + "), is intact and --resume starts from it";
   else if (!lead() && last_checkpoint_step_ >= 0)
-    saved = "the newest checkpoint (step " + std::to_string(last_checkpoint_step_) +
+    saved = "the newest (step " + std::to_string(last_checkpoint_step_) +
             ") is intact and --resume starts from it";
   return FailedPreconditionError(
       "training stopped at step " + std::to_string(step_ + 1) + ": " + what +
-      " (not finite); nothing of this step was applied to a checkpoint, " + saved +
-      ". A smaller learning rate or trainer.clip_norm may help; trainer.stop_on_nonfinite: false "
-      "trains on");
+      " (trainer.stop_on_nonfinite); no checkpoint holds this step: " + saved +
+      ". A smaller learning rate or trainer.clip_norm may help; trainer.stop_on_nonfinite: "
+      "false trains on");
 }
 
 float Loop::BeginStep(int64_t examples) {
