@@ -9,13 +9,21 @@ namespace reel::core {
 
 bool AllFinite(std::span<const float> values) {
   constexpr uint32_t kExponent = 0x7f800000u;  // all ones: inf or NaN
-  uint32_t bad = 0;
-  for (const float v : values) {
+  auto bad = [&](size_t i) {
     uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & kExponent) == kExponent);
+    std::memcpy(&bits, &values[i], sizeof bits);
+    return static_cast<uint32_t>((bits & kExponent) == kExponent);
+  };
+  // Blocks of 8: gcc's -O2 cost model vectorises this loop, not the plain one (-fopt-info-vec).
+  uint32_t any = 0;
+  size_t i = 0;
+  for (; i + 8 <= values.size(); i += 8) {
+    uint32_t block = 0;
+    for (size_t j = 0; j < 8; ++j) block |= bad(i + j);
+    any |= block;
   }
-  return bad == 0;
+  for (; i < values.size(); ++i) any |= bad(i);
+  return any == 0;
 }
 
 std::string FirstNonFiniteGradient(const ParamArena& arena) {

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <thread>
 
+#include "optim/sync_optimizer.h"
 #include "reel/core/checkpoint.h"
 #include "reel/core/trainer.h"
 #include "train/testing.h"
@@ -168,8 +170,12 @@ TEST(NonFiniteTest, OptOutTrainsOnThroughTheNan) {
 }
 
 // A NaN in rank 1's data only: the gradients reduced over the ranks carry it to rank 0, and both
-// stop at step 5 (none waits in a collective for the other).
-TEST(NonFiniteTest, TwoRanksBothStopAtTheStepOfOneRanksNan) {
+// stop at step 5 (none waits in a collective for the other). With a third party's optimizer that
+// leaves the trainer to clip (TinySgd), and with "sync", which clips after its allreduce.
+class TwoRanks : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TwoRanks, BothStopAtTheStepOfOneRanksNan) {
+  const bool sync = GetParam();
   MemStorage storage;
   testing::TinyGroup group(2);
   NanAtBatch data(group.ranks[1]->train, 5);
@@ -182,6 +188,13 @@ TEST(NonFiniteTest, TwoRanksBothStopAtTheStepOfOneRanksNan) {
     threads.emplace_back([&, i] {
       RankComponents c = group.ranks[i]->components(group.comms[i].get(), false);
       if (i == 1) c.train = &data;
+      std::unique_ptr<Optimizer> optimizer;
+      if (sync) {
+        auto made = MakeSyncOptimizer(*ParseOptions(SyncOptimizerOptions(), {{"rule", "sgd"}}));
+        ASSERT_TRUE(made.ok()) << made.status();
+        optimizer = *std::move(made);
+        c.optimizer = optimizer.get();
+      }
       results[i] = RunTrainer(o, c, storage);
     });
   for (auto& t : threads) t.join();
@@ -198,6 +211,9 @@ TEST(NonFiniteTest, TwoRanksBothStopAtTheStepOfOneRanksNan) {
   EXPECT_EQ(newest->step, 4);
   for (const auto& b : newest->params) EXPECT_TRUE(Finite(b.values)) << b.name;
 }
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, TwoRanks, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Sync" : "TrainerClips"; });
 
 }  // namespace
 }  // namespace reel::core::nonfinite_test

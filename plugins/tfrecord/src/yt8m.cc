@@ -166,10 +166,17 @@ int64_t FirstNonFinite(const char* p, size_t n) {
     std::memcpy(&bits, p + i * 4, 4);
     return static_cast<uint32_t>((bits & kExponent) == kExponent);
   };
+  // Blocks of 8: gcc's -O2 cost model vectorises this loop, not the plain one (-fopt-info-vec).
   uint32_t any = 0;
-  for (size_t i = 0; i < n; ++i) any |= bad(i);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint32_t block = 0;
+    for (size_t j = 0; j < 8; ++j) block |= bad(i + j);
+    any |= block;
+  }
+  for (; i < n; ++i) any |= bad(i);
   if (any == 0) return -1;
-  for (size_t i = 0; i < n; ++i)
+  for (i = 0; i < n; ++i)
     if (bad(i)) return static_cast<int64_t>(i);
   return -1;
 }
