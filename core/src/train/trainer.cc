@@ -81,6 +81,12 @@ class Loop {
   // all stop at the same step. A lone rank and independent ones check before Step(), so nothing
   // non-finite is applied or pushed. Both through the gradient's norm, which the clip computes.
   bool ChecksAfterStep() const { return world() > 1 && !independent_; }
+  // After Step() on ranks that step together: the norm of the reduced gradient an optimizer that
+  // clips reports (Optimizer::last_gradient_norm, finite iff every element is), else a pass over
+  // the arena's gradient, which a synchronous optimizer reduces in place.
+  bool ReducedGradientFinite() const {
+    return optimizer_clips_ ? std::isfinite(last_grad_norm_) : AllFinite(r_.arena->grads());
+  }
   // The error that stops the run at the step being taken; `what`: what is not finite.
   Status NonFinite(const std::string& what);
   // The learning rate of the step about to be taken on `examples`, told to the optimizer's roles.
@@ -362,7 +368,7 @@ Status Loop::TrainStep(const Batch& batch) {
     REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));
   }
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
-  if (o_.stop_on_nonfinite && ChecksAfterStep() && !AllFinite(r_.arena->grads()))
+  if (o_.stop_on_nonfinite && ChecksAfterStep() && !ReducedGradientFinite())
     return NonFinite(!bad.empty() ? bad
                                   : "the gradient reduced over the ranks (another rank's) at "
                                     "parameter " +
@@ -383,7 +389,7 @@ Status Loop::StepWithoutData() {
   Timed t(time_.update);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(0)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
-  if (o_.stop_on_nonfinite && ChecksAfterStep() && !AllFinite(r_.arena->grads()))
+  if (o_.stop_on_nonfinite && ChecksAfterStep() && !ReducedGradientFinite())
     return NonFinite("the gradient reduced over the ranks (another rank's) at parameter " +
                      FirstNonFiniteGradient(*r_.arena));
   ++step_;
