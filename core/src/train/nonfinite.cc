@@ -26,11 +26,10 @@ bool AllFinite(std::span<const float> values) {
   return any == 0;
 }
 
-std::string FirstNonFiniteGradient(const ParamArena& arena) {
-  const std::span<const float> grads = arena.grads();
+std::string FirstNonFinite(const ParamArena& arena, std::span<const float> buffer) {
   for (const ParamArena::Block& b : arena.blocks())
     for (int64_t i = 0; i < b.size; ++i)
-      if (!std::isfinite(grads[static_cast<size_t>(b.offset + i)]))
+      if (!std::isfinite(buffer[static_cast<size_t>(b.offset + i)]))
         return b.name + "[" + std::to_string(i) + "]";
   return "";
 }

@@ -1,6 +1,6 @@
-// The trainer's check for non-finite losses and gradients (trainer.stop_on_nonfinite,
+// The trainer's check for non-finite losses, gradients and parameters (trainer.stop_on_nonfinite,
 // docs/training.md): one vectorisable pass over the floats, and on a finding, which parameter
-// block holds the first non-finite gradient.
+// block holds the first non-finite one.
 #ifndef REEL_CORE_SRC_TRAIN_NONFINITE_H_
 #define REEL_CORE_SRC_TRAIN_NONFINITE_H_
 
@@ -15,9 +15,9 @@ namespace reel::core {
 // results, so the compiler vectorises it and no sum can overflow.
 bool AllFinite(std::span<const float> values);
 
-// The name of the block of `arena` whose gradient holds the first non-finite element, and that
-// element's index in the block ("w[17]"); empty when every gradient is finite.
-std::string FirstNonFiniteGradient(const ParamArena& arena);
+// Where the first non-finite element of `buffer` (the arena's values() or grads()) is: its block's
+// name and its index in the block ("w[17]"); empty when every element is finite.
+std::string FirstNonFinite(const ParamArena& arena, std::span<const float> buffer);
 
 }  // namespace reel::core
 

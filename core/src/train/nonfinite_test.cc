@@ -87,11 +87,12 @@ TEST(NonFiniteTest, AllFiniteFindsNanAndInfAnywhereAndAcceptsTheLargestFloats) {
   EXPECT_TRUE(AllFinite({}));
 }
 
-TEST(NonFiniteTest, FirstNonFiniteGradientNamesTheBlockAndIndex) {
+TEST(NonFiniteTest, FirstNonFiniteNamesTheBlockAndIndex) {
   TinyRank r(0, 1, 5);
-  EXPECT_EQ(FirstNonFiniteGradient(r.arena), "");
+  EXPECT_EQ(FirstNonFinite(r.arena, r.arena.grads()), "");
   r.arena.grads(*r.arena.Find("b"))[7] = kNaN;
-  EXPECT_EQ(FirstNonFiniteGradient(r.arena), "b[7]");
+  EXPECT_EQ(FirstNonFinite(r.arena, r.arena.grads()), "b[7]");
+  EXPECT_EQ(FirstNonFinite(r.arena, r.arena.values()), "");
 }
 
 TrainerOptions Checkpointed() {
@@ -152,6 +153,54 @@ TEST(NonFiniteTest, InfiniteGradientIsNamedByParameterAndNothingIsApplied) {
   EXPECT_THAT(result.status().message(),
               HasSubstr("training stopped at step 3: the gradient of parameter b[3] on rank 0"));
   EXPECT_TRUE(Finite({arena.values().begin(), arena.values().end()}));
+}
+
+// An infinite learning rate from step 4 on (a staircase that jumps past the float range) turns
+// finite gradients into infinite parameters: the checkpoint of step 4 is refused, the one of step 3
+// stays the newest, and a resume from it with a sane rate trains to the end. On one rank and on
+// two, which decide alike without a collective (the same parameters).
+TEST(NonFiniteTest, NonFiniteParametersAreNeverCheckpointed) {
+  for (const int world : {1, 2}) {
+    SCOPED_TRACE("ranks: " + std::to_string(world));
+    MemStorage storage;
+    testing::TinyGroup group(world);
+    TrainerOptions o = Checkpointed();
+    o.checkpoint_every_steps = 1;
+    o.learning_rate = {
+        .base = 0.5, .schedule = "exponential", .decay_steps = 3, .decay_rate = 1e41};
+    std::vector<Result<TrainResult>> results(world, Result<TrainResult>(InternalError("not run")));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < world; ++i)
+      threads.emplace_back([&, i] {
+        results[i] =
+            RunTrainer(o, group.ranks[i]->components(group.comms[i].get(), false), storage);
+      });
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < world; ++i) {
+      ASSERT_FALSE(results[i].ok()) << "rank " << i;
+      EXPECT_THAT(results[i].status().message(),
+                  HasSubstr("training stopped at step 4: the parameters it made are not finite"));
+    }
+    auto newest = LoadCheckpoint(storage, "mem://run/ckpt");
+    ASSERT_TRUE(newest.ok()) << newest.status();
+    EXPECT_EQ(newest->step, 3);
+    for (const auto& b : newest->params) EXPECT_TRUE(Finite(b.values)) << b.name;
+    testing::TinyGroup again(world);
+    o.learning_rate = {.base = 0.5};
+    o.resume = true;
+    threads.clear();
+    for (int i = 0; i < world; ++i)
+      threads.emplace_back([&, i] {
+        results[i] =
+            RunTrainer(o, again.ranks[i]->components(again.comms[i].get(), false), storage);
+      });
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < world; ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      EXPECT_EQ(results[i]->steps, 30);
+      EXPECT_TRUE(Finite(again.ranks[i]->params()));
+    }
+  }
 }
 
 TEST(NonFiniteTest, OptOutTrainsOnThroughTheNan) {

@@ -87,8 +87,13 @@ class Loop {
   bool ReducedGradientFinite() const {
     return optimizer_clips_ ? std::isfinite(last_grad_norm_) : AllFinite(r_.arena->grads());
   }
-  // The error that stops the run at the step being taken; `what`: what is not finite.
-  Status NonFinite(const std::string& what);
+  // The error that stops the run at `step` (by default the one being taken); `what`: what is
+  // not finite.
+  Status NonFinite(const std::string& what, int64_t step = -1);
+  // Before a checkpoint: parameters that are not finite (an infinite learning rate makes them so
+  // from finite gradients) stop the run instead of being written. Every rank that steps with the
+  // others holds the same parameters, so all decide alike without a word.
+  Status CheckParamsFinite();
   // The learning rate of the step about to be taken on `examples`, told to the optimizer's roles.
   float BeginStep(int64_t examples);
   // Brings the arena to the newest parameters (RankRoles::Refresh).
@@ -347,8 +352,8 @@ Status Loop::TrainStep(const Batch& batch) {
         bad = "the loss is " + std::to_string(loss.loss) + " on rank " +
               std::to_string(r_.comm->rank());
       } else if (optimizer_clips_ && !AllFinite(r_.arena->grads())) {
-        bad = "the gradient of parameter " + FirstNonFiniteGradient(*r_.arena) + " on rank " +
-              std::to_string(r_.comm->rank());
+        bad = "the gradient of parameter " + FirstNonFinite(*r_.arena, r_.arena->grads()) +
+              " on rank " + std::to_string(r_.comm->rank());
       }
     }
     if (!optimizer_clips_) {
@@ -356,8 +361,8 @@ Status Loop::TrainStep(const Batch& batch) {
       // The norm is finite iff every element is (squared floats summed in double cannot
       // overflow), and clipping keeps a non-finite element non-finite.
       if (o_.stop_on_nonfinite && bad.empty() && !std::isfinite(last_grad_norm_))
-        bad = "the gradient of parameter " + FirstNonFiniteGradient(*r_.arena) + " on rank " +
-              std::to_string(r_.comm->rank());
+        bad = "the gradient of parameter " + FirstNonFinite(*r_.arena, r_.arena->grads()) +
+              " on rank " + std::to_string(r_.comm->rank());
     }
   }
   if (!bad.empty() && !ChecksAfterStep()) return NonFinite(bad);
@@ -372,7 +377,7 @@ Status Loop::TrainStep(const Batch& batch) {
     return NonFinite(!bad.empty() ? bad
                                   : "the gradient reduced over the ranks (another rank's) at "
                                     "parameter " +
-                                        FirstNonFiniteGradient(*r_.arena));
+                                        FirstNonFinite(*r_.arena, r_.arena->grads()));
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
   window_examples_ += batch.size();
@@ -391,12 +396,12 @@ Status Loop::StepWithoutData() {
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
   if (o_.stop_on_nonfinite && ChecksAfterStep() && !ReducedGradientFinite())
     return NonFinite("the gradient reduced over the ranks (another rank's) at parameter " +
-                     FirstNonFiniteGradient(*r_.arena));
+                     FirstNonFinite(*r_.arena, r_.arena->grads()));
   ++step_;
   return Status::Ok();
 }
 
-Status Loop::NonFinite(const std::string& what) {
+Status Loop::NonFinite(const std::string& what, int64_t step) {
   stopped_nonfinite_ = true;
   std::string saved = "no checkpoint was written in this run";
   if (!result_.last_checkpoint.empty())
@@ -406,10 +411,17 @@ Status Loop::NonFinite(const std::string& what) {
     saved = "the newest (step " + std::to_string(last_checkpoint_step_) +
             ") is intact and --resume starts from it";
   return FailedPreconditionError(
-      "training stopped at step " + std::to_string(step_ + 1) + ": " + what +
+      "training stopped at step " + std::to_string(step < 0 ? step_ + 1 : step) + ": " + what +
       " (trainer.stop_on_nonfinite); no checkpoint holds this step: " + saved +
       ". A smaller learning rate or trainer.clip_norm may help; trainer.stop_on_nonfinite: "
       "false trains on");
+}
+
+Status Loop::CheckParamsFinite() {
+  if (!o_.stop_on_nonfinite || AllFinite(r_.arena->values())) return Status::Ok();
+  return NonFinite("the parameters it made are not finite, the first at " +
+                       FirstNonFinite(*r_.arena, r_.arena->values()),
+                   step_);
 }
 
 float Loop::BeginStep(int64_t examples) {
@@ -572,6 +584,7 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
   Timed t(time_.checkpoint);
+  if (!independent_) REEL_RETURN_IF_ERROR(CheckParamsFinite());
   last_checkpoint_step_ = step_;
   RankPositions ranks;
   if (independent_) {
@@ -580,6 +593,7 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     REEL_RETURN_IF_ERROR(independent_->Report(MyReport(ReportKind::kCheckpoint, my_position)));
     if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
+    REEL_RETURN_IF_ERROR(CheckParamsFinite());
     const WorkerReports& reports = independent_->reports();
     ranks.positions = reports.Positions(my_position);
     ranks.epochs = reports.Epochs(PositionEpoch());
