@@ -47,10 +47,10 @@ def test_a_diverging_run_stops_at_its_step_and_resumes_from_the_last_finite_chec
 
 
 def test_a_non_finite_loss_names_its_step(video_data, tmp_path):
-    # Adam moves every weight by about the learning rate in its first step, so at 1e38 the
-    # second step's logits overflow the float range.
+    # Adam moves every weight by about the learning rate in its first step, so at 1e36 the
+    # weights stay finite and the second step's logits overflow the float range.
     cfg = diverging(video_data, tmp_path)
-    cfg["trainer"]["learning_rate"] = {"base": 1e38}
+    cfg["trainer"]["learning_rate"] = {"base": 1e36}
     with pytest.raises(reel.FailedPreconditionError,
                        match=r"training stopped at step 2: the loss is \S+ on rank 0 .*"
                              r"\(step 1\), is intact"):
