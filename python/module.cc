@@ -32,7 +32,8 @@ py::dict Metrics(py::array_t<float, py::array::c_style | py::array::forcecast> s
     positive.clear();
     for (int64_t j = 0; j < c; ++j)
       if (labels.at(v, j)) positive.push_back(static_cast<int32_t>(j));
-    ThrowIfError(acc.AddVideo({scores.data(v, 0), static_cast<size_t>(c)}, positive));
+    ThrowIfError(acc.AddVideo({scores.data(v, 0), static_cast<size_t>(c)}, positive)
+                     .WithContext("scores row " + std::to_string(v)));
   }
   return MetricsDict(acc.Compute());
 }

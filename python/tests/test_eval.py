@@ -101,3 +101,15 @@ def test_bad_inputs(checkpoint, tmp_path):
     with pytest.raises(TypeError, match="labels"):
         reel.metrics.gap(np.zeros((2, 3)), np.zeros((2, 3)))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_metrics_refuse_nan_scores_naming_row_and_class():
+    scores = np.array([[0.9, 0.1, 0.0], [0.0, 0.8, 0.7]], dtype=np.float32)
+    labels = np.array([[1, 0, 0], [1, 0, 1]])
+    scores[1, 2] = np.nan
+    for metric in (reel.metrics.compute, reel.metrics.gap, reel.metrics.hit_at_1,
+                   reel.metrics.perr, reel.metrics.mean_average_precision):
+        with pytest.raises(ValueError, match="row 1: the score of class 2 is NaN"):
+            metric(scores, labels)
+    with pytest.raises(reel.InvalidArgumentError):
+        reel.metrics.gap(np.full((2, 3), np.nan), labels)

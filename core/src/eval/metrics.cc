@@ -2,6 +2,7 @@
 #include "reel/core/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -40,6 +41,11 @@ Status MetricsAccumulator::AddVideo(std::span<const float> scores,
   if (static_cast<int64_t>(scores.size()) != num_classes_)
     return InvalidArgumentError("video has " + std::to_string(scores.size()) + " scores, want " +
                                 std::to_string(num_classes_));
+  // NaN orders with nothing, so no metric over it means anything (infinities rank as usual).
+  for (size_t c = 0; c < scores.size(); ++c)
+    if (std::isnan(scores[c]))
+      return InvalidArgumentError("the score of class " + std::to_string(c) +
+                                  " is NaN; metrics are not defined over NaN scores");
   for (int32_t c : labels)
     if (c < 0 || c >= num_classes_)
       return InvalidArgumentError("label " + std::to_string(c) + " outside [0, " +

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -203,6 +205,33 @@ TEST(MetricsTest, AddBatchChecksShape) {
   ASSERT_TRUE(acc.AddBatch(scores, batch).ok());
   EXPECT_DOUBLE_EQ(acc.Compute().gap, 1.0);
   EXPECT_FALSE(acc.AddBatch(Tensor({2, 3}), batch).ok());
+}
+
+// A NaN score is refused naming its class (and in a batch its video), and the videos added before
+// are kept as they were; infinities rank as the largest and smallest scores.
+TEST(MetricsTest, RefusesNanScoresKeepingWhatCameBefore) {
+  Batch batch;
+  batch.ids = {"a", "b"};
+  batch.label_offsets = {0, 1, 2};
+  batch.label_ids = {0, 1};
+  MetricsAccumulator acc(2, 20);
+  ASSERT_TRUE(acc.AddVideo(std::vector<float>{0.9f, 0.1f}, std::vector<int32_t>{0}).ok());
+  const EvalMetrics before = acc.Compute();
+  Status s = acc.AddVideo(std::vector<float>{0.2f, std::nanf("")}, std::vector<int32_t>{});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("score of class 1 is NaN"), std::string::npos) << s;
+  Tensor nan_b({2, 2}, std::vector<float>{0.9f, 0.1f, std::nanf(""), 0.8f});
+  s = acc.AddBatch(nan_b, batch);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("video 'b'"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("class 0"), std::string::npos) << s;
+  // AddBatch stops at the bad video; the one before it counts, none after.
+  EXPECT_EQ(acc.videos(), 2);
+  EXPECT_DOUBLE_EQ(before.gap, 1.0);
+  MetricsAccumulator inf(2, 20);
+  const float big = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(inf.AddVideo(std::vector<float>{-big, big}, std::vector<int32_t>{1}).ok());
+  EXPECT_DOUBLE_EQ(inf.Compute().hit_at_1, 1.0);
 }
 
 }  // namespace

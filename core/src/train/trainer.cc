@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "reel/core/loss.h"
 #include "reel/core/rank_agreement.h"
 #include "train/independent_ranks.h"
+#include "train/nonfinite.h"
 #include "train/progress.h"
 #include "train/run_log.h"
 #include "train/shared_checkpoint.h"
@@ -74,6 +76,24 @@ class Loop {
   Result<bool> ResumeFromCheckpoint();
   Status TrainStep(const Batch& batch);
   Status StepWithoutData();
+  // trainer.stop_on_nonfinite: ranks that step together reduce their gradients in the optimizer,
+  // so they check the reduced gradient after Step(): one rank's NaN is every rank's there, and
+  // all stop at the same step. A lone rank and independent ones check before Step(), so nothing
+  // non-finite is applied or pushed. Both through the gradient's norm, which the clip computes.
+  bool ChecksAfterStep() const { return world() > 1 && !independent_; }
+  // After Step() on ranks that step together: the norm of the reduced gradient an optimizer that
+  // clips reports (Optimizer::last_gradient_norm, finite iff every element is), else a pass over
+  // the arena's gradient, which a synchronous optimizer reduces in place.
+  bool ReducedGradientFinite() const {
+    return optimizer_clips_ ? std::isfinite(last_grad_norm_) : AllFinite(r_.arena->grads());
+  }
+  // The error that stops the run at `step` (by default the one being taken); `what`: what is
+  // not finite.
+  Status NonFinite(const std::string& what, int64_t step = -1);
+  // Before a checkpoint: parameters that are not finite (an infinite learning rate makes them so
+  // from finite gradients) stop the run instead of being written. Every rank that steps with the
+  // others holds the same parameters, so all decide alike without a word.
+  Status CheckParamsFinite();
   // The learning rate of the step about to be taken on `examples`, told to the optimizer's roles.
   float BeginStep(int64_t examples);
   // Brings the arena to the newest parameters (RankRoles::Refresh).
@@ -159,6 +179,7 @@ class Loop {
   // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
   // rank's gradient before Step().
   bool optimizer_clips_ = false;
+  bool stopped_nonfinite_ = false;  // NonFinite() ended the run
   int64_t last_eval_step_ = -1, last_checkpoint_step_ = -1;
   // The lead: the step of a periodic checkpoint that could not be written and was not written
   // since (-1: none), and the ranks' positions it had; the run's end writes it.
@@ -320,18 +341,43 @@ Status Loop::Init() {
 
 Status Loop::TrainStep(const Batch& batch) {
   LossResult loss;
+  std::string bad;  // what of this rank's is not finite, when checked
   {
     Timed t(time_.compute);
     REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
     REEL_ASSIGN_OR_RETURN(loss, SigmoidCrossEntropy(logits, batch));
     REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
-    if (!optimizer_clips_) last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
+    if (o_.stop_on_nonfinite) {
+      if (!std::isfinite(loss.loss)) {
+        bad = "the loss is " + std::to_string(loss.loss) + " on rank " +
+              std::to_string(r_.comm->rank());
+      } else if (optimizer_clips_ && !AllFinite(r_.arena->grads())) {
+        bad = "the gradient of parameter " + FirstNonFinite(*r_.arena, r_.arena->grads()) +
+              " on rank " + std::to_string(r_.comm->rank());
+      }
+    }
+    if (!optimizer_clips_) {
+      last_grad_norm_ = ClipByGlobalNorm(r_.arena->grads(), o_.clip_norm);
+      // The norm is finite iff every element is (squared floats summed in double cannot
+      // overflow), and clipping keeps a non-finite element non-finite.
+      if (o_.stop_on_nonfinite && bad.empty() && !std::isfinite(last_grad_norm_))
+        bad = "the gradient of parameter " + FirstNonFinite(*r_.arena, r_.arena->grads()) +
+              " on rank " + std::to_string(r_.comm->rank());
+    }
   }
+  if (!bad.empty() && !ChecksAfterStep()) return NonFinite(bad);
+  // A non-finite loss with finite gradients still stops every rank: the reduction carries it.
+  if (!bad.empty() && r_.arena->total_size() > 0) r_.arena->grads()[0] = std::nanf("");
   {
     Timed t(time_.update);
     REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));
   }
   if (optimizer_clips_) last_grad_norm_ = r_.optimizer->last_gradient_norm();
+  if (o_.stop_on_nonfinite && ChecksAfterStep() && !ReducedGradientFinite())
+    return NonFinite(!bad.empty() ? bad
+                                  : "the gradient reduced over the ranks (another rank's) at "
+                                    "parameter " +
+                                        FirstNonFinite(*r_.arena, r_.arena->grads()));
   ++step_;
   window_loss_sum_ += loss.loss * static_cast<double>(batch.size());
   window_examples_ += batch.size();
@@ -348,8 +394,34 @@ Status Loop::StepWithoutData() {
   Timed t(time_.update);
   REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(0)));
   last_grad_norm_ = optimizer_clips_ ? r_.optimizer->last_gradient_norm() : 0.0;
+  if (o_.stop_on_nonfinite && ChecksAfterStep() && !ReducedGradientFinite())
+    return NonFinite("the gradient reduced over the ranks (another rank's) at parameter " +
+                     FirstNonFinite(*r_.arena, r_.arena->grads()));
   ++step_;
   return Status::Ok();
+}
+
+Status Loop::NonFinite(const std::string& what, int64_t step) {
+  stopped_nonfinite_ = true;
+  std::string saved = "no checkpoint was written in this run";
+  if (!result_.last_checkpoint.empty())
+    saved = "the newest, " + result_.last_checkpoint + " (step " +
+            std::to_string(last_checkpoint_step_) + "), is intact and --resume starts from it";
+  else if (!lead() && last_checkpoint_step_ >= 0)
+    saved = "the newest (step " + std::to_string(last_checkpoint_step_) +
+            ") is intact and --resume starts from it";
+  return FailedPreconditionError(
+      "training stopped at step " + std::to_string(step < 0 ? step_ + 1 : step) + ": " + what +
+      " (trainer.stop_on_nonfinite); no checkpoint holds this step: " + saved +
+      ". A smaller learning rate or trainer.clip_norm may help; trainer.stop_on_nonfinite: "
+      "false trains on");
+}
+
+Status Loop::CheckParamsFinite() {
+  if (!o_.stop_on_nonfinite || AllFinite(r_.arena->values())) return Status::Ok();
+  return NonFinite("the parameters it made are not finite, the first at " +
+                       FirstNonFinite(*r_.arena, r_.arena->values()),
+                   step_);
 }
 
 float Loop::BeginStep(int64_t examples) {
@@ -512,6 +584,7 @@ Status Loop::RunEval() {
 Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   if (!checkpoints_) return Status::Ok();
   Timed t(time_.checkpoint);
+  if (!independent_) REEL_RETURN_IF_ERROR(CheckParamsFinite());
   last_checkpoint_step_ = step_;
   RankPositions ranks;
   if (independent_) {
@@ -520,6 +593,7 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     REEL_RETURN_IF_ERROR(independent_->Report(MyReport(ReportKind::kCheckpoint, my_position)));
     if (!lead()) return Status::Ok();
     REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
+    REEL_RETURN_IF_ERROR(CheckParamsFinite());
     const WorkerReports& reports = independent_->reports();
     ranks.positions = reports.Positions(my_position);
     ranks.epochs = reports.Epochs(PositionEpoch());
@@ -693,8 +767,9 @@ Result<TrainResult> Loop::Run() {
       continue;
     }
     // A rank whose share of the epoch is done joins the others' steps until theirs are too.
-    REEL_RETURN_IF_ERROR((batch.ok() ? TrainStep(*batch) : StepWithoutData())
-                             .WithContext("step " + std::to_string(step_)));
+    // (A non-finite stop names its step itself.)
+    if (Status s = batch.ok() ? TrainStep(*batch) : StepWithoutData(); !s.ok())
+      return stopped_nonfinite_ ? s : s.WithContext("step " + std::to_string(step_));
     job_examples_ += static_cast<int64_t>(agree[2]);
     ++batches_this_epoch;
     // The live line's rates are those of the window so far, as its log line will give them.

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ranks.h"
 
 namespace reel::async_sgd::lost_worker_test {
@@ -66,6 +68,65 @@ TEST_P(LostWorker, ItsShareIsCountedFromWhatTheServersApplied) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PushEvery, LostWorker, ::testing::Values(1, 2));
+
+// `inner`'s batches with a NaN in the first value of the one after `clean` batches.
+class NanAfterBatches : public DataSource {
+ public:
+  NanAfterBatches(TinySource inner, int clean) : inner_(std::move(inner)), clean_(clean) {}
+  Result<Batch> Next() override {
+    Result<Batch> b = inner_.Next();
+    if (b.ok() && taken_++ == clean_) b->features.at("x").values.data()[0] = std::nanf("");
+    return b;
+  }
+  Status StartEpoch(int64_t epoch) override { return inner_.StartEpoch(epoch); }
+  Result<std::string> Position() const override { return inner_.Position(); }
+  Status Restore(std::string_view p) override { return inner_.Restore(p); }
+
+ private:
+  TinySource inner_;
+  const int clean_;
+  int taken_ = 0;
+};
+
+// trainer.stop_on_nonfinite on an async_sgd worker: its NaN loss at step kLostAfter + 1 ends its
+// run with the error naming that step before anything of it is pushed (the servers applied
+// exactly its first kLostAfter steps), and the others finish without it, as without a lost one.
+TEST(NonFiniteWorker, RefusesToPushAndItsRunEndsWithTheError) {
+  core::testing::MemStorage storage;
+  std::vector<Result<core::TrainResult>> results =
+      OnRankThreads(kWorld, [&](int r, auto& comm) -> Result<core::TrainResult> {
+        Result<core::TrainResult> result = [&]() -> Result<core::TrainResult> {
+          REEL_ASSIGN_OR_RETURN(Options o,
+                                ParseOptions(AsyncOptions(), {{"servers", std::to_string(kServers)},
+                                                              {"rule", "sgd"},
+                                                              {"timeout_ms", "60000"}}));
+          REEL_ASSIGN_OR_RETURN(auto opt, AsyncOptimizer::Create(o, {r, kWorld}));
+          const bool serves = opt->IsServerOnly();
+          REEL_ASSIGN_OR_RETURN(
+              auto group, comm->Split(serves ? 1 : 0, r, DeadlineIn(std::chrono::minutes(1))));
+          const ShardSpec shard{serves ? 0 : r - kServers, kWorld - kServers};
+          TinySource healthy(96, kDim, kClasses, kBatch, 7, shard);
+          NanAfterBatches nan(TinySource(96, kDim, kClasses, kBatch, 7, shard), kLostAfter);
+          DataSource* train = serves       ? nullptr
+                              : r == kLost ? static_cast<DataSource*>(&nan)
+                                           : &healthy;
+          return TrainTinyRank(*opt, *comm, *group, train, kSteps, kDim, kClasses, storage);
+        }();
+        if (r == kLost) comm.reset();  // its process exits with the error
+        return result;
+      });
+  ASSERT_FALSE(results[kLost].ok());
+  EXPECT_EQ(results[kLost].status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(results[kLost].status().message(),
+              ::testing::HasSubstr("training stopped at step " + std::to_string(kLostAfter + 1) +
+                                   ": the loss is"));
+  for (int r : {0, 1, 2})
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+  const core::TrainResult& lead = *results[kServers];
+  ASSERT_EQ(lead.lost_ranks.size(), 1u);
+  EXPECT_EQ(lead.lost_ranks[0].applied_step, kLostAfter);
+  EXPECT_TRUE(std::isfinite(lead.last_loss));
+}
 
 }  // namespace
 }  // namespace reel::async_sgd::lost_worker_test

@@ -109,7 +109,8 @@ Status EpochStream::ReadOwned(std::unique_ptr<PendingRecord>* out) {
                 ? crc
                 : s.WithContext(reader_->uri() +
                                 (reader_->compressed() ? ": uncompressed offset " : ": offset ") +
-                                std::to_string(offset));
+                                std::to_string(offset) + " (record index " +
+                                std::to_string(file_record_ - 1) + ")");
       }
     }
     if (s.ok()) {

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -428,7 +430,8 @@ TEST_F(SourceTest, GarbagePayloadAndWrongFrameSize) {
   ASSERT_TRUE(src.ok());
   Status s = (*src)->Next().status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr(path + ": offset " + std::to_string(off[4]) + ": unparsable"));
+  EXPECT_THAT(s.message(), HasSubstr(path + ": offset " + std::to_string(off[4]) +
+                                     " (record index 4): unparsable"));
 
   auto skip = Make({{"files", path}, {"skip_corrupt", "true"}});
   ASSERT_TRUE(skip.ok());
@@ -443,7 +446,48 @@ TEST_F(SourceTest, GarbagePayloadAndWrongFrameSize) {
   s = (*src2)->Next().status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr(path2 + ": offset " + std::to_string(off2[4]) +
-                                     ": video 'v0000077': feature 'rgb' frame 0 has 17 bytes"));
+                                     " (record index 4): video 'v0000077': feature 'rgb' frame 0 "
+                                     "has 17 bytes"));
+}
+
+// Video-level records whose float features hold a NaN or an infinity: a data error naming the
+// file, the record and the value, and with skip_corrupt exactly that record skipped and counted.
+TEST_F(SourceTest, NonFiniteFeatureNamesFileAndRecord) {
+  SynthOptions o = SmallSynth(dir_.path(), 0, 1);
+  o.level = Level::kVideo;
+  std::vector<std::string> bad;
+  for (const float v : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    reel::tf::Example ex;
+    ASSERT_TRUE(
+        ex.ParseFromString(MakeSyntheticVideo(o, 70 + static_cast<int>(bad.size())).payload));
+    (*ex.mutable_features()->mutable_feature())["mean_audio"].mutable_float_list()->set_value(5, v);
+    bad.push_back(ex.SerializeAsString());
+  }
+  const std::string path = WriteMixed(dir_ / "nan.tfrecord", o, bad);
+  const auto off = RecordOffsets(path);
+  ASSERT_EQ(off.size(), 7u);
+  const std::map<std::string, std::string> video = {
+      {"files", path}, {"level", "video"}, {"features", "mean_rgb:16,mean_audio:8"}};
+  auto given = video;
+  given.emplace("batch_size", "3");
+  auto src = Make(given);
+  ASSERT_TRUE(src.ok()) << src.status();
+  Result<Batch> first = (*src)->Next();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->ids, (std::vector<std::string>{"v0000000", "v0000001", "v0000002"}));
+  Status s = (*src)->Next().status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path + ": offset " + std::to_string(off[4]) +
+                                     " (record index 4): video 'v0000070': feature 'mean_audio' "
+                                     "value 5 is NaN"));
+
+  given = video;
+  given.emplace("skip_corrupt", "true");
+  auto skip = Make(given);
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ(Drain(**skip),
+            (std::vector<std::string>{"v0000000", "v0000001", "v0000002", "v0000003", "v0000004"}));
+  EXPECT_EQ((*skip)->stats().skipped_corrupt, 2);
 }
 
 TEST_F(SourceTest, LabelOutOfRangeNamesVideoAndFile) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,44 @@ TEST(VideoLevelTest, EmptyPackedRunsAddNothing) {
       VideoConfig(), &rec);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("feature 'mean_rgb' has 0 floats, want 1024"));
+}
+
+// A NaN or an infinity in a float list is a data error naming the video, the feature and the
+// value, however the list is written: one packed run, several runs, or value by value.
+TEST(VideoLevelTest, NonFiniteFloatsAreDataLoss) {
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    std::string one(128 * 4, '\0'), fixed;
+    for (int i = 0; i < 128; ++i) {
+      const float v = i == 77 ? bad : 0.5f;
+      std::memcpy(one.data() + 4 * i, &v, 4);
+      fixed += static_cast<char>(1 << 3 | 5);  // field 1, fixed32
+      fixed.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    const std::string lists[] = {
+        LengthDelimited(1, one),
+        LengthDelimited(1, one.substr(0, 64 * 4)) + LengthDelimited(1, one.substr(64 * 4)), fixed};
+    for (const std::string& audio : lists) {
+      const std::string payload = LengthDelimited(
+          1, FeatureEntry("id", LengthDelimited(1, LengthDelimited(1, "odd"))) +
+                 FeatureEntry("mean_rgb", LengthDelimited(2, FloatRun(1024, 0.25f))) +
+                 FeatureEntry("mean_audio", LengthDelimited(2, audio)));
+      VideoRecord rec;
+      Status s = DecodeVideo(payload, VideoConfig(), &rec);
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+      EXPECT_THAT(s.message(), HasSubstr("video 'odd': feature 'mean_audio' value 77 is " +
+                                         std::string(std::isnan(bad) ? "NaN" : "infinite")));
+    }
+  }
+  // The largest finite floats pass.
+  VideoRecord rec;
+  const std::string payload = LengthDelimited(
+      1, FeatureEntry("id", LengthDelimited(1, LengthDelimited(1, "big"))) +
+             FeatureEntry("mean_rgb",
+                          LengthDelimited(2, FloatRun(1024, std::numeric_limits<float>::max()))) +
+             FeatureEntry("mean_audio",
+                          LengthDelimited(2, FloatRun(128, -std::numeric_limits<float>::max()))));
+  EXPECT_TRUE(DecodeVideo(payload, VideoConfig(), &rec).ok());
 }
 
 TEST(DequantizeTest, FormulaVectorPathAndQuantizeRoundTrip) {

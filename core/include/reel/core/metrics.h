@@ -41,9 +41,9 @@ class MetricsAccumulator {
 
   // One video: `scores` has num_classes entries (probabilities, or any monotone transform);
   // `labels` are its true classes (duplicates are counted once). InvalidArgument when the sizes
-  // or a label are out of range.
+  // or a label are out of range, or a score is NaN (naming the first such class).
   Status AddVideo(std::span<const float> scores, std::span<const int32_t> labels);
-  // Every video of a batch; `scores` is [B, num_classes].
+  // Every video of a batch; `scores` is [B, num_classes]. An error names the video.
   Status AddBatch(const Tensor& scores, const Batch& batch);
 
   // Adds another accumulator's videos. InvalidArgument if classes or k differ.

@@ -76,6 +76,10 @@ struct TrainerOptions {
   // it (TrainResult::checkpoint_failures) and trains on. The last checkpoint of a run always
   // stops it with the error.
   std::string on_checkpoint_failure = "stop";
+  // A non-finite loss or gradient ends the run with FailedPrecondition naming the step (and
+  // what: the loss, or the parameter whose gradient), before any checkpoint of that step; false
+  // trains on (docs/training.md).
+  bool stop_on_nonfinite = true;
   std::string metrics_log;      // empty: none
   std::string tensorboard_dir;  // empty: none
   int64_t num_classes = 3862;
