@@ -45,6 +45,7 @@ struct ModelTimes {
   int64_t params = 0;
   int64_t frame_count = 0;  // valid frames of the longest frame-level feature per step; 0: none
   double mean_frames = 0;   // that feature's valid frames per video; 0: none
+  double startup = 0;       // Initialize + optimizer Setup + the cold first step, seconds
   Times step, forward;      // per repetition, seconds per batch (over `inputs`, when given)
 };
 // How the trainer steps (core/src/train/trainer.cc, TrainStep): the batches to step over in turn

@@ -270,6 +270,7 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
   m.params = static_cast<double>(t.params);
   m.step_examples_per_core = per_batch / Median(t.step) / cores;
   m.forward_examples_per_core = per_batch / Median(t.forward) / cores;
+  m.startup_s = t.startup;
   return m;
 }
 
