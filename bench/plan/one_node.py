@@ -12,6 +12,7 @@ At the end it prints min/median/max of the ratio per config and scale (a Markdow
 
   bench/plan/one_node.py --reel BUILD/bin/reel --out OUT.jsonl [--reps 3] [--configs a,b]
                          [--quick] [--tiny] [--check]
+  bench/plan/one_node.py --summarize OUT.jsonl   (the table again, from the records)
 
 --tiny: test-sized data (seconds); --check: fail unless every record has every field and the
 plan's parts add up to its epoch (the CTest plan_one_node_short; no timing verdict there).
@@ -118,16 +119,34 @@ def check(rec):
             sys.exit(f"{rec['config']}: the run's breakdown lacks {k}: {rec['run_parts']}")
 
 
+def summarize(results):
+    print("\n| config | scale | runs | predicted / measured min | median | max |")
+    print("|---|---|---|---|---|---|")
+    for (c, s), r in results.items():
+        print(f"| {c} | {s} | {len(r)} | {min(r):.2f} | {statistics.median(r):.2f} "
+              f"| {max(r):.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reel", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--summarize", help="print the table of an earlier run's records")
+    ap.add_argument("--reel")
+    ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--quick", action="store_true", help="reel plan --measure --quick")
     ap.add_argument("--tiny", action="store_true", help="test-sized data")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
+    if a.summarize:
+        results = {}
+        for line in open(a.summarize):
+            rec = json.loads(line)
+            results.setdefault((rec["config"], rec["scale"]), []).append(rec["ratio"])
+        summarize(results)
+        return
+    if not a.reel or not a.out:
+        sys.exit("--reel and --out are needed (or --summarize FILE)")
     reel = os.path.realpath(a.reel)
     build = os.path.dirname(os.path.dirname(reel))
     env = dict(os.environ)
@@ -217,11 +236,7 @@ def main():
                     print(f"{c} {rec['scale']} run {rep}: predicted {p['epoch_seconds']:.2f} s, "
                           f"measured {last['elapsed']:.2f} s, ratio {rec['ratio']:.2f}, "
                           f"load {load[0]}", flush=True)
-        print("\n| config | scale | runs | predicted / measured min | median | max |")
-        print("|---|---|---|---|---|---|")
-        for (c, s), r in results.items():
-            print(f"| {c} | {s} | {len(r)} | {min(r):.2f} | {statistics.median(r):.2f} "
-                  f"| {max(r):.2f} |")
+        summarize(results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
