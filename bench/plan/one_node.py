@@ -11,7 +11,7 @@ bench/plan/validate.sh compares. Runs alternate: every rep goes once over every 
 At the end it prints min/median/max of the ratio per config and scale (a Markdown table).
 
   bench/plan/one_node.py --reel BUILD/bin/reel --out OUT.jsonl [--reps 3] [--configs a,b]
-                         [--quick] [--tiny] [--check]
+                         [--quick] [--tiny] [--check] [--profile-each-rep]
   bench/plan/one_node.py --summarize OUT.jsonl   (the table again, from the records)
 
 --tiny: test-sized data (seconds); --check: fail unless every record has every field and the
@@ -137,6 +137,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="reel plan --measure --quick")
     ap.add_argument("--tiny", action="store_true", help="test-sized data")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--profile-each-rep", action="store_true",
+                    help="measure the profiles again before each rep")
     a = ap.parse_args()
     if a.summarize:
         results = {}
@@ -180,19 +182,30 @@ def main():
                 files = sorted(os.listdir(d + "/train"))
                 size = sum(os.path.getsize(f"{d}/train/{f}") for f in files)
                 data[key] = (d, videos, size, len(files))
-        # The profiles: one per config (its model, options, batch, classes, frames).
+        # The profiles: one per config (its model, options, batch, classes, frames); with
+        # --profile-each-rep measured again before each rep, next to the runs it predicts, so a
+        # shared machine's load changes both alike.
         profiles = {}
-        for c in configs:
+
+        def measure(c):
             level, classes = config_facts(c)
             d = data[(level, classes, 0)][0]
             prof = f"{work}/{c}.profile.txt"
+            if os.path.exists(prof):
+                os.remove(prof)
             cmd = [reel, "plan", "--measure", "--config", f"{ROOT}/configs/{c}.pbtxt",
                    "--profile", prof] + overrides(d, work) + (["--quick"] if a.quick else [])
             run(cmd, env=env)
             profiles[c] = open(prof).read()
+
+        for c in configs:
+            measure(c)
         out = open(a.out, "a")
         results = {}
         for rep in range(1, a.reps + 1):
+            if a.profile_each_rep and rep > 1:
+                for c in configs:
+                    measure(c)
             for i in (0, 1):
                 for c in configs:
                     level, classes = config_facts(c)
@@ -226,6 +239,7 @@ def main():
                            "cpu_name": name, "load": " ".join(load),
                            "load_after": " ".join(open("/proc/loadavg").read().split()[:3]),
                            "commit": rev, "quick_profile": a.quick,
+                           "profile_each_rep": a.profile_each_rep,
                            "profile": [ln for ln in profiles[c].splitlines()
                                        if ln.startswith(("model ", "apply", "decode", "cores"))]}
                     if a.check:
