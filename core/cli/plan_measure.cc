@@ -224,8 +224,8 @@ std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n) {
   if (spec.data.empty()) return out;
   DataSourceContext ctx{{0, 1}, spec.seed, &env.host.storage()};
   auto why = [&](const Status& s) {
-    env.err << "reel plan: timing the step on synthetic batches of " << spec.frames
-            << " frames: the config's data gave none (" << s.ToString() << ")\n";
+    env.err << "reel plan: timing the step on a synthetic batch (frame-level features of "
+            << spec.frames << " frames): the config's data gave none (" << s.ToString() << ")\n";
   };
   auto source = env.host.registry().CreateDataSource(spec.data, spec.data_options, ctx);
   if (!source.ok()) {
