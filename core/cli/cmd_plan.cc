@@ -18,6 +18,7 @@
 #include "plan/machine_profile.h"
 #include "plan_measure.h"
 #include "reel/core/config.h"
+#include "reel/core/trainer_options.h"
 #include "reel/version.h"
 #include "train_cli.h"
 
@@ -100,7 +101,8 @@ struct FromConfig {
   bool checkpoints = false;
 };
 
-Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args) {
+Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args,
+                              const core::Registry& registry) {
   const config::RunConfig& c = cfg.config;
   FromConfig f;
   f.model.name = c.model().name();
@@ -130,6 +132,13 @@ Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args) {
   const std::string& rule = f.model.rule;
   f.training.state_floats_per_param = rule == "adam" ? 2 : rule == "sgd" ? 0 : 1;
   f.training.batch_per_rank = f.model.batch;
+  if (c.trainer().has_clip_norm()) f.model.clip_norm = c.trainer().clip_norm();
+  f.model.seed = c.trainer().seed();
+  if (!c.data().name().empty()) {
+    f.model.data = c.data().name();
+    f.model.data_options =
+        core::ComponentOptions(registry, ComponentKind::kDataSource, c.data(), c);
+  }
   f.checkpoints = !c.trainer().checkpoint_dir().empty();
   return f;
 }
@@ -170,7 +179,11 @@ Status Measure(CliEnv& env, const Args& args, const FromConfig& f, const std::st
   REEL_RETURN_IF_ERROR(node.status());
   env.err << "reel plan: measuring " << f.model.name << " at batch " << f.model.batch << ", "
           << f.model.frames << " frames, " << f.model.classes << " classes\n";
-  REEL_ASSIGN_OR_RETURN(plan::ModelRates model, MeasureModel(env, f.model, static_cast<int>(reps)));
+  REEL_ASSIGN_OR_RETURN(
+      plan::ModelRates model,
+      MeasureModel(
+          env, f.model, static_cast<int>(reps),
+          (args.Has("quick") ? MeasureSizes::Quick() : MeasureSizes::Full()).step_batches));
   const double s3 = profile.node.s3_bytes_per_connection;
   profile.node = *node;
   if (args.Get("s3").empty()) profile.node.s3_bytes_per_connection = s3;  // keep an earlier one
@@ -273,7 +286,7 @@ Status PlanCommand(CliEnv& env, const std::vector<std::string>& words) {
     return InvalidArgumentError("--config FILE: the training config to plan (or measure) for");
   REEL_ASSIGN_OR_RETURN(core::ConfigFile cfg,
                         LoadConfigWithOverrides(env, args.Get("config"), args.GetAll("set")));
-  REEL_ASSIGN_OR_RETURN(FromConfig f, ReadConfig(cfg, args));
+  REEL_ASSIGN_OR_RETURN(FromConfig f, ReadConfig(cfg, args, env.host.registry()));
   const std::string path = args.Get("profile", "reel-machine-profile.txt");
   if (args.Has("measure")) {  // with --nodes, one command measures and then plans
     REEL_RETURN_IF_ERROR(Measure(env, args, f, path));

@@ -7,6 +7,7 @@
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/core/loss.h"
+#include "reel/core/schedule.h"
 #include "reel/param_arena.h"
 
 namespace reel::cli {
@@ -53,39 +54,70 @@ Status DrainEpoch(DataSource& source, int64_t* videos) {
 Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
                              const std::map<std::string, std::string>& options,
                              const core::ConformanceOptions& shape, int64_t batch, int64_t frames,
-                             int reps, const std::string& rule) {
+                             int reps, const std::string& rule, const StepInputs& inputs) {
   REEL_ASSIGN_OR_RETURN(auto model,
                         registry.CreateModel(name, options, {.num_classes = shape.num_classes}));
   ParamArena arena;
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena));
   arena.Finalize();
-  REEL_RETURN_IF_ERROR(model->Initialize(1));
-  REEL_ASSIGN_OR_RETURN(Batch input, core::SyntheticBatch(*model, shape, batch, frames));
+  // The trainer's clock runs from before Initialize and the optimizer's Setup (trainer.cc).
+  REEL_ASSIGN_OR_RETURN(const double init, Time([&] { return model->Initialize(1); }));
+  std::vector<Batch> synthetic;
+  if (inputs.batches.empty()) {
+    REEL_ASSIGN_OR_RETURN(Batch input, core::SyntheticBatch(*model, shape, batch, frames));
+    synthetic.push_back(std::move(input));
+  }
+  const std::vector<Batch>& batches = inputs.batches.empty() ? synthetic : inputs.batches;
   REEL_ASSIGN_OR_RETURN(auto optimizer, registry.CreateOptimizer("sync", {{"rule", rule}}));
+  // As the trainer: the optimizer clips after its reduction if it can, else the step does.
+  const bool optimizer_clips = optimizer->AcceptGradientClipping(inputs.clip_norm);
   REEL_ASSIGN_OR_RETURN(auto comms, LocalRanks(1));
-  REEL_RETURN_IF_ERROR(optimizer->Setup(arena, *comms[0]));
-  auto step = [&]() -> Status {
+  REEL_ASSIGN_OR_RETURN(const double setup,
+                        Time([&] { return optimizer->Setup(arena, *comms[0]); }));
+  auto step = [&](const Batch& input) -> Status {
     REEL_ASSIGN_OR_RETURN(Tensor logits, model->Forward(input, Mode::kTrain));
     REEL_ASSIGN_OR_RETURN(core::LossResult loss, core::SigmoidCrossEntropy(logits, input));
     REEL_RETURN_IF_ERROR(model->Backward(input, loss.dlogits));
+    if (!optimizer_clips) core::ClipByGlobalNorm(arena.grads(), inputs.clip_norm);
     return optimizer->Step(1e-3f);
   };
-  auto forward = [&]() -> Status { return model->Forward(input, Mode::kInfer).status(); };
-  REEL_RETURN_IF_ERROR(step());  // warm-up: first-touch allocations, kernel selection
-  REEL_RETURN_IF_ERROR(forward());
+  // One repetition steps over every batch in turn (the data's spread of lengths), as an epoch.
+  auto steps = [&]() -> Status {
+    for (const Batch& b : batches) REEL_RETURN_IF_ERROR(step(b));
+    return Status::Ok();
+  };
+  auto forward = [&]() -> Status {
+    for (const Batch& b : batches) REEL_RETURN_IF_ERROR(model->Forward(b, Mode::kInfer).status());
+    return Status::Ok();
+  };
+  // The cold first step: first-touch allocations, kernel selection.
+  REEL_ASSIGN_OR_RETURN(const double cold, Time([&] { return step(batches[0]); }));
+  REEL_RETURN_IF_ERROR(model->Forward(batches[0], Mode::kInfer).status());
   ModelTimes out;
   out.params = arena.total_size();
+  const double n = static_cast<double>(batches.size());
   for (int r = 0; r < reps; ++r) {  // alternated
-    REEL_ASSIGN_OR_RETURN(double s, Time(step));
-    out.step.push_back(s);
+    REEL_ASSIGN_OR_RETURN(double s, Time(steps));
+    out.step.push_back(s / n);
     REEL_ASSIGN_OR_RETURN(double f, Time(forward));
-    out.forward.push_back(f);
+    out.forward.push_back(f / n);
   }
-  for (const auto& [feature, f] : input.features) {
-    int64_t sum = 0;
-    for (int32_t l : f.lengths) sum += l;
-    if (f.values.dim(1) > 1) out.frame_count = std::max(out.frame_count, sum);
+  // What the first step cost beyond a warm one of the same batch, with the setup before it.
+  REEL_ASSIGN_OR_RETURN(const double warm, Time([&] { return step(batches[0]); }));
+  out.startup = init + setup + std::max(0.0, cold - warm);
+  int64_t videos = 0, longest_sum = 0;
+  for (const Batch& b : batches) {
+    int64_t longest = 0;
+    for (const auto& [feature, f] : b.features) {
+      int64_t sum = 0;
+      for (int32_t l : f.lengths) sum += l;
+      if (f.values.dim(1) > 1) longest = std::max(longest, sum);
+    }
+    out.frame_count = std::max(out.frame_count, longest);
+    longest_sum += longest;
+    videos += b.size();
   }
+  if (longest_sum > 0) out.mean_frames = static_cast<double>(longest_sum) / videos;
   return out;
 }
 

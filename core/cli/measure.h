@@ -44,12 +44,21 @@ Status DrainEpoch(DataSource& source, int64_t* videos = nullptr);
 struct ModelTimes {
   int64_t params = 0;
   int64_t frame_count = 0;  // valid frames of the longest frame-level feature per step; 0: none
-  Times step, forward;
+  double mean_frames = 0;   // that feature's valid frames per video; 0: none
+  double startup = 0;       // Initialize + optimizer Setup + the cold first step, seconds
+  Times step, forward;      // per repetition, seconds per batch (over `inputs`, when given)
+};
+// How the trainer steps (core/src/train/trainer.cc, TrainStep): the batches to step over in turn
+// (none: one synthetic batch of `frames` frames) and the gradient clip (trainer.clip_norm).
+struct StepInputs {
+  std::vector<Batch> batches;
+  double clip_norm = 0;
 };
 Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& model,
                              const std::map<std::string, std::string>& options,
                              const core::ConformanceOptions& shape, int64_t batch, int64_t frames,
-                             int reps, const std::string& rule = "adam");
+                             int reps, const std::string& rule = "adam",
+                             const StepInputs& inputs = {});
 
 }  // namespace reel::cli
 

@@ -215,21 +215,62 @@ Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
   return r;
 }
 
-Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int reps) {
+namespace {
+
+// Up to `n` batches of the config's training data, as the trainer's source gives them; none
+// (and why on `err`) when it names no data or yields none here.
+std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n) {
+  std::vector<Batch> out;
+  if (spec.data.empty()) return out;
+  DataSourceContext ctx{{0, 1}, spec.seed, &env.host.storage()};
+  auto why = [&](const Status& s) {
+    env.err << "reel plan: timing the step on a synthetic batch (frame-level features of "
+            << spec.frames << " frames): the config's data gave none (" << s.ToString() << ")\n";
+  };
+  auto source = env.host.registry().CreateDataSource(spec.data, spec.data_options, ctx);
+  if (!source.ok()) {
+    why(source.status());
+    return out;
+  }
+  while (static_cast<int>(out.size()) < n) {
+    Result<Batch> b = (*source)->Next();
+    if (!b.ok()) {
+      if (out.empty()) why(b.status());
+      break;
+    }
+    out.push_back(std::move(*b));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int reps,
+                                      int step_batches) {
   core::ConformanceOptions shape;
   shape.num_classes = spec.classes;
+  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm};
+  int64_t videos = 0;
+  for (const Batch& b : inputs.batches) videos += b.size();
+  const double per_batch = inputs.batches.empty()
+                               ? static_cast<double>(spec.batch)
+                               : static_cast<double>(videos) / inputs.batches.size();
   REEL_ASSIGN_OR_RETURN(ModelTimes t, TimeModel(env.host.registry(), spec.name, spec.options, shape,
-                                                spec.batch, spec.frames, reps, spec.rule));
+                                                spec.batch, spec.frames, reps, spec.rule, inputs));
   const double cores = BusyCores();
   plan::ModelRates m;
   m.name = spec.name;
   m.options = OptionsKey(spec.options);
   m.batch = spec.batch;
   m.classes = spec.classes;
-  m.frames = t.frame_count > 0 ? static_cast<double>(spec.frames) : 1;
+  // The frames the step was timed at: the real batches' mean per video, or the synthetic one's.
+  m.frames = t.frame_count == 0       ? 1
+             : inputs.batches.empty() ? static_cast<double>(spec.frames)
+                                      : t.mean_frames;
   m.params = static_cast<double>(t.params);
-  m.step_examples_per_core = spec.batch / Median(t.step) / cores;
-  m.forward_examples_per_core = spec.batch / Median(t.forward) / cores;
+  m.step_examples_per_core = per_batch / Median(t.step) / cores;
+  m.forward_examples_per_core = per_batch / Median(t.forward) / cores;
+  m.startup_s = t.startup;
   return m;
 }
 

@@ -23,6 +23,12 @@ struct ModelSpec {
   int64_t classes = 3862;
   int64_t frames = 300;  // for frame-level models
   std::string rule = "adam";
+  double clip_norm = 1.0;  // the trainer's (trainer.clip_norm; 0: none)
+  // The config's training data (ComponentOptions, as the trainer gives them): the step is timed
+  // on its batches when it yields any, else on synthetic ones of `frames` frames.
+  std::string data;
+  std::map<std::string, std::string> data_options;
+  uint64_t seed = 0;
 };
 
 // The profile's key for a model's options: "k=v;k=v", sorted.
@@ -37,9 +43,10 @@ struct MeasureSizes {
   int64_t rule_params = 10'000'000;
   int frame_videos = 192;  // of 300 frames
   int video_videos = 8192;
+  int step_batches = 6;  // of the config's data, stepped over in turn
   static MeasureSizes Full() { return {}; }
   static MeasureSizes Quick() {
-    return {int64_t{16} << 20, int64_t{1} << 20, int64_t{4} << 20, 625'000, 12, 512};
+    return {int64_t{16} << 20, int64_t{1} << 20, int64_t{4} << 20, 625'000, 12, 512, 3};
   }
 };
 
@@ -52,7 +59,8 @@ Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
                                 const MeasureSizes& sizes, int reps);
 
 // One model's step and forward rate per core at its shape.
-Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int reps);
+Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int reps,
+                                      int step_batches = 1);
 
 }  // namespace reel::cli
 

@@ -60,6 +60,21 @@ TEST_F(PlanTest, MeasuresThisMachineIntoAProfileAndPlansInOneCommand) {
   EXPECT_EQ(measured_->out.find("reel_machine_profile"), std::string::npos) << measured_->out;
 }
 
+// The step is timed on the config's own batches; when its files match nothing here, on a
+// synthetic batch, and the command says so and still writes the profile, startup included.
+TEST_F(PlanTest, WithoutTheConfigsDataTheStepIsTimedOnASyntheticBatchSayingSo) {
+  const std::string profile = *dir_ + "/synthetic.txt";
+  RunResult r = Reel({"plan", "--measure", "--quick", "--reps", "1", "--config", Config(), "--set",
+                      "trainer.num_classes=3862", "--set",
+                      "data.options.files=" + *dir_ + "/none/*.tfrecord", "--profile", profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("timing the step on a synthetic batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no file matches"), std::string::npos) << r.err;
+  const std::string text = ReadFile(profile);
+  EXPECT_NE(text.find("model logistic "), std::string::npos) << text;
+  EXPECT_NE(text.find(" startup_s="), std::string::npos) << text;
+}
+
 TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
   ASSERT_EQ(measured_->code, 0) << measured_->err;
   RunResult r =

@@ -148,6 +148,9 @@ Status Validate(const Dataset& d, const Cluster& c, const Training& t, const Rat
       REEL_RETURN_IF_ERROR(Positive(r.disk_write_bytes, "the profile's disk write rate"));
   }
   REEL_RETURN_IF_ERROR(Positive(r.cores, "the profile's core count"));
+  if (!(r.startup_seconds >= 0) || !std::isfinite(r.startup_seconds))
+    return InvalidArgumentError(
+        fmt::format("the profile's startup must be 0 or more seconds, not {}", r.startup_seconds));
   REEL_RETURN_IF_ERROR(Positive(r.decode_bytes_per_core, "the profile's decode rate"));
   REEL_RETURN_IF_ERROR(Positive(r.step_examples_per_core, "the profile's step rate"));
   if (d.eval_videos > 0)
@@ -234,6 +237,11 @@ void Assume(Plan& p, const Dataset& d, const Cluster& c, const Training& t, cons
         t.servers, c.nodes - t.servers, t.params * 4 / 1e6,
         Rate(c.link_bytes_per_s * c.link_payload), Rate(r.transfer_bytes),
         t.overlap ? ", overlapped with the next step" : "", r.apply_params_per_core / 1e6));
+  if (r.startup_seconds > 0)
+    a.push_back(fmt::format(
+        "startup: {:.2f} s once per run (model and optimizer setup, the cold first step), "
+        "counted in this epoch as in a run's first",
+        r.startup_seconds));
   if (t.checkpoints_per_epoch > 0)
     a.push_back(
         fmt::format("{} checkpoint(s) per epoch of {:.1f} MB (parameters and {} state "
@@ -324,11 +332,14 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
       t.params * 4 * (1 + t.state_floats_per_param) / (t.async ? t.servers : 1);
   const double checkpoints =
       t.checkpoints_per_epoch > 0 ? t.checkpoints_per_epoch * checkpoint_bytes / k.write_rate : 0;
+  // Startup: a run's setup and cold first step, paid once, before its first epoch's steps.
+  const double startup = r.startup_seconds;
   p.parts.push_back({"evaluation", eval});
   p.parts.push_back({"checkpoints", checkpoints});
+  p.parts.push_back({"startup", startup});
   if (eval > train || checkpoints > train)
     p.bottleneck = eval > checkpoints ? "evaluation" : "checkpoints";
-  p.epoch_seconds = train + eval + checkpoints;
+  p.epoch_seconds = train + eval + checkpoints + startup;
   p.examples_per_s = V / train;
   p.node_hours = p.epoch_seconds / 3600 * c.nodes;
   // One node alone: its cores decode and step, its storage reads, nothing is exchanged.

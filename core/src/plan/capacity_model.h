@@ -78,6 +78,7 @@ struct Rates {
   double transfer_bytes = 0;               // its point-to-point rate (push and pull), no link limit
   double message_latency_s = 0;            // one message of the transport, one way
   double apply_params_per_core = 0;        // the update rule's parameters per core
+  double startup_seconds = 0;  // a run's model and optimizer setup and cold first step, once
   double disk_read_bytes = 0;
   double disk_write_bytes = 0;
   double s3_bytes_per_connection = 0;

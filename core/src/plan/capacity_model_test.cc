@@ -210,6 +210,30 @@ TEST(CapacityModelTest, EvaluationAndCheckpointsAddTheirTime) {
   EXPECT_NEAR(p->epoch_seconds, 29.1 + 1.75 + 0.12, 1e-9);
 }
 
+TEST(CapacityModelTest, StartupIsPaidOnceAndNamesTheBottleneckOnlyWhenItIsTheEpoch) {
+  Case c;
+  c.rates.startup_seconds = 0.9;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // 29.1 s of training (SyncRingOnTwoNodes) + 0.9 s once = 30.0 s; the step still sets it, and
+  // the job's examples/s are the training's (1000 / 29.1), not diluted by the startup.
+  EXPECT_DOUBLE_EQ(PartOf(*p, "startup"), 0.9);
+  EXPECT_NEAR(p->epoch_seconds, 30.0, 1e-9);
+  EXPECT_EQ(p->bottleneck, "step");
+  EXPECT_NEAR(p->examples_per_s, 1000 / 29.1, 1e-9);
+  EXPECT_THAT(p->assumptions.back(), HasSubstr("startup: 0.90 s once per run"));
+  // Async: 0.9 s on top of the same workers' time as without it.
+  c.training.async = true;
+  c.training.servers = 1;
+  c.cluster.nodes = 3;
+  Result<Plan> with = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  c.rates.startup_seconds = 0;
+  Result<Plan> without = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_NEAR(with->epoch_seconds - without->epoch_seconds, 0.9, 1e-9);
+  EXPECT_DOUBLE_EQ(PartOf(*without, "startup"), 0);
+}
+
 TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
   struct Bad {
     std::function<void(Case&)> change;
@@ -231,6 +255,7 @@ TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
       {[](Case& c) { c.data.files = -1; }, "file count"},
       {[](Case& c) { c.cluster.link_payload = PayloadFraction(40); }, "payload share"},
       {[](Case& c) { c.data.files = 1001; }, "a file holds at least one"},
+      {[](Case& c) { c.rates.startup_seconds = -1; }, "startup must be 0 or more seconds"},
   };
   for (const Bad& b : bad) {
     Case c;

@@ -53,7 +53,8 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
                                                 "frames",
                                                 "params",
                                                 "step_examples_per_core",
-                                                "forward_examples_per_core"};
+                                                "forward_examples_per_core",
+                                                "startup_s"};
     if (!kKeys.count(key)) return InvalidArgumentError(where + ": unknown model key '" + key + "'");
     REEL_ASSIGN_OR_RETURN(const double v, Number(value, where + " (" + key + ")"));
     if (key == "batch")
@@ -66,6 +67,8 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
       m.params = v;
     else if (key == "step_examples_per_core")
       m.step_examples_per_core = v;
+    else if (key == "startup_s")
+      m.startup_s = v;
     else
       m.forward_examples_per_core = v;
   }
@@ -100,6 +103,7 @@ Rates RatesFor(const MachineProfile& profile, const ModelRates& model) {
   r.step_examples_per_core = model.step_examples_per_core;
   r.forward_examples_per_core = model.forward_examples_per_core;
   r.frames = model.frames;
+  r.startup_seconds = model.startup_s;
   if (model.frames <= 1) r.decode_bytes_per_core = profile.node.decode_video_bytes_per_core;
   return r;
 }
@@ -114,9 +118,9 @@ std::string FormatProfile(const MachineProfile& p) {
   for (const ModelRates& m : p.models)
     out += fmt::format(
         "model {} options={} batch={} classes={} frames={:.6g} params={:.10g} "
-        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g}\n",
+        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g} startup_s={:.6g}\n",
         m.name, m.options, m.batch, m.classes, m.frames, m.params, m.step_examples_per_core,
-        m.forward_examples_per_core);
+        m.forward_examples_per_core, m.startup_s);
   return out;
 }
 

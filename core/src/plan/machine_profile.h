@@ -29,6 +29,7 @@ struct ModelRates {
   double params = 0;
   double step_examples_per_core = 0;
   double forward_examples_per_core = 0;
+  double startup_s = 0;  // model setup, optimizer setup and cold first step over a warm step
 };
 
 struct MachineProfile {

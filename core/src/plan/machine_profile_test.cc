@@ -31,7 +31,8 @@ MachineProfile Sample() {
          .frames = 300,
          .params = 6480390,
          .step_examples_per_core = 12.5,
-         .forward_examples_per_core = 40.25});
+         .forward_examples_per_core = 40.25,
+         .startup_s = 0.75});
   p.Put({.name = "moe",
          .options = "",
          .batch = 64,
@@ -64,6 +65,7 @@ TEST(MachineProfileTest, WhatIsWrittenIsReadBack) {
   const Rates r = RatesFor(*back, *m);
   EXPECT_DOUBLE_EQ(r.step_examples_per_core, 12.5);
   EXPECT_DOUBLE_EQ(r.frames, 300);
+  EXPECT_DOUBLE_EQ(r.startup_seconds, 0.75);
   EXPECT_DOUBLE_EQ(r.reduce_bytes, 2.5e9);
   EXPECT_DOUBLE_EQ(r.decode_bytes_per_core, 1.25e9);  // frame level
   EXPECT_DOUBLE_EQ(RatesFor(*back, *back->Find("moe", "", 64, 3862)).decode_bytes_per_core, 0.5e9);
@@ -81,6 +83,14 @@ TEST(MachineProfileTest, PutReplacesTheSameShape) {
          .forward_examples_per_core = 1});
   ASSERT_EQ(p.models.size(), 2u);
   EXPECT_DOUBLE_EQ(p.Find("moe", "", 64, 3862)->step_examples_per_core, 5000);
+}
+
+TEST(MachineProfileTest, AModelLineWithoutStartupPlansWithNone) {
+  // Profiles written before startup_s was measured: the key is optional, and 0.
+  Result<MachineProfile> p = ParseProfile(
+      "reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=10\n", "p.txt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).startup_seconds, 0);
 }
 
 TEST(MachineProfileTest, AnotherFormatVersionIsRefusedSayingWhatToDo) {
