@@ -638,6 +638,20 @@ def plan_seed_scale():
     return out
 
 
+def plan_one_node():
+    runs = records("plan_one_node_2026-12-07_b3d7d50_b.jsonl")
+    out = {"runs": str(len(runs)), "reps": str(max(r["run"] for r in runs))}
+    for c in ("moe", "bilstm_video", "two_stream", "bilstm_audio", "logistic"):
+        for scale in ("small", "large"):
+            out[f"{c}_{scale}"] = f2(statistics.median(
+                r["ratio"] for r in runs if r["config"] == c and r["scale"] == scale))
+    first = [r["ratio"] for r in runs if r["run"] == 1]
+    within = sum(1 for r in runs if 0.85 <= r["ratio"] <= 1.15)
+    loads = [float(r["load"].split()[0]) for r in runs]
+    out.update(first=span(first), within=str(within), load=f"{min(loads):.1f}-{max(loads):.1f}")
+    return out
+
+
 def ci_timings():
     s = text("ci_timings_2026-12-05_c29033a.txt")
     total = int(re.search(r"\((\d+) s\)\.", s).group(1))
@@ -706,6 +720,7 @@ DERIVE = {
     "whole-job training, two_stream (both BiLSTMs, frame level, 4,096 videos, 1 epoch), 1 host": ddp_two_stream_1host,
     "whole-job training, bilstm_video and two_stream, 2 simulated hosts x 1 process, 1 Gbit/s": ddp_bilstm_2hosts,
     "CI: `scripts/test.sh`, the whole suite on a fresh clone": ci_timings,
+    "`reel plan` on one node against `reel train`'s epoch, 5 configs x 2 scales, profile re-measured before each rep (`--quick --profile-each-rep`)": plan_one_node,
     "allreduce, reel mpi against raw `MPI_Allreduce`, same processes (`mpi_interleaved`)": mpi_interleaved,
 }
 
