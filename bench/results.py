@@ -639,16 +639,22 @@ def plan_seed_scale():
 
 
 def plan_one_node():
-    runs = records("plan_one_node_2026-12-07_b3d7d50_b.jsonl")
+    runs = records("plan_one_node_2026-12-07_4fff75d.jsonl")
     out = {"runs": str(len(runs)), "reps": str(max(r["run"] for r in runs))}
+    held, missed = [], []
     for c in ("moe", "bilstm_video", "two_stream", "bilstm_audio", "logistic"):
+        ok = True
         for scale in ("small", "large"):
-            out[f"{c}_{scale}"] = f2(statistics.median(
-                r["ratio"] for r in runs if r["config"] == c and r["scale"] == scale))
-    first = [r["ratio"] for r in runs if r["run"] == 1]
+            m = statistics.median(r["ratio"] for r in runs
+                                  if r["config"] == c and r["scale"] == scale)
+            out[f"{c}_{scale}"] = f2(m)
+            ok = ok and 0.85 <= m <= 1.15
+        (held if ok else missed).append(c)
     within = sum(1 for r in runs if 0.85 <= r["ratio"] <= 1.15)
     loads = [float(r["load"].split()[0]) for r in runs]
-    out.update(first=span(first), within=str(within), load=f"{min(loads):.1f}-{max(loads):.1f}")
+    out.update(within=str(within), load=f"{min(loads):.1f}-{max(loads):.1f}",
+               held=", ".join(held), missed=", ".join(missed) or "none",
+               verdict=verdict(not missed))
     return out
 
 
