@@ -310,6 +310,59 @@ TEST_F(CommandsTest, CheckpointOfAnotherModelIsRefusedAndKept) {
   fs::remove_all(run);
 }
 
+// trainer.precision (docs/training.md): on a CPU without bf16 kernels (simulated with oneDNN's
+// own DNNL_MAX_CPU_ISA cap) "bf16" is refused before training, naming the field and the way out,
+// "auto" trains in fp32 and says why, and another word is refused.
+TEST_F(CommandsTest, PrecisionOnACpuWithoutBf16) {
+  ::setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE", 1);
+  RunResult bf16 = RefusedRun("bilstm_audio", {"trainer.precision=bf16"});
+  EXPECT_NE(bf16.err.find("trainer.precision: \"bf16\" needs a CPU with AVX-512 BF16"),
+            std::string::npos)
+      << bf16.err;
+  EXPECT_NE(bf16.err.find("DNNL_MAX_CPU_ISA=AVX512_CORE"), std::string::npos) << bf16.err;
+  const std::string run = ScratchDir("precision_auto");
+  auto args = Small("bilstm_audio", run, 2);
+  args.insert(args.end(), {"--set", "trainer.precision=auto"});
+  RunResult r = Reel(args);
+  ::unsetenv("DNNL_MAX_CPU_ISA");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("precision fp32 (auto: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has no AVX-512 BF16 or AMX"), std::string::npos) << r.err;
+  EXPECT_EQ(ListDir(run + "/ckpt").size(), 1u);
+  fs::remove_all(run);
+  RunResult word = RefusedRun("bilstm_audio", {"trainer.precision=fp16"});
+  EXPECT_NE(word.err.find("expected \"fp32\", \"bf16\" or \"auto\", got \"fp16\""),
+            std::string::npos)
+      << word.err;
+}
+
+// Checkpoints hold float parameters whatever the precision: a bf16 run resumes in fp32 and back,
+// and `reel eval` reads a bf16 run's checkpoint.
+TEST_F(CommandsTest, ACheckpointResumesInTheOtherPrecision) {
+  if (system("grep -qw avx512_bf16 /proc/cpuinfo") != 0) {
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16, so a bf16 run is refused here";
+  }
+  const std::string run = ScratchDir("precision_resume");
+  const char* order[] = {"bf16", "fp32", "bf16"};
+  for (int i = 0; i < 3; ++i) {
+    auto args = Small("two_stream", run, 2 * (i + 1));
+    args.insert(args.end(), {"--set", std::string("trainer.precision=") + order[i]});
+    if (i > 0) args.push_back("--resume");
+    RunResult r = Reel(args);
+    ASSERT_EQ(r.code, 0) << order[i] << ": " << r.err;
+    if (i > 0) {
+      EXPECT_NE(r.err.find("at step " + std::to_string(2 * i)), std::string::npos) << r.err;
+    }
+    EXPECT_NE(r.out.find("trained " + std::to_string(2 * (i + 1)) + " steps"), std::string::npos)
+        << r.out;
+  }
+  RunResult e =
+      Reel({"eval", "--checkpoint", run + "/ckpt", "--data", *data_ + "/test/*.tfrecord"});
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("GAP"), std::string::npos) << e.out;
+  fs::remove_all(run);
+}
+
 TEST_F(CommandsTest, CorruptCheckpointIsDataLossAndKept) {
   const std::string run = ScratchDir("corrupt");
   ASSERT_EQ(Reel(Small("bilstm_audio", run, 2)).code, 0);

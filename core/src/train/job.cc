@@ -9,6 +9,7 @@
 #include "reel/core/train_job.h"
 #include "reel/core/trainer_options.h"
 #include "train/local_ranks.h"
+#include "train/precision.h"
 #include "train/thread_budget.h"
 
 namespace reel::core {
@@ -16,7 +17,7 @@ namespace {
 
 // Builds one rank's components and trains.
 Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOptions& options,
-                            std::unique_ptr<Communicator> comm, int threads) {
+                            std::unique_ptr<Communicator> comm, int threads, Precision precision) {
   // The model's kernels, and the core's loss and update rules, on this thread's team.
   ScopedThreads team(threads);
   const config::RunConfig& c = cfg.config;
@@ -71,7 +72,7 @@ Result<TrainResult> RunRank(Host& host, const ConfigFile& cfg, const TrainerOpti
   REEL_ASSIGN_OR_RETURN(
       auto model,
       reg.CreateModel(c.model().name(), ComponentOptions(reg, ComponentKind::kModel, c.model(), c),
-                      ModelContext{options.num_classes, threads}));
+                      ModelContext{options.num_classes, threads, precision}));
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena).WithContext("model '" + c.model().name() + "'"));
   arena.Finalize();
   RankComponents rc{train.get(),     eval.get(), model.get(), &arena,
@@ -125,6 +126,9 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       *job.progress << "reel: " << why << "\n";
   };
   say(plan.why);  // a transport the config did not name
+  REEL_ASSIGN_OR_RETURN(PrecisionChoice precision,
+                        ResolvePrecision(options.precision, DetectCpuBf16(job.env)));
+  say(precision.why);
   // Ranks that share this host share its cores (train/thread_budget.h).
   int threads = job.threads;
   if (threads == 0 && !job.single_process) {
@@ -154,7 +158,8 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
       RunOnThreads<TrainResult>(static_cast<int>(comms->size()), [&](int i) {
         // RunRank destroys the communicator when it returns, so ranks still waiting on this one
         // fail instead of hanging.
-        return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]), threads);
+        return RunRank(host, cfg, options, std::move((*comms)[static_cast<size_t>(i)]), threads,
+                       precision.precision);
       });
   // The run's result is the first training rank's (server-only ranks did not train).
   for (size_t i = 1; i < results.size(); ++i)

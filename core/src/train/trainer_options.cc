@@ -45,6 +45,7 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
   o.checkpoint_dir = t.checkpoint_dir();
   if (t.has_on_checkpoint_failure()) o.on_checkpoint_failure = t.on_checkpoint_failure();
   if (t.has_stop_on_nonfinite()) o.stop_on_nonfinite = t.stop_on_nonfinite();
+  if (t.has_precision()) o.precision = t.precision();
   o.metrics_log = t.metrics_log();
   o.tensorboard_dir = t.tensorboard_dir();
   o.num_classes = NumClasses(cfg.config);

@@ -31,6 +31,7 @@ TEST(TrainerOptionsTest, AbsentFieldsTakeTheTrainersDefaults) {
   EXPECT_EQ(got.keep_checkpoints, 3);
   EXPECT_EQ(got.on_checkpoint_failure, "stop");
   EXPECT_TRUE(got.stop_on_nonfinite);
+  EXPECT_EQ(got.precision, "fp32");
   EXPECT_EQ(got.eval_top_k, 20);
   EXPECT_EQ(got.num_classes, 3862);
   EXPECT_EQ(got.model_name, "m");
@@ -41,7 +42,7 @@ TEST(TrainerOptionsTest, SetFieldsArePassedOn) {
   const TrainerOptions got = FromText(R"(trainer {
     steps: 7 epochs: 4 seed: 9 clip_norm: 2.5 log_every_steps: 3 keep_checkpoints: 5
     eval_top_k: 7 num_classes: 12 eval_every_steps: 2 checkpoint_every_steps: 6
-    on_checkpoint_failure: "continue" stop_on_nonfinite: false
+    on_checkpoint_failure: "continue" stop_on_nonfinite: false precision: "auto"
     learning_rate { base: 0.25 schedule: "exponential" decay_steps: 10 decay_rate: 0.5
                     min_lr: 0.125 warmup_steps: 2 }
   })");
@@ -57,6 +58,7 @@ TEST(TrainerOptionsTest, SetFieldsArePassedOn) {
   EXPECT_EQ(got.checkpoint_every_steps, 6);
   EXPECT_EQ(got.on_checkpoint_failure, "continue");
   EXPECT_FALSE(got.stop_on_nonfinite);
+  EXPECT_EQ(got.precision, "auto");
   EXPECT_DOUBLE_EQ(got.learning_rate.base, 0.25);
   EXPECT_EQ(got.learning_rate.schedule, "exponential");
   EXPECT_EQ(got.learning_rate.decay_steps, 10);

@@ -96,7 +96,8 @@ Status BiLstmEncoder::Declare(ParamArena& arena) {
       REEL_ASSIGN_OR_RETURN(dir->wh, arena.Declare(p + "/wh", {h, 4, h}));
       REEL_ASSIGN_OR_RETURN(dir->b, arena.Declare(p + "/b", {4, h}));
       if (config_.impl == LstmImpl::kGemm)
-        dir->gemm = std::make_unique<GemmLstm>(in, h, dir == &layers_[static_cast<size_t>(k)].bwd);
+        dir->gemm = std::make_unique<GemmLstm>(in, h, dir == &layers_[static_cast<size_t>(k)].bwd,
+                                               config_.bf16);
       else
         dir->lstm = std::make_unique<DnnlLstm>(engine_, in, h);
     }

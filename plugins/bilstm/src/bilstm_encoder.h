@@ -63,6 +63,8 @@ struct EncoderConfig {
   int64_t layers = 1;
   layers::Pooling pooling = layers::Pooling::kLast;
   LstmImpl impl = LstmImpl::kGemm;
+  // kGemm's products in bf16 (GemmLstm); kDnnlRnn always computes in float.
+  bool bf16 = false;
 };
 
 class BiLstmEncoder {
@@ -108,7 +110,8 @@ class BiLstmEncoder {
   };
   struct Layer {
     Dir fwd, bwd;
-    std::vector<float> packed_out;  // kGemm: [rows, 2H], [forward, backward] per frame
+    std::vector<float> packed_out;               // kGemm: [rows, 2H], [forward, backward] per frame
+    std::vector<layers::bf16_t> packed_in_bf16;  // kGemm in bf16: the layer's input as bf16
   };
   Status RunForward(Dir& d, bool train);
   Status RunBackward(Dir& d, const std::vector<float>& dout, std::vector<float>& din);

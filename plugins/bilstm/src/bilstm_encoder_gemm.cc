@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "bilstm_encoder.h"
+#include "reel/layers/bf16.h"
 #include "reel/layers/gemm.h"
 
 namespace reel::bilstm {
@@ -17,10 +18,16 @@ Status BiLstmEncoder::ForwardGemm(const Feature& feature) {
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& layer = layers_[k];
     const float* in = k == 0 ? packed_input_.data() : layers_[k - 1].packed_out.data();
+    const int64_t in_width = k == 0 ? width : 2 * h;
+    if (config_.bf16) {  // once for both directions
+      layer.packed_in_bf16.resize(static_cast<size_t>(rows * in_width));
+      layers::ToBf16(in, rows * in_width, layer.packed_in_bf16.data());
+    }
     layer.packed_out.resize(static_cast<size_t>(rows * 2 * h));
     auto run = [&](Dir& d, int64_t col) {
       d.gemm->Forward(layout_, in, arena_->values(d.wx).data(), arena_->values(d.wh).data(),
-                      arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h);
+                      arena_->values(d.b).data(), layer.packed_out.data() + col, 2 * h,
+                      layer.packed_in_bf16.data());
       return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
@@ -55,7 +62,8 @@ Status BiLstmEncoder::BackwardGemm(const float* denc, int64_t enc_ld, int64_t co
                                  dpacked_.data() + side, 2 * h, layout_.Frames(reversed));
       d.gemm->Backward(layout_, in, arena_->values(d.wh).data(), layer.packed_out.data() + side,
                        2 * h, dpacked_.data() + side, 2 * h, arena_->grads(d.wx).data(),
-                       arena_->grads(d.wh).data(), arena_->grads(d.b).data());
+                       arena_->grads(d.wh).data(), arena_->grads(d.b).data(),
+                       layer.packed_in_bf16.data());
       return Status::Ok();
     };
     REEL_RETURN_IF_ERROR(
@@ -65,10 +73,17 @@ Status BiLstmEncoder::BackwardGemm(const float* denc, int64_t enc_ld, int64_t co
     const auto start = std::chrono::steady_clock::now();
     const int64_t in_width = 2 * h, g4 = 4 * h;
     dpacked_next_.resize(static_cast<size_t>(rows * in_width));
-    layers::Gemm(false, true, rows, in_width, g4, 1.0f, layer.fwd.gemm->dgates(), g4,
-                 arena_->values(layer.fwd.wx).data(), g4, 0.0f, dpacked_next_.data(), in_width);
-    layers::Gemm(false, true, rows, in_width, g4, 1.0f, layer.bwd.gemm->dgates(), g4,
-                 arena_->values(layer.bwd.wx).data(), g4, 1.0f, dpacked_next_.data(), in_width);
+    bool accumulate = false;
+    for (const Dir* d : {&layer.fwd, &layer.bwd}) {
+      if (config_.bf16)
+        layers::GemmBf16(false, true, rows, in_width, g4, d->gemm->dgates_bf16(), g4,
+                         d->gemm->wx_bf16(), g4, accumulate, dpacked_next_.data(), in_width);
+      else
+        layers::Gemm(false, true, rows, in_width, g4, 1.0f, d->gemm->dgates(), g4,
+                     arena_->values(d->wx).data(), g4, accumulate ? 1.0f : 0.0f,
+                     dpacked_next_.data(), in_width);
+      accumulate = true;
+    }
     std::swap(dpacked_, dpacked_next_);
     input_grad_phases_.projections +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "reel/layers/bf16.h"
 #include "reel/layers/input.h"
 #include "reel/layers/sequence.h"
 
@@ -95,7 +96,12 @@ Result<std::unique_ptr<BiLstmModel>> BiLstmModel::Create(const std::string& kind
     REEL_ASSIGN_OR_RETURN(EncoderConfig c, StreamConfig(options, "feature", "width", "hidden"));
     streams = {{kind == "bilstm_audio" ? "audio" : "video", c}};
   }
+  if (context.precision == Precision::kBf16 && !layers::CpuHasBf16())
+    return InvalidArgumentError("model '" + kind +
+                                "': precision bf16 needs a CPU with AVX-512 BF16 (this one has "
+                                "none); use precision fp32");
   for (auto& [prefix, config] : streams) {
+    config.bf16 = context.precision == Precision::kBf16;
     m->streams_.push_back(std::make_unique<BiLstmEncoder>(config, prefix, m->engine_));
     m->enc_width_ += m->streams_.back()->output_width();
   }

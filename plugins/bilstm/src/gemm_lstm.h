@@ -8,7 +8,11 @@
 //    and the input gradient dA Wx^T is left to the caller (it sums both directions, and the first
 //    layer needs none).
 // The products run on oneDNN's dnnl_sgemm (layers::Gemm) with the calling thread's OpenMP thread
-// count.
+// count; in bf16 (ModelContext::precision) on oneDNN's matmul with bf16 inputs and float results
+// (layers::GemmBf16): the input x (given converted by the caller, who shares it between the two
+// directions), the weights (converted at each Forward) and the hidden states and gate gradients
+// (converted step by step as they are made) enter the products as bf16, while the gates, cell
+// states, and every gradient and weight stay float.
 //
 // Weights as DnnlLstm's: wx [I, 4H], wh [H, 4H], bias [4H], gate order i, f, c~, o.
 //
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "packed_layout.h"
+#include "reel/layers/bf16.h"
 
 namespace reel::bilstm {
 
@@ -31,19 +36,26 @@ struct LstmPhases {
 
 class GemmLstm {
  public:
-  // reverse=false reads each sequence from its first frame, true from its last.
-  GemmLstm(int64_t input, int64_t hidden, bool reverse);
+  // reverse=false reads each sequence from its first frame, true from its last; bf16: the
+  // products in bf16 (the caller then passes x_bf16 too).
+  GemmLstm(int64_t input, int64_t hidden, bool reverse, bool bf16 = false);
 
-  // h [rows, h_ld] (columns [0, H) written) from x [rows, I], both packed by `layout`.
+  // h [rows, h_ld] (columns [0, H) written) from x [rows, I], both packed by `layout`; in bf16
+  // the products read x_bf16 (x as bf16, [rows, I]) instead of x.
   void Forward(const PackedLayout& layout, const float* x, const float* wx, const float* wh,
-               const float* bias, float* h, int64_t h_ld);
+               const float* bias, float* h, int64_t h_ld, const layers::bf16_t* x_bf16 = nullptr);
 
   // REQUIRES: the last Forward() ran on this layout, x, weights and h. From dh [rows, dh_ld] (the
   // gradient reaching h from outside the recurrence) writes dwx, dwh, dbias (overwritten); then
-  // dgates() holds the gradient of the gate pre-activations [rows, 4H].
+  // dgates() holds the gradient of the gate pre-activations [rows, 4H] (in bf16 also
+  // dgates_bf16(), and wx_bf16() the weights of the last Forward, for the input gradient).
   void Backward(const PackedLayout& layout, const float* x, const float* wh, const float* h,
-                int64_t h_ld, const float* dh, int64_t dh_ld, float* dwx, float* dwh, float* dbias);
+                int64_t h_ld, const float* dh, int64_t dh_ld, float* dwx, float* dwh, float* dbias,
+                const layers::bf16_t* x_bf16 = nullptr);
   const float* dgates() const { return gates_.data(); }
+  const layers::bf16_t* dgates_bf16() const { return dgates_bf_.data(); }
+  const layers::bf16_t* wx_bf16() const { return wx_bf_.data(); }
+  bool bf16() const { return bf16_; }
 
   int64_t input() const { return input_; }
   int64_t hidden() const { return hidden_; }
@@ -58,7 +70,7 @@ class GemmLstm {
   int64_t CarriedRows(const PackedLayout& layout, int64_t p) const;
 
   int64_t input_, hidden_;
-  bool reverse_;
+  bool reverse_, bf16_;
   LstmPhases phases_;
   // Of the last Forward(), packed [rows, .]: gate activations (their gradients after
   // Backward()), cell states and their tanh.
@@ -66,6 +78,9 @@ class GemmLstm {
   // Backward scratch: previous hidden states aligned with the rows, carried gradients [B, H],
   // Wh transposed.
   std::vector<float> h_prev_, dh_rec_, dc_a_, dc_b_, wh_t_;
+  // bf16: the weights of the last Forward, Wh^T, the hidden states [rows, H] of the last
+  // Forward, the previous hidden states aligned with the rows, and the gate gradients [rows, 4H].
+  std::vector<layers::bf16_t> wx_bf_, wh_bf_, wh_t_bf_, h_bf_, h_prev_bf_, dgates_bf_;
 };
 
 }  // namespace reel::bilstm

@@ -57,7 +57,8 @@ struct Built {
 
 // Builds, declares, finalizes and initializes a model; fails the test on error.
 inline Built Build(const std::string& kind, const std::map<std::string, std::string>& given,
-                   int64_t classes, uint64_t seed = 1, int threads = 0) {
+                   int64_t classes, uint64_t seed = 1, int threads = 0,
+                   Precision precision = Precision::kFp32) {
   Built out;
   OptionSchema schema = kind == "two_stream"     ? TwoStreamOptions()
                         : kind == "bilstm_audio" ? BiLstmOptions("audio", 128, 128)
@@ -68,6 +69,7 @@ inline Built Build(const std::string& kind, const std::map<std::string, std::str
   ModelContext context;
   context.num_classes = classes;
   context.threads = threads;
+  context.precision = precision;
   auto model = BiLstmModel::Create(kind, *options, context);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return out;

@@ -22,6 +22,12 @@
 
 namespace reel {
 
+// The arithmetic of a model's large products (trainer.precision, docs/training.md). kFp32: all
+// float. kBf16: the products that dominate the step take bfloat16 inputs and accumulate in float;
+// parameters, gradients, optimizer state, the loss and metrics stay float, so checkpoints are the
+// same either way. A model without bf16 kernels computes in float under either value.
+enum class Precision { kFp32, kBf16 };
+
 // What the factory learns from the host about the run the model is built for.
 struct ModelContext {
   int64_t num_classes = 3862;  // the width of the logits
@@ -31,6 +37,8 @@ struct ModelContext {
   // oversubscribing them; the host also sets the OpenMP team of the thread that calls the model
   // to it, so kernels sized by omp_get_max_threads() follow without reading it.
   int threads = 0;
+  // Already resolved by the host for this CPU: kBf16 only where oneDNN runs bf16 kernels.
+  Precision precision = Precision::kFp32;
 };
 
 // kTrain: Backward() follows (keep what it needs); kInfer: logits only.

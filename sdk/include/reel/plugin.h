@@ -166,7 +166,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //     (IsServerOnly to LeadAfter, OfferCheckpoints, ScheduleStep, Refresh, NoteStep) moved to
 //     RankRoles (reel/rank_roles.h, Optimizer::rank_roles); CollectState merged into SaveState,
 //     which is no longer const.
-inline constexpr uint32_t kPluginAbiVersion = 10;
+// 11: ModelContext gained `precision` (trainer.precision, resolved by the host).
+inline constexpr uint32_t kPluginAbiVersion = 11;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;

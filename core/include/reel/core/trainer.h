@@ -80,6 +80,9 @@ struct TrainerOptions {
   // what: the loss, or the parameter whose gradient), before any checkpoint of that step; false
   // trains on (docs/training.md).
   bool stop_on_nonfinite = true;
+  // "fp32", "bf16" or "auto" as the config says; RunTrainJob resolves it for the CPU
+  // (docs/training.md) and hands the model the result.
+  std::string precision = "fp32";
   std::string metrics_log;      // empty: none
   std::string tensorboard_dir;  // empty: none
   int64_t num_classes = 3862;

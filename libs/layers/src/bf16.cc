@@ -1,0 +1,106 @@
+#include "reel/layers/bf16.h"
+
+#include <immintrin.h>
+
+#include <array>
+#include <cassert>
+#include <dnnl.hpp>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+namespace reel::layers {
+namespace {
+
+// 16 floats at a time with vcvtneps2bf16, which rounds to nearest even and flushes denormals.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void ToBf16Avx512(const float* in,
+                                                                                  int64_t n,
+                                                                                  bf16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(v));
+  }
+  if (i < n) {
+    const __mmask16 rest = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(rest, in + i));
+    _mm256_mask_storeu_epi16(out + i, rest, reinterpret_cast<const __m256i&>(v));
+  }
+}
+
+// One matmul primitive per (trans_a, trans_b, accumulate) and thread, every dimension and stride
+// given at execution: the packed batch changes the row count at every step and every batch, and
+// a primitive per shape would compile a kernel for each.
+class MatmulCache {
+ public:
+  MatmulCache() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+  void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda,
+           const bf16_t* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+    using dt = dnnl::memory::data_type;
+    const int slot = (ta ? 4 : 0) | (tb ? 2 : 0) | (accumulate ? 1 : 0);
+    const int64_t kR = DNNL_RUNTIME_DIM_VAL;
+    auto desc = [](int64_t rows, int64_t cols, dt type, bool trans, int64_t ld) {
+      // X^T stored row-major as X [cols, rows] with stride ld: element (r, c) at c * ld + r.
+      return dnnl::memory::desc({rows, cols}, type,
+                                trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
+    };
+    std::optional<dnnl::matmul>& mm = prims_[static_cast<size_t>(slot)];
+    if (!mm) {
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops ops;
+        ops.append_sum(1.0f);
+        attr.set_post_ops(ops);
+      }
+      const dnnl::matmul::desc d(desc(kR, kR, dt::bf16, ta, kR), desc(kR, kR, dt::bf16, tb, kR),
+                                 desc(kR, kR, dt::f32, false, kR));
+      mm.emplace(dnnl::matmul::primitive_desc(d, attr, engine_));
+    }
+    dnnl::memory am(desc(m, k, dt::bf16, ta, lda), engine_, const_cast<bf16_t*>(a));
+    dnnl::memory bm(desc(k, n, dt::bf16, tb, ldb), engine_, const_cast<bf16_t*>(b));
+    dnnl::memory cm(desc(m, n, dt::f32, false, ldc), engine_, c);
+    mm->execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream_.wait();
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::array<std::optional<dnnl::matmul>, 8> prims_;
+};
+
+}  // namespace
+
+bool CpuHasBf16() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+}
+
+void ToBf16(const float* in, int64_t n, bf16_t* out) {
+  if (CpuHasBf16()) return ToBf16Avx512(in, n, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = ToBf16(in[i]);
+}
+
+void ToBf16Rows(const float* in, int64_t ld_in, int64_t rows, int64_t cols, bf16_t* out,
+                int64_t ld_out) {
+  if (ld_in == cols && ld_out == cols) return ToBf16(in, rows * cols, out);
+  for (int64_t r = 0; r < rows; ++r) ToBf16(in + r * ld_in, cols, out + r * ld_out);
+}
+
+void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16_t* a,
+              int64_t lda, const bf16_t* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t r = 0; r < m; ++r) std::memset(c + r * ldc, 0, sizeof(float) * n);
+    return;
+  }
+  thread_local MatmulCache cache;
+  cache.Run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+}
+
+}  // namespace reel::layers
