@@ -20,6 +20,7 @@
 #include "measure.h"
 #include "reel/core/collectives.h"
 #include "reel/core/connect.h"
+#include "train/precision.h"
 
 namespace reel::cli {
 namespace {
@@ -172,12 +173,20 @@ Status ModelBench(Bench& b) {
     return InvalidArgumentError("--batch, --frames and --classes must be at least 1");
   for (const std::string& f : b.args.GetAll("feature"))
     REEL_RETURN_IF_ERROR(ParseFeatureFlag(f, shape));
+  REEL_ASSIGN_OR_RETURN(core::PrecisionChoice precision,
+                        core::ResolvePrecision(b.args.Get("precision", "fp32"),
+                                               core::DetectCpuBf16(core::ProcessEnvironment())));
+  StepInputs inputs;
+  inputs.precision = precision.precision;
   REEL_ASSIGN_OR_RETURN(ModelTimes t, TimeModel(b.registry, b.entry.info.name, b.options, shape,
-                                                batch_size, frames, b.reps));
+                                                batch_size, frames, b.reps, "adam", inputs));
   const Spread s = Summary(t.step);
   b.md << "One training step (forward, loss, backward, Adam update) on synthetic input: B="
        << batch_size << ", T=" << frames << " (frame-level features), " << shape.num_classes
-       << " classes, " << t.params << " parameters, compute threads: the machine's.\n\n"
+       << " classes, " << t.params << " parameters, precision "
+       << core::PrecisionName(precision.precision)
+       << (precision.why.empty() ? "" : " (" + precision.why + ")")
+       << ", compute threads: the machine's.\n\n"
        << "| case | min s | median s | max s | videos/s | frames/s |\n|---|---|---|---|---|---|\n"
        << "| " << b.entry.info.name << "_step | " << Fixed(s.min) << " | " << Fixed(s.median)
        << " | " << Fixed(s.max) << " | " << Fixed(batch_size / s.median, 1) << " | "
@@ -292,6 +301,7 @@ Status BenchCommand(CliEnv& env, const std::vector<std::string>& words) {
       .Value("batch")
       .Value("frames")
       .Value("classes")
+      .Value("precision")
       .Value("feature", true)
       .Value("params")
       .Value("max-bytes");
@@ -341,7 +351,8 @@ CliCommand BenchCliCommand() {
           "the standard benchmark of a storage, data source, model, optimizer or transport",
           "reel bench storage|source|model|optimizer|transport --name NAME [--option KEY=VALUE]... "
           "[--reps N] [--out FILE.md] [storage: --root URI --bytes N] [model: --batch B --frames T "
-          "--classes C --feature NAME=WIDTH[xFRAMES]...] [optimizer: --params N] [transport: "
+          "--classes C --precision fp32|bf16|auto --feature NAME=WIDTH[xFRAMES]...] [optimizer: "
+          "--params N] [transport: "
           "--max-bytes N]",
           BenchCommand};
 }

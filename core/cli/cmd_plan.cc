@@ -20,6 +20,7 @@
 #include "reel/core/config.h"
 #include "reel/core/trainer_options.h"
 #include "reel/version.h"
+#include "train/precision.h"
 #include "train_cli.h"
 
 namespace reel::cli {
@@ -133,6 +134,10 @@ Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args,
   f.training.state_floats_per_param = rule == "adam" ? 2 : rule == "sgd" ? 0 : 1;
   f.training.batch_per_rank = f.model.batch;
   if (c.trainer().has_clip_norm()) f.model.clip_norm = c.trainer().clip_norm();
+  REEL_ASSIGN_OR_RETURN(core::PrecisionChoice precision,
+                        core::ResolvePrecision(c.trainer().precision(),
+                                               core::DetectCpuBf16(core::ProcessEnvironment())));
+  f.model.precision = precision.precision;
   f.model.seed = c.trainer().seed();
   if (!c.data().name().empty()) {
     f.model.data = c.data().name();
@@ -295,13 +300,12 @@ Status PlanCommand(CliEnv& env, const std::vector<std::string>& words) {
 
   REEL_ASSIGN_OR_RETURN(plan::MachineProfile profile, ReadProfile(env, path, false));
   const plan::ModelRates* model =
-      profile.Find(f.model.name, OptionsKey(f.model.options), f.model.batch, f.model.classes);
+      profile.Find(f.model.name, ModelKey(f.model), f.model.batch, f.model.classes);
   if (model == nullptr)
     return NotFoundError(fmt::format(
         "{} has no measurement of model {} (options '{}') at batch {} and {} classes: add it with "
         "`reel plan --measure --config {}`",
-        path, f.model.name, OptionsKey(f.model.options), f.model.batch, f.model.classes,
-        args.Get("config")));
+        path, f.model.name, ModelKey(f.model), f.model.batch, f.model.classes, args.Get("config")));
   plan::Rates rates = plan::RatesFor(profile, *model);
   f.training.params = model->params;
 

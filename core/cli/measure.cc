@@ -55,8 +55,9 @@ Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
                              const std::map<std::string, std::string>& options,
                              const core::ConformanceOptions& shape, int64_t batch, int64_t frames,
                              int reps, const std::string& rule, const StepInputs& inputs) {
-  REEL_ASSIGN_OR_RETURN(auto model,
-                        registry.CreateModel(name, options, {.num_classes = shape.num_classes}));
+  REEL_ASSIGN_OR_RETURN(auto model, registry.CreateModel(name, options,
+                                                         {.num_classes = shape.num_classes,
+                                                          .precision = inputs.precision}));
   ParamArena arena;
   REEL_RETURN_IF_ERROR(model->DeclareParams(arena));
   arena.Finalize();

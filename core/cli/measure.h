@@ -53,6 +53,7 @@ struct ModelTimes {
 struct StepInputs {
   std::vector<Batch> batches;
   double clip_norm = 0;
+  Precision precision = Precision::kFp32;  // ModelContext::precision
 };
 Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& model,
                              const std::map<std::string, std::string>& options,

@@ -195,6 +195,10 @@ std::string OptionsKey(const std::map<std::string, std::string>& options) {
   return key;
 }
 
+std::string ModelKey(const ModelSpec& spec) {
+  return OptionsKey(spec.options) + (spec.precision == Precision::kBf16 ? "|precision=bf16" : "");
+}
+
 Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
                                 const std::string& s3_prefix, const std::string& rule,
                                 const MeasureSizes& z, int reps) {
@@ -249,7 +253,7 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
                                       int step_batches) {
   core::ConformanceOptions shape;
   shape.num_classes = spec.classes;
-  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm};
+  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm, spec.precision};
   int64_t videos = 0;
   for (const Batch& b : inputs.batches) videos += b.size();
   const double per_batch = inputs.batches.empty()
@@ -260,7 +264,7 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
   const double cores = BusyCores();
   plan::ModelRates m;
   m.name = spec.name;
-  m.options = OptionsKey(spec.options);
+  m.options = ModelKey(spec);
   m.batch = spec.batch;
   m.classes = spec.classes;
   // The frames the step was timed at: the real batches' mean per video, or the synthetic one's.

@@ -23,7 +23,8 @@ struct ModelSpec {
   int64_t classes = 3862;
   int64_t frames = 300;  // for frame-level models
   std::string rule = "adam";
-  double clip_norm = 1.0;  // the trainer's (trainer.clip_norm; 0: none)
+  double clip_norm = 1.0;                  // the trainer's (trainer.clip_norm; 0: none)
+  Precision precision = Precision::kFp32;  // trainer.precision, resolved for this CPU
   // The config's training data (ComponentOptions, as the trainer gives them): the step is timed
   // on its batches when it yields any, else on synthetic ones of `frames` frames.
   std::string data;
@@ -33,6 +34,9 @@ struct ModelSpec {
 
 // The profile's key for a model's options: "k=v;k=v", sorted.
 std::string OptionsKey(const std::map<std::string, std::string>& options);
+// The key of a model measured as `spec` trains: its options, and "|precision=bf16" in bf16 (a
+// rate measured in one precision does not answer for the other).
+std::string ModelKey(const ModelSpec& spec);
 
 // How much each node measurement moves: Full() for a profile to plan with, Quick() (1/16 of it,
 // seconds instead of a minute) to try the command; smaller samples are noisier.

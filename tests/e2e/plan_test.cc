@@ -94,6 +94,23 @@ TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
   EXPECT_GT(JsonField(async.out, "servers_seconds"), 0) << async.out;
 }
 
+// The step is measured in the config's trainer.precision as this CPU resolves it: a bf16 plan
+// does not read the fp32 measurement (it names the bf16 one missing; on a CPU without bf16 it is
+// refused), an fp32 one does, and another word is refused.
+TEST_F(PlanTest, APlanInBf16NeedsAMeasurementInBf16) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  const bool bf16_cpu = system("grep -qw avx512_bf16 /proc/cpuinfo") == 0;
+  RunResult bf16 = Plan({"--set", "trainer.precision=bf16", "--videos", "1000", "--bytes", "1GB"});
+  EXPECT_EQ(bf16.code, 1);
+  EXPECT_NE(bf16.err.find(bf16_cpu ? "|precision=bf16" : "trainer.precision"), std::string::npos)
+      << bf16.err;
+  RunResult fp32 = Plan({"--set", "trainer.precision=fp32", "--videos", "1000", "--bytes", "1GB"});
+  EXPECT_EQ(fp32.code, 0) << fp32.err;
+  RunResult word = Plan({"--set", "trainer.precision=half", "--videos", "1000", "--bytes", "1GB"});
+  EXPECT_EQ(word.code, 1);
+  EXPECT_NE(word.err.find("trainer.precision: expected"), std::string::npos) << word.err;
+}
+
 TEST_F(PlanTest, ImpossibleInputsAreRefusedSayingWhy) {
   ASSERT_EQ(measured_->code, 0) << measured_->err;
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
