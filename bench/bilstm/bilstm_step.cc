@@ -3,7 +3,9 @@
 // JSON object on stdout.
 //
 //   reel_bilstm_step --shape video|audio --lengths 300,300,... [--steps 3] [--warmup 1]
-//                    [--impl gemm|dnnl_rnn] [--min-seconds 0] [--sgemm-beside]
+//                    [--impl gemm|dnnl_rnn] [--precision fp32|bf16] [--min-seconds 0]
+//                    [--sgemm-beside]
+//   reel_bilstm_step --matmul --shape video|audio --lengths ... [--precision fp32|bf16]
 //   reel_bilstm_step --sgemm [--steps 5] [--min-seconds 0]
 //   reel_bilstm_step --stream [--steps 5]
 //   reel_bilstm_step --short-gemm --width 256 [--steps 5]
@@ -32,6 +34,7 @@
 #include "bench_timing.h"
 #include "bilstm_model.h"
 #include "lstm_gates.h"
+#include "reel/layers/bf16.h"
 #include "reel/layers/gemm.h"
 #include "reel/layers/init.h"
 #include "reel/update_rule.h"
@@ -235,8 +238,51 @@ int ShortGemmBench(int64_t width, int steps) {
   return 0;
 }
 
+// The step's largest product, the input projection of every frame [frames x D] x [D x 4H], as
+// reel runs it in `precision` (layers::Gemm or layers::GemmBf16): the rate a step in that
+// precision could reach at its shapes.
+int Matmul(const std::string& shape, const std::vector<int32_t>& lengths, int steps,
+           double min_seconds, bool bf16) {
+  const bool video = shape == "video";
+  const int64_t d = video ? 1024 : 128, g4 = 4 * (video ? 256 : 128);
+  int64_t rows = 0;
+  for (int32_t l : lengths) rows += l;
+  std::vector<float> a(static_cast<size_t>(rows * d)), b(static_cast<size_t>(d * g4)),
+      c(static_cast<size_t>(rows * g4));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
+  std::vector<reel::layers::bf16_t> a16(a.size()), b16(b.size());
+  reel::layers::ToBf16(a.data(), static_cast<int64_t>(a.size()), a16.data());
+  reel::layers::ToBf16(b.data(), static_cast<int64_t>(b.size()), b16.data());
+  auto run = [&] {
+    const Clock::time_point t0 = Clock::now();
+    if (bf16)
+      reel::layers::GemmBf16(false, false, rows, g4, d, a16.data(), d, b16.data(), g4, false,
+                             c.data(), g4);
+    else
+      reel::layers::Gemm(false, false, rows, g4, d, 1.0f, a.data(), d, b.data(), g4, 0.0f, c.data(),
+                         g4);
+    return Seconds(t0, Clock::now());
+  };
+  run();  // warm-up (and the primitive's creation)
+  std::vector<double> times;
+  double seconds = 0;
+  while (WindowOpen(times.size(), seconds, steps, min_seconds)) {
+    times.push_back(run());
+    seconds += times.back();
+  }
+  const double flops = 2.0 * static_cast<double>(rows * d * g4);
+  std::printf(
+      "{\"shape\": \"%s\", \"precision\": \"%s\", \"m\": %ld, \"n\": %ld, \"k\": %ld, "
+      "\"products\": %zu, \"mean_s\": %.6f, \"gflops\": %.3f, \"median_gflops\": %.3f}\n",
+      shape.c_str(), bf16 ? "bf16" : "fp32", static_cast<long>(rows), static_cast<long>(g4),
+      static_cast<long>(d), times.size(), seconds / times.size(),
+      flops * times.size() / seconds / 1e9, flops / Median(times) / 1e9);
+  return 0;
+}
+
 int Step(const std::string& shape, const std::vector<int32_t>& lengths, int steps, int warmup,
-         double min_seconds, const std::string& impl, bool sgemm_beside) {
+         double min_seconds, const std::string& impl, bool bf16, bool sgemm_beside) {
   const bool video = shape == "video";
   const int64_t width = video ? 1024 : 128, hidden = video ? 256 : 128, steps_t = 300;
   const int64_t b_n = static_cast<int64_t>(lengths.size()), classes = 3862;
@@ -250,6 +296,7 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
   }
   reel::ModelContext context;
   context.num_classes = classes;
+  context.precision = bf16 ? reel::Precision::kBf16 : reel::Precision::kFp32;
   auto model = reel::bilstm::BiLstmModel::Create(kind, *options, context);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -328,6 +375,7 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
       "\"cpu_s\": %.6f, "
       "\"forward_loss_s\": %.6f, \"backward_s\": %.6f, \"adam_s\": %.6f, \"first_loss\": %.5f, "
       "\"last_loss\": %.5f, \"cache_hits\": %ld, \"cache_misses\": %ld, \"impl\": \"%s\", "
+      "\"precision\": \"%s\", "
       "\"gates_isa\": \"%s\", \"phases_s\": {\"projections\": %.6f, \"recurrence\": %.6f, "
       "\"gates\": %.6f, \"head\": %.6f, \"update\": %.6f}, \"steps_s\": [%s], "
       "\"sgemm_beside_gflops\": [%s]}\n",
@@ -335,8 +383,9 @@ int Step(const std::string& shape, const std::vector<int32_t>& lengths, int step
       static_cast<long>(arena.total_size()), Median(total), timed_seconds / total.size(),
       Median(cpu), Median(fwd), Median(bwd), Median(upd), first_loss, last_loss,
       static_cast<long>(cache.hits), static_cast<long>(cache.misses), impl.c_str(),
-      reel::bilstm::LstmGatesIsa(), Median(proj), Median(rec), Median(gates), Median(head),
-      Median(upd), JoinTimes(total).c_str(), JoinTimes(beside).c_str());
+      bf16 ? "bf16" : "fp32", reel::bilstm::LstmGatesIsa(), Median(proj), Median(rec),
+      Median(gates), Median(head), Median(upd), JoinTimes(total).c_str(),
+      JoinTimes(beside).c_str());
   return 0;
 }
 
@@ -347,7 +396,8 @@ int main(int argc, char** argv) {
   std::vector<int32_t> lengths;
   int steps = 3, warmup = 1;
   double min_seconds = 0;
-  bool sgemm = false, stream = false, short_gemm = false, sgemm_beside = false;
+  bool sgemm = false, stream = false, short_gemm = false, sgemm_beside = false, matmul = false;
+  std::string precision = "fp32";
   int64_t width = 256;
   std::string impl = "gemm";
   for (int i = 1; i < argc; ++i) {
@@ -372,6 +422,10 @@ int main(int argc, char** argv) {
       warmup = std::stoi(next());
     } else if (a == "--impl") {
       impl = next();
+    } else if (a == "--precision") {
+      precision = next();
+    } else if (a == "--matmul") {
+      matmul = true;
     } else if (a == "--sgemm") {
       sgemm = true;
     } else if (a == "--sgemm-beside") {
@@ -399,5 +453,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "length %d outside 1..300\n", l);
       return 2;
     }
-  return Step(shape, lengths, steps, warmup, min_seconds, impl, sgemm_beside);
+  if (precision != "fp32" && precision != "bf16") {
+    std::fprintf(stderr, "--precision takes fp32 or bf16, not %s\n", precision.c_str());
+    return 2;
+  }
+  if (matmul) return Matmul(shape, lengths, steps, min_seconds, precision == "bf16");
+  return Step(shape, lengths, steps, warmup, min_seconds, impl, precision == "bf16", sgemm_beside);
 }

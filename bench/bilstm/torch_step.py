@@ -58,6 +58,8 @@ def main():
                     help="keep timing steps until they add up to this many seconds")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True), as reel's LSTM flushes denormals")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: the step under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.flush_denormal and not torch.set_flush_denormal(True):
@@ -81,12 +83,13 @@ def main():
     while step < args.warmup or len(times) < args.steps or sum(times) < args.min_seconds:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        if args.mode == "packed":
-            _, (h_n, _) = lstm(pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False))
-        else:
-            _, (h_n, _) = lstm(x)
-        logits = head(torch.cat([h_n[-2], h_n[-1]], dim=1))
-        loss = F.binary_cross_entropy_with_logits(logits, y, reduction="sum") / b
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            if args.mode == "packed":
+                _, (h_n, _) = lstm(pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False))
+            else:
+                _, (h_n, _) = lstm(x)
+            logits = head(torch.cat([h_n[-2], h_n[-1]], dim=1))
+        loss = F.binary_cross_entropy_with_logits(logits.float(), y, reduction="sum") / b
         t1 = time.perf_counter()
         loss.backward()
         opt.step()
@@ -102,7 +105,7 @@ def main():
                       "forward_loss_s": statistics.median(fwd_times),
                       "first_loss": losses[0], "last_loss": losses[-1],
                       "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "flush_denormal": args.flush_denormal}))
+                      "flush_denormal": args.flush_denormal, "autocast": args.autocast}))
 
 
 if __name__ == "__main__":
