@@ -6,6 +6,7 @@
 #include <cassert>
 #include <dnnl.hpp>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -28,46 +29,63 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void ToBf16Avx51
   }
 }
 
-// One matmul primitive per (trans_a, trans_b, accumulate) and thread, every dimension and stride
-// given at execution: the packed batch changes the row count at every step and every batch, and
-// a primitive per shape would compile a kernel for each.
-class MatmulCache {
+// One matmul primitive per (trans_a, trans_b, accumulate) for the process, every dimension and
+// stride given at execution: the packed batch changes the row count at every step and every
+// batch, and a primitive per shape would compile a kernel for each. oneDNN's primitives may run
+// on several threads at once (each with its own stream), so the encoder's two directions share
+// them, and a thread started per layer finds them made.
+class Matmuls {
  public:
-  MatmulCache() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  static Matmuls& Get() {
+    static Matmuls* const instance = new Matmuls;  // never destroyed: threads may outlive main
+    return *instance;
+  }
 
   void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda,
            const bf16_t* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
     using dt = dnnl::memory::data_type;
-    const int slot = (ta ? 4 : 0) | (tb ? 2 : 0) | (accumulate ? 1 : 0);
-    const int64_t kR = DNNL_RUNTIME_DIM_VAL;
-    auto desc = [](int64_t rows, int64_t cols, dt type, bool trans, int64_t ld) {
-      // X^T stored row-major as X [cols, rows] with stride ld: element (r, c) at c * ld + r.
-      return dnnl::memory::desc({rows, cols}, type,
-                                trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
-    };
+    const dnnl::matmul& mm = Primitive((ta ? 4 : 0) | (tb ? 2 : 0) | (accumulate ? 1 : 0));
+    thread_local dnnl::stream stream(engine_);
+    dnnl::memory am(Desc(m, k, dt::bf16, ta, lda), engine_, const_cast<bf16_t*>(a));
+    dnnl::memory bm(Desc(k, n, dt::bf16, tb, ldb), engine_, const_cast<bf16_t*>(b));
+    dnnl::memory cm(Desc(m, n, dt::f32, false, ldc), engine_, c);
+    mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  }
+
+ private:
+  Matmuls() : engine_(dnnl::engine::kind::cpu, 0) {}
+
+  // X^T stored row-major as X [cols, rows] with stride ld: element (r, c) at c * ld + r.
+  static dnnl::memory::desc Desc(int64_t rows, int64_t cols, dnnl::memory::data_type type,
+                                 bool trans, int64_t ld) {
+    return dnnl::memory::desc({rows, cols}, type,
+                              trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
+  }
+
+  const dnnl::matmul& Primitive(int slot) {
+    std::lock_guard<std::mutex> lock(mu_);
     std::optional<dnnl::matmul>& mm = prims_[static_cast<size_t>(slot)];
     if (!mm) {
+      using dt = dnnl::memory::data_type;
+      const int64_t kR = DNNL_RUNTIME_DIM_VAL;
       dnnl::primitive_attr attr;
-      if (accumulate) {
+      if (slot & 1) {  // accumulate: C += A B
         dnnl::post_ops ops;
         ops.append_sum(1.0f);
         attr.set_post_ops(ops);
       }
-      const dnnl::matmul::desc d(desc(kR, kR, dt::bf16, ta, kR), desc(kR, kR, dt::bf16, tb, kR),
-                                 desc(kR, kR, dt::f32, false, kR));
+      const dnnl::matmul::desc d(Desc(kR, kR, dt::bf16, slot & 4, kR),
+                                 Desc(kR, kR, dt::bf16, slot & 2, kR),
+                                 Desc(kR, kR, dt::f32, false, kR));
       mm.emplace(dnnl::matmul::primitive_desc(d, attr, engine_));
     }
-    dnnl::memory am(desc(m, k, dt::bf16, ta, lda), engine_, const_cast<bf16_t*>(a));
-    dnnl::memory bm(desc(k, n, dt::bf16, tb, ldb), engine_, const_cast<bf16_t*>(b));
-    dnnl::memory cm(desc(m, n, dt::f32, false, ldc), engine_, c);
-    mm->execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    stream_.wait();
+    return *mm;
   }
 
- private:
   dnnl::engine engine_;
-  dnnl::stream stream_;
-  std::array<std::optional<dnnl::matmul>, 8> prims_;
+  std::mutex mu_;
+  std::array<std::optional<dnnl::matmul>, 8> prims_;  // made once, then only read
 };
 
 }  // namespace
@@ -99,8 +117,7 @@ void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
       for (int64_t r = 0; r < m; ++r) std::memset(c + r * ldc, 0, sizeof(float) * n);
     return;
   }
-  thread_local MatmulCache cache;
-  cache.Run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+  Matmuls::Get().Run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
 }
 
 }  // namespace reel::layers

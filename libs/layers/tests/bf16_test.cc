@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace reel::layers {
@@ -116,6 +117,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16Test,
                                   (c.accumulate ? "_acc" : "") + "_" + std::to_string(c.m) + "x" +
                                   std::to_string(c.n) + "x" + std::to_string(c.k);
                          });
+
+// The primitives are shared by the process: products on several threads at once (the encoder's
+// two directions, a thread per layer) each get their own result.
+TEST(GemmBf16Threads, ConcurrentProductsEqualSerialOnes) {
+  if (!CpuHasBf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16; GemmBf16 requires it";
+  constexpr int kThreads = 4;
+  constexpr int64_t kM = 19, kN = 48, kK = 40;
+  std::vector<std::vector<bf16_t>> a(kThreads), b(kThreads);
+  std::vector<std::vector<float>> serial(kThreads), parallel(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    std::mt19937 rng(100 + t);
+    for (int64_t i = 0; i < kM * kK; ++i)
+      a[t].push_back(ToBf16(std::uniform_real_distribution<float>(-1, 1)(rng)));
+    for (int64_t i = 0; i < kK * kN; ++i)
+      b[t].push_back(ToBf16(std::uniform_real_distribution<float>(-1, 1)(rng)));
+    serial[t].assign(kM * kN, 0.0f);
+    parallel[t].assign(kM * kN, 0.0f);
+    GemmBf16(false, t % 2 == 1, kM, kN, kK, a[t].data(), kK, b[t].data(), t % 2 ? kK : kN, false,
+             serial[t].data(), kN);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep)
+        GemmBf16(false, t % 2 == 1, kM, kN, kK, a[t].data(), kK, b[t].data(), t % 2 ? kK : kN,
+                 false, parallel[t].data(), kN);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(parallel[t], serial[t]) << "thread " << t;
+}
 
 }  // namespace
 }  // namespace reel::layers

@@ -6,8 +6,8 @@
 // (vcvtneps2bf16) does, denormal floats become zero of the same sign.
 //
 // Thread-safety: reentrant. GemmBf16 keeps one primitive per transpose/accumulate combination
-// per thread (built on first use, runtime shapes), and runs it with the calling thread's OpenMP
-// team (omp_get_max_threads()).
+// for the process (built on first use, runtime shapes), and runs it with the calling thread's
+// OpenMP team (omp_get_max_threads()).
 #ifndef REEL_LAYERS_BF16_H_
 #define REEL_LAYERS_BF16_H_
 
