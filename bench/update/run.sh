@@ -16,7 +16,9 @@
 #   3. moe (configs/moe.pbtxt) on one node: 6,000 synthetic videos of 3,862 classes made as
 #      bench/plan/one_node.py makes them, one epoch, no checkpoint written, BASELINE and BUILD
 #      alternated (bench/ab.py) -> OUT/train/runs.jsonl, each run's time breakdown
-# The load average is in every raw file; the machine is shared, so read ratios.
+# Then OUT/update.json holds all three (bench/results.py reads it): "bandwidth" (update_bench's
+# object), "step" and "train" (bench/ab.py's records, with each run's load average).
+# The machine is shared, so read ratios.
 set -euo pipefail
 build=$(cd "$1" && pwd); base=$(cd "$2" && pwd); reps=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,3 +52,12 @@ python3 "$ab" --reps "$reps" --out "$out/train" \
   --case baseline "$(train "$base")" --case branch "$(train "$build")" \
   --metric 'compute=compute ([0-9.]+) s' --metric 'update=update ([0-9.]+) s' \
   --metric 'total=of ([0-9.]+) s;' --metric wall=wall --quotient update_share=update/total
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+runs = {k: [json.loads(l) for l in open(f"{out}/{k}/runs.jsonl") if l.strip()]
+        for k in ("step", "train")}
+with open(f"{out}/update.json", "w") as f:
+    json.dump({"bandwidth": json.load(open(f"{out}/bandwidth.json")), **runs}, f, indent=1)
+PY
+echo "raw file: $out/update.json"

@@ -91,20 +91,49 @@ struct Arrays {
   size_t n;
 };
 
-void Copy(Arrays& x) {
-  float* __restrict a = x.a.get();
-  const float* __restrict b = x.b.get();
+// Copy and triad in blocks of a constant trip count with __restrict pointers, as the rules are
+// written (reel/update_rule.h, UpdateRule::ForBlocks): GCC's -O2 leaves the plain loops scalar.
+constexpr int64_t kBlock = 64;
+
+template <typename F>
+void ForBlocks(size_t n, F&& block) {
+  const int64_t blocks = static_cast<int64_t>(n) / kBlock;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < static_cast<int64_t>(x.n); ++i) a[i] = b[i];
+  for (int64_t b = 0; b < blocks; ++b) block(b * kBlock, kBlock);
+  if (n % kBlock != 0) block(blocks * kBlock, static_cast<int64_t>(n % kBlock));
+}
+
+template <int64_t N>
+void CopyBlock(float* __restrict a, const float* __restrict b) {
+  for (int64_t i = 0; i < N; ++i) a[i] = b[i];
+}
+
+template <int64_t N>
+void TriadBlock(float* __restrict d, const float* __restrict b, const float* __restrict c,
+                float s) {
+  for (int64_t i = 0; i < N; ++i) d[i] = b[i] + s * c[i];
+}
+
+void Copy(Arrays& x) {
+  ForBlocks(x.n, [&](int64_t i, int64_t n) {
+    if (n == kBlock) {
+      CopyBlock<kBlock>(x.a.get() + i, x.b.get() + i);
+    } else {
+      for (int64_t j = i; j < i + n; ++j) CopyBlock<1>(x.a.get() + j, x.b.get() + j);
+    }
+  });
 }
 
 void Triad(Arrays& x) {
-  float* __restrict d = x.d.get();
-  const float* __restrict b = x.b.get();
-  const float* __restrict c = x.c.get();
   const float s = 3.0f;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < static_cast<int64_t>(x.n); ++i) d[i] = b[i] + s * c[i];
+  ForBlocks(x.n, [&](int64_t i, int64_t n) {
+    if (n == kBlock) {
+      TriadBlock<kBlock>(x.d.get() + i, x.b.get() + i, x.c.get() + i, s);
+    } else {
+      for (int64_t j = i; j < i + n; ++j)
+        TriadBlock<1>(x.d.get() + j, x.b.get() + j, x.c.get() + j, s);
+    }
+  });
 }
 
 }  // namespace
