@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -250,6 +251,34 @@ TEST_P(UpdateRuleTest, TruncatedOrPaddedStateIsDataLoss) {
   EXPECT_EQ((*fresh)->steps(), 0);  // failed restores left the rule untouched
 }
 
+// Over more than two 64K-float chunks, with a tail after the last whole 64-float block: the
+// fused pass leaves parameters and state as Apply() does, bit for bit, and returns what
+// SumOfSquares gives for the gradient, bit for bit, close to the sum taken in long double.
+TEST_P(UpdateRuleTest, ApplySummingSquaresIsApplyPlusTheGradientsSquaredNorm) {
+  UpdateRuleConfig c = Config(GetParam().options);
+  auto plain = MakeUpdateRule(c);
+  auto fused = MakeUpdateRule(c);
+  ASSERT_TRUE(plain.ok() && fused.ok());
+  const size_t n = 2 * 65536 + 64 * 5 + 37;
+  std::vector<float> pa(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    pa[i] = static_cast<float>(Init(i));
+    g[i] = static_cast<float>(Grad(1, i));
+  }
+  std::vector<float> pb = pa;
+  for (int step = 0; step < 3; ++step) {
+    (*plain)->Apply(pa, g, static_cast<float>(kLr));
+    const double sum = (*fused)->ApplySummingSquares(pb, g, static_cast<float>(kLr));
+    EXPECT_EQ(sum, SumOfSquares(g));  // bit for bit
+    long double want = 0;
+    for (float x : g) want += static_cast<long double>(x) * x;
+    EXPECT_NEAR(sum, static_cast<double>(want), 1e-12 * static_cast<double>(want));
+  }
+  EXPECT_EQ(pa, pb);  // bit for bit
+  EXPECT_EQ((*plain)->SaveState(), (*fused)->SaveState());
+  EXPECT_NE(pa[n - 1], static_cast<float>(Init(n - 1)));  // the tail was updated
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Rules, UpdateRuleTest,
     ::testing::Values(RuleCase{"sgd", {{"rule", "sgd"}}},
@@ -284,6 +313,32 @@ TEST(UpdateRule, CorruptMomentCountIsDataLossNotAnAllocation) {
   const uint64_t huge = uint64_t{1} << 60;
   std::memcpy(state.data() + sizeof(int64_t), &huge, sizeof huge);
   EXPECT_EQ((*rule)->RestoreState(state).code(), StatusCode::kDataLoss);
+}
+
+// A NaN or an infinity anywhere in the gradient makes its sum of squares non-finite, from
+// ApplySummingSquares as from SumOfSquares: at the first element, the last one of a whole 64-float
+// block, the tail after the last whole block, either side of a 64K chunk's edge, the last one;
+// the largest finite floats do not overflow it.
+TEST(UpdateRule, TheSumOfSquaresFindsEveryNonFiniteGradient) {
+  const size_t n = 2 * 65536 + 64 * 5 + 37;
+  const size_t tail = n - n % 64;
+  std::vector<float> g(n, 0.25f);
+  g[1] = std::numeric_limits<float>::max();
+  g[2] = -std::numeric_limits<float>::max();
+  EXPECT_TRUE(std::isfinite(SumOfSquares(g)));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()})
+    for (size_t at :
+         {size_t{0}, size_t{63}, tail, tail + 17, size_t{65535}, size_t{65536}, n - 1}) {
+      std::vector<float> w = g;
+      w[at] = bad;
+      EXPECT_FALSE(std::isfinite(SumOfSquares(w))) << bad << " at " << at;
+      auto rule = MakeUpdateRule(Config({{"rule", "adam"}}));
+      ASSERT_TRUE(rule.ok());
+      std::vector<float> p(n, 1.0f);
+      EXPECT_FALSE(std::isfinite((*rule)->ApplySummingSquares(p, w, 0.01f))) << bad << " at " << at;
+    }
+  EXPECT_EQ(SumOfSquares({}), 0.0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 //   (reel/update_rule.h: int64 steps, then per moment uint64 count + floats).
 #include "optim/sync_optimizer.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -70,8 +71,14 @@ class SyncOptimizer final : public Optimizer {
       const float inv = 1.0f / static_cast<float>(comm_->size());
       for (float& g : grads) g *= inv;
     }
-    last_norm_ = ClipByGlobalNorm(grads, clip_norm_);
-    rule_->Apply(arena_->values(), grads, lr);
+    // Without a clip the norm is only reported: the rule sums it in its own pass over the
+    // gradient, the same to the last bit as ClipByGlobalNorm's.
+    if (clip_norm_ > 0.0) {
+      last_norm_ = ClipByGlobalNorm(grads, clip_norm_);
+      rule_->Apply(arena_->values(), grads, lr);
+    } else {
+      last_norm_ = std::sqrt(rule_->ApplySummingSquares(arena_->values(), grads, lr));
+    }
     return Status::Ok();
   }
 

@@ -183,6 +183,40 @@ TEST(SyncOptimizer, StateRoundTripContinuesIdentically) {
   EXPECT_TRUE(std::equal(a.values().begin(), a.values().end(), b.values().begin()));
 }
 
+// Without a clip the rule sums the gradient's norm in its own pass
+// (UpdateRule::ApplySummingSquares); with one that does not bind, ClipByGlobalNorm sums it first.
+// Both paths report the same norm and leave the same parameters, bit for bit, for every rule,
+// over several 64K-float chunks and a tail (below UpdateRule::kSplitMin, so one thread: the
+// threads' part is libs/layers/tests/update_rule_threads_test.cc's).
+TEST(SyncOptimizer, TheNormIsTheSameWithAClipThatDoesNotBindAndWithout) {
+  Communicators comms = Group(1);
+  for (const std::string rule : {"sgd", "momentum", "adagrad", "adam"}) {
+    ParamArena fused, clipped;
+    for (ParamArena* arena : {&fused, &clipped}) {
+      ASSERT_TRUE(arena->Declare("w", {300, 1000}).ok());
+      ASSERT_TRUE(arena->Declare("b", {37}).ok());
+      arena->Finalize();
+    }
+    auto opt_fused = MakeSync({{"rule", rule}});
+    auto opt_clipped = MakeSync({{"rule", rule}});
+    ASSERT_TRUE(opt_fused.ok() && opt_clipped.ok());
+    ASSERT_TRUE((*opt_clipped)->AcceptGradientClipping(1e30));
+    ASSERT_TRUE((*opt_fused)->Setup(fused, *comms[0]).ok());
+    ASSERT_TRUE((*opt_clipped)->Setup(clipped, *comms[0]).ok());
+    for (int step = 1; step <= 2; ++step) {
+      for (ParamArena* arena : {&fused, &clipped})
+        for (size_t i = 0; i < arena->grads().size(); ++i) arena->grads()[i] = RankGrad(0, step, i);
+      const double want = std::sqrt(SumOfSquares(fused.grads()));
+      ASSERT_TRUE((*opt_fused)->Step(0.01f).ok());
+      ASSERT_TRUE((*opt_clipped)->Step(0.01f).ok());
+      EXPECT_EQ((*opt_fused)->last_gradient_norm(), want) << rule;  // bit for bit
+      EXPECT_EQ((*opt_clipped)->last_gradient_norm(), want) << rule;
+    }
+    EXPECT_TRUE(std::equal(fused.values().begin(), fused.values().end(), clipped.values().begin()))
+        << rule;
+  }
+}
+
 TEST(SyncOptimizer, BadStateIsRefusedWithAReason) {
   Communicators comms = Group(1);
   ParamArena arena, other;

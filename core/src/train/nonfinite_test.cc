@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -85,6 +86,29 @@ TEST(NonFiniteTest, AllFiniteFindsNanAndInfAnywhereAndAcceptsTheLargestFloats) {
       EXPECT_FALSE(AllFinite(w)) << bad << " at " << at;
     }
   EXPECT_TRUE(AllFinite({}));
+}
+
+// A gradient of 2^20 floats and more is checked on the OpenMP threads, each taking a contiguous
+// half of the 8-float blocks: a NaN, +inf or -inf is found at the first element, either side of
+// the halves' edge, the last whole block and the tail after it.
+TEST(NonFiniteTest, AllFiniteOnTwoThreadsFindsNanAndInfInEachThreadsHalfAndTheTail) {
+#if defined(REEL_TEST_UNDER_TSAN)
+  GTEST_SKIP() << "libgomp's barriers are invisible to ThreadSanitizer (core/CMakeLists.txt)";
+#endif
+  const size_t n = (size_t{1} << 20) + 8 * 3 + 5;
+  const size_t blocks = n / 8, edge = blocks / 2 * 8, tail = blocks * 8;
+  std::vector<float> v(n, std::numeric_limits<float>::max());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  EXPECT_TRUE(AllFinite(v));
+  for (float bad : {kNaN, kInf, -kInf})
+    for (size_t at : {size_t{0}, edge - 1, edge, tail - 1, tail, n - 1}) {
+      const float kept = v[at];
+      v[at] = bad;
+      EXPECT_FALSE(AllFinite(v)) << bad << " at " << at;
+      v[at] = kept;
+    }
+  omp_set_num_threads(saved);
 }
 
 TEST(NonFiniteTest, FirstNonFiniteNamesTheBlockAndIndex) {

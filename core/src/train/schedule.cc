@@ -2,7 +2,10 @@
 #include "reel/core/schedule.h"
 
 #include <cmath>
+#include <cstdint>
 #include <numbers>
+
+#include "reel/update_rule.h"
 
 namespace reel::core {
 
@@ -55,13 +58,17 @@ double LrSchedule::At(int64_t step, int64_t epoch) const {
   return c.base;
 }
 
+// The norm as every update rule's ApplySummingSquares gives it (reel/update_rule.h), so a run
+// reports the same norm with clipping or without; the scaling is split over the OpenMP threads
+// like an update.
 double ClipByGlobalNorm(std::span<float> grads, double max_norm) {
-  double sq = 0.0;
-  for (float g : grads) sq += static_cast<double>(g) * g;
-  const double norm = std::sqrt(sq);
+  const double norm = std::sqrt(SumOfSquares(grads));
   if (max_norm > 0.0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / norm);
-    for (float& g : grads) g *= scale;
+    const int64_t n = static_cast<int64_t>(grads.size());
+    float* g = grads.data();
+#pragma omp parallel for schedule(static) if (n >= int64_t{1} << 20)
+    for (int64_t i = 0; i < n; ++i) g[i] *= scale;
   }
   return norm;
 }

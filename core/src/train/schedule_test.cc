@@ -1,9 +1,13 @@
 #include "reel/core/schedule.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <numbers>
+#include <vector>
+
+#include "reel/update_rule.h"
 
 namespace reel::core {
 namespace {
@@ -77,6 +81,30 @@ TEST(ClipTest, LeavesSmallGradientsAndDisabled) {
   std::vector<float> big{30.0f, 40.0f};
   ClipByGlobalNorm(big, 0.0);
   EXPECT_FLOAT_EQ(big[1], 40.0f);
+}
+
+// The norm of a gradient large enough to be split over the threads is the one the update rules
+// sum (SumOfSquares), the same on 1 and 2 threads, and so is the clipped gradient, bit for bit.
+TEST(ClipTest, ALargeGradientClipsAlikeOnAnyThreadCount) {
+#if defined(REEL_TEST_UNDER_TSAN)
+  GTEST_SKIP() << "libgomp's barriers are invisible to ThreadSanitizer (core/CMakeLists.txt)";
+#endif
+  const size_t n = (size_t{1} << 20) + 64 * 3 + 37;
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  const int saved = omp_get_max_threads();
+  std::vector<std::vector<float>> clipped;
+  std::vector<double> norms;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    clipped.push_back(g);
+    norms.push_back(ClipByGlobalNorm(clipped.back(), 1.0));
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(norms[0], std::sqrt(SumOfSquares(g)));
+  EXPECT_EQ(norms[1], norms[0]);
+  EXPECT_EQ(clipped[1], clipped[0]);
+  EXPECT_NEAR(clipped[0][n - 1], g[n - 1] / norms[0], 1e-9);  // the tail was scaled
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #ifndef REEL_UPDATE_RULE_H_
 #define REEL_UPDATE_RULE_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -65,13 +66,22 @@ class UpdateRule {
     BeginUpdate(params.size());
     ApplyPart(params, grads, lr, 0);
   }
+  // Apply(), returning SumOfSquares(grads) bit for bit: the gradient's squared norm, summed in
+  // the same pass over memory as the update, each block while it is in cache (an optimizer that
+  // reports the norm without clipping saves a pass over the gradient). The parameters and state
+  // come out exactly as Apply() leaves them.
+  double ApplySummingSquares(std::span<float> params, std::span<const float> grads, float lr) {
+    BeginUpdate(params.size());
+    return Update(params, grads, lr, 0, grads.data());
+  }
   // One update in pieces, with the same result as Apply() on the whole span (a parameter server
   // applies a push this way while its chunks arrive): BeginUpdate(n) once per update, for a span
   // of n floats (constant across calls), then ApplyPart() for disjoint pieces covering [0, n),
   // `params` and `grads` being the piece that starts at `offset`.
   virtual void BeginUpdate(size_t n) = 0;
-  virtual void ApplyPart(std::span<float> params, std::span<const float> grads, float lr,
-                         size_t offset) = 0;
+  void ApplyPart(std::span<float> params, std::span<const float> grads, float lr, size_t offset) {
+    Update(params, grads, lr, offset, nullptr);
+  }
   // Taking back an update in pieces whose input stopped arriving half way (a parameter server's
   // push cut off): keep each piece's state (CopyState of every state vector) and parameters
   // before ApplyPart, put them back (SetState) for the pieces applied, then CancelUpdate.
@@ -142,6 +152,9 @@ class UpdateRule {
   }
 
  protected:
+  // ApplyPart(), and with `squares` (grads.data()) the sum of their squares as ForBlocks gives it.
+  virtual double Update(std::span<float> params, std::span<const float> grads, float lr,
+                        size_t offset, const float* squares) = 0;
   // Calls block.template operator()<N>(i) for blocks [i, i + N) covering [0, n): N = kBlock, then
   // N = 1 for the rest. A rule's arithmetic lives in a function template over N with __restrict
   // pointers, so its loop has a constant trip count and no aliasing: GCC vectorises it even at -O2
@@ -152,33 +165,97 @@ class UpdateRule {
   // the audio BiLSTM's 5.2M parameters took 7.8-8.0 ms on one thread and 4.0-5.9 on two (2 cores,
   // AVX-512). Compiled with OpenMP (the core and the oneDNN models are), an arena of kSplitMin
   // floats or more is split over the OpenMP threads, whose pool is already warm from the model's
-  // own regions; the blocks write disjoint ranges, taken by the threads in runs of 64K floats as
-  // they finish (on a shared machine, static halves left one thread waiting whenever the other
-  // lost its core). Inside a parallel region, or without OpenMP, it runs on the calling thread.
+  // own regions; the blocks write disjoint ranges, taken by the threads in chunks of kChunk
+  // floats as they finish (on a shared machine, static halves left one thread waiting whenever
+  // the other lost its core). Inside a parallel region, or without OpenMP, it runs on the calling
+  // thread.
+  //
+  // With `squares` (n floats) it also returns their sum of squares, each block's added while the
+  // block is in cache, in SumOfSquares' order whatever the threads.
   template <typename F>
-  static void ForBlocks(size_t n, F&& block) {
-    constexpr size_t kBlock = 64;
-    const int64_t blocks = static_cast<int64_t>(n / kBlock);
-#if defined(_OPENMP)
-    if (n >= kSplitMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(dynamic, 1024)
-      for (int64_t b = 0; b < blocks; ++b)
-        block.template operator()<kBlock>(static_cast<size_t>(b) * kBlock);
-    } else
-#endif
-    {
-      for (int64_t b = 0; b < blocks; ++b)
-        block.template operator()<kBlock>(static_cast<size_t>(b) * kBlock);
-    }
-    for (size_t i = static_cast<size_t>(blocks) * kBlock; i < n; ++i)
-      block.template operator()<1>(i);
+  static double ForBlocks(size_t n, F&& block, const float* squares = nullptr) {
+    return squares != nullptr ? ForChunks<true>(n, block, squares)
+                              : ForChunks<false>(n, block, nullptr);
   }
   void Ensure(std::vector<float>& s, size_t n, float fill = 0.0f) {
     if (s.size() != n) s.assign(n, fill);
   }
   int64_t steps_ = 0;
   std::vector<float> s1_, s2_;  // rule-specific moments
+
+ private:
+  friend double SumOfSquares(std::span<const float> values);
+  static constexpr size_t kBlock = 64;
+  static constexpr size_t kLanes = 8;  // doubles summed side by side (AddSquares)
+  static constexpr size_t kChunk = 1024 * kBlock;
+
+  // Chunk c covers [c * kChunk, min(n, (c + 1) * kChunk)). Element i's square, as a double, goes
+  // to lane i % kLanes of its chunk, in order of i; the chunk's sum is its lanes folded pairwise,
+  // and the whole sum adds the chunks' in order. So the result depends on n alone, not on the
+  // threads, and no sum of squared floats can overflow a double.
+  template <bool kSum, typename F>
+  static double ForChunks(size_t n, F& block, const float* squares) {
+    const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+    std::vector<double> sums(kSum ? static_cast<size_t>(chunks) : 0);
+    auto chunk = [&](int64_t c) {
+      const size_t begin = static_cast<size_t>(c) * kChunk, end = std::min(n, begin + kChunk);
+      [[maybe_unused]] double lanes[kLanes] = {};
+      size_t i = begin;
+      for (; i + kBlock <= end; i += kBlock) {
+        block.template operator()<kBlock>(i);
+        if constexpr (kSum) AddSquares(squares + i, lanes);
+      }
+      for (; i < end; ++i) {
+        block.template operator()<1>(i);
+        if constexpr (kSum) lanes[i % kLanes] += static_cast<double>(squares[i]) * squares[i];
+      }
+      if constexpr (kSum)
+        sums[static_cast<size_t>(c)] = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                                       ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    };
+#if defined(_OPENMP)
+    if (n >= kSplitMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks; ++c) chunk(c);
+    } else
+#endif
+    {
+      for (int64_t c = 0; c < chunks; ++c) chunk(c);
+    }
+    double sum = 0.0;
+    for (double s : sums) sum += s;
+    return sum;
+  }
+  // Eight named accumulators, not an array: GCC keeps them in registers then (two doubles a
+  // vector, four independent chains), where an array's went through memory at every step.
+  static void AddSquares(const float* __restrict g, double* __restrict lanes) {
+    double a0 = lanes[0], a1 = lanes[1], a2 = lanes[2], a3 = lanes[3];
+    double a4 = lanes[4], a5 = lanes[5], a6 = lanes[6], a7 = lanes[7];
+    auto sq = [g](size_t i) { return static_cast<double>(g[i]) * g[i]; };
+    for (size_t i = 0; i < kBlock; i += kLanes) {
+      a0 += sq(i);
+      a1 += sq(i + 1);
+      a2 += sq(i + 2);
+      a3 += sq(i + 3);
+      a4 += sq(i + 4);
+      a5 += sq(i + 5);
+      a6 += sq(i + 6);
+      a7 += sq(i + 7);
+    }
+    lanes[0] = a0, lanes[1] = a1, lanes[2] = a2, lanes[3] = a3;
+    lanes[4] = a4, lanes[5] = a5, lanes[6] = a6, lanes[7] = a7;
+  }
 };
+
+// The sum of the squares of `values` in double precision (no sum of squared floats overflows it),
+// on the OpenMP threads for kSplitMin floats or more, the same to the last bit whatever the
+// threads: lanes of every 8th element within chunks of 64K, folded pairwise, chunks added in
+// order (UpdateRule::ForChunks). What a gradient's global norm is the square root of, here and
+// in every rule's ApplySummingSquares.
+inline double SumOfSquares(std::span<const float> values) {
+  auto none = []<size_t N>(size_t) {};
+  return UpdateRule::ForChunks<true>(values.size(), none, values.data());
+}
 
 namespace update_rule_internal {
 
@@ -187,9 +264,11 @@ class Sgd final : public UpdateRule {
  public:
   explicit Sgd(UpdateRuleConfig c) : c_(c) {}
   void BeginUpdate(size_t) override { ++steps_; }
-  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t) override {
+  double Update(std::span<float> p, std::span<const float> g, float lr, size_t,
+                const float* squares) override {
     const K k{lr, static_cast<float>(c_.weight_decay)};
-    ForBlocks(p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, k); });
+    return ForBlocks(
+        p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, k); }, squares);
   }
 
  private:
@@ -211,12 +290,14 @@ class Momentum final : public UpdateRule {
     Ensure(s1_, n);
     ++steps_;
   }
-  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
+  double Update(std::span<float> p, std::span<const float> g, float lr, size_t at,
+                const float* squares) override {
     const K k{lr, static_cast<float>(c_.momentum), static_cast<float>(c_.weight_decay),
               c_.nesterov};
     float* v = s1_.data() + at;
-    ForBlocks(p.size(),
-              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, v + i, k); });
+    return ForBlocks(
+        p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, v + i, k); },
+        squares);
   }
 
  private:
@@ -244,11 +325,13 @@ class Adagrad final : public UpdateRule {
     Ensure(s1_, n, static_cast<float>(c_.adagrad_initial));
     ++steps_;
   }
-  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
+  double Update(std::span<float> p, std::span<const float> g, float lr, size_t at,
+                const float* squares) override {
     const K k{lr, static_cast<float>(c_.epsilon), static_cast<float>(c_.weight_decay)};
     float* acc = s1_.data() + at;
-    ForBlocks(p.size(),
-              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, acc + i, k); });
+    return ForBlocks(
+        p.size(), [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, acc + i, k); },
+        squares);
   }
 
  private:
@@ -276,7 +359,8 @@ class Adam final : public UpdateRule {
     Ensure(s2_, n);
     ++steps_;
   }
-  void ApplyPart(std::span<float> p, std::span<const float> g, float lr, size_t at) override {
+  double Update(std::span<float> p, std::span<const float> g, float lr, size_t at,
+                const float* squares) override {
     const double t = static_cast<double>(steps_);
     const K k{static_cast<float>(c_.beta1),
               static_cast<float>(c_.beta2),
@@ -285,8 +369,10 @@ class Adam final : public UpdateRule {
               lr / static_cast<float>(1.0 - std::pow(c_.beta1, t)),
               static_cast<float>(std::sqrt(1.0 - std::pow(c_.beta2, t)))};
     float *m = s1_.data() + at, *v = s2_.data() + at;
-    ForBlocks(p.size(),
-              [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, m + i, v + i, k); });
+    return ForBlocks(
+        p.size(),
+        [&]<size_t N>(size_t i) { Block<N>(p.data() + i, g.data() + i, m + i, v + i, k); },
+        squares);
   }
 
  private:
