@@ -166,7 +166,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //     (IsServerOnly to LeadAfter, OfferCheckpoints, ScheduleStep, Refresh, NoteStep) moved to
 //     RankRoles (reel/rank_roles.h, Optimizer::rank_roles); CollectState merged into SaveState,
 //     which is no longer const.
-// 11: ModelContext gained `precision` (trainer.precision, resolved by the host).
+// 11: ModelContext gained `precision` (trainer.precision, resolved by the host); UpdateRule's
+//     rules override Update (which also sums the gradient's squares) instead of ApplyPart.
 inline constexpr uint32_t kPluginAbiVersion = 11;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
