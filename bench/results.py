@@ -751,7 +751,63 @@ def update_speed():
     return out
 
 
+def bf16_rows(step_file, train_file):
+    """bench/bf16/run_bf16.py's steps and matmul rates, and train_bf16.py's whole jobs."""
+    recs = records(step_file)
+    meta, samples = recs[0], [r for r in recs[1:] if "error" not in r["result"]]
+    out = {"cpu": f"{meta['cpu']['model name']} family {meta['cpu']['cpu family']} model "
+                  f"{meta['cpu']['model']}"}
+
+    def med(shape, program, key):
+        return statistics.median(r["result"][key] for r in samples
+                                 if r["shape"] == shape and r["program"] == program)
+
+    for shape in ("video", "audio"):
+        reps = sorted({r["rep"] for r in samples if r["shape"] == shape})
+        per_rep = lambda a, b: [  # noqa: E731  fp32 time over bf16 time, each repetition
+            next(r["result"]["mean_s"] for r in samples if r["shape"] == shape and r["rep"] == i
+                 and r["program"] == a) /
+            next(r["result"]["mean_s"] for r in samples if r["shape"] == shape and r["rep"] == i
+                 and r["program"] == b) for i in reps]
+        step = per_rep("reel_fp32", "reel_bf16")
+        mm = [med(shape, "matmul_bf16", "gflops") / med(shape, "matmul_fp32", "gflops")]
+        torch_best = min(med(shape, "torch_fp32", "mean_s"), med(shape, "torch_bf16", "mean_s"))
+        bf16_s = med(shape, "reel_bf16", "mean_s")
+        k = shape[0]
+        out.update({
+            f"{k}32": f3(med(shape, "reel_fp32", "mean_s")), f"{k}16": f3(bf16_s),
+            f"{k}x": span(step), f"{k}xm": f2(statistics.median(step)),
+            f"{k}mm32": f"{med(shape, 'matmul_fp32', 'gflops'):.0f}",
+            f"{k}mm16": f"{med(shape, 'matmul_bf16', 'gflops'):.0f}", f"{k}mmx": f2(mm[0]),
+            f"{k}t32": f"{med(shape, 'torch_fp32', 'mean_s'):.2f}",
+            f"{k}t16": f"{med(shape, 'torch_bf16', 'mean_s'):.2f}",
+            f"{k}tx": f2(torch_best / bf16_s), f"{k}tv": verdict(torch_best / bf16_s >= 5),
+            f"{k}rx": f2(torch_best / med(shape, "reel_fp32", "mean_s")),
+        })
+        out[f"{k}v"] = verdict(statistics.median(step) >= 1.6)
+    runs = records(train_file)
+    tmeta, jobs = runs[0], runs[1:]
+    by = {p: [j for j in jobs if j["precision"] == p] for p in ("fp32", "bf16")}
+    rate = [next(j["examples_per_s"] for j in by["bf16"] if j["rep"] == i) /
+            next(j["examples_per_s"] for j in by["fp32"] if j["rep"] == i)
+            for i in sorted({j["rep"] for j in jobs})]
+    g32 = statistics.median(j["gap"] for j in by["fp32"])
+    g16 = statistics.median(j["gap"] for j in by["bf16"])
+    out.update({"jx": span(rate), "jxm": f2(statistics.median(rate)),
+                "j32": f"{statistics.median(j['examples_per_s'] for j in by['fp32']):.0f}",
+                "j16": f"{statistics.median(j['examples_per_s'] for j in by['bf16']):.0f}",
+                "g32": f3(g32), "g16": f3(g16), "gd": f3(abs(g16 - g32)),
+                "gv": verdict(abs(g16 - g32) <= 0.01), "jv": verdict(statistics.median(rate) >= 1.6),
+                "jn": str(len(by["fp32"]))})
+    return out
+
+
+def bf16():
+    return bf16_rows("bf16_step_2026-12-07_6c6a93a.jsonl", "bf16_train_2026-12-07_6c6a93a.jsonl")
+
+
 DERIVE = {
+    "bf16 against fp32 (`trainer.precision`), the BiLSTM step at full length (B 32, T 300) and whole `reel train` jobs": bf16,
     "`reel plan` at YouTube-8M's scale (prediction, not a measurement)": plan_seed_scale,
     "the seed's claim: sync against async_sgd on 2-4 simulated hosts, 1 Gbit/s, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs": seed_claim,
     "`reel plan` against real runs on simulated hosts, 26 cases x 3 runs (the 2 longest x 1) (moe and a BiLSTM, sync and async, 2-4 hosts, 100 Mbit/s and 1 Gbit/s, S3 behind a 100 Mbit/s link)": plan_validation,

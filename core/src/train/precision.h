@@ -2,12 +2,11 @@
 // model's large products use, and a sentence saying why when the config left the choice open.
 //
 // bf16 needs oneDNN's bf16 kernels, which it runs on CPUs with AVX-512 BF16 (or AMX); elsewhere
-// it only emulates them, measured at 0.2-0.5x its own fp32 rate, so `bf16` is refused there.
-// `auto` picks bf16 only where it beats fp32: with AMX, or on AMD's AVX-512 BF16 (Zen 4 and
-// later, where oneDNN's bf16 matmul runs at 1.9-2.4x fp32). Intel's AVX-512 BF16 without AMX
-// executes a bf16 dot product at half the rate of its two fp32 FMA units, and oneDNN's bf16
-// matmul measured 0.45-0.55x its fp32 rate at the BiLSTM's shapes on such a Xeon
-// (bench/results/bf16_matmul_*.txt), so `auto` stays fp32 there.
+// it only emulates them, slower than fp32, so `bf16` is refused there. `auto` picks bf16 only
+// where it beats fp32: with AMX, or on AMD's AVX-512 BF16 (Zen 4 and later). Intel's AVX-512
+// BF16 without AMX executes a bf16 dot product at half the rate of its two fp32 FMA units, and
+// there oneDNN's bf16 matmul runs at about half its fp32 rate at the BiLSTM's shapes
+// (bench/RESULTS.md, "bf16 against fp32"), so `auto` stays fp32. docs/training.md, "Precision".
 #ifndef REEL_CORE_SRC_TRAIN_PRECISION_H_
 #define REEL_CORE_SRC_TRAIN_PRECISION_H_
 
