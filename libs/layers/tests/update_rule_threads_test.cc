@@ -23,8 +23,10 @@ std::vector<float> Ramp(size_t n, float scale) {
   return v;
 }
 
-// The parameters after three updates with `threads` OpenMP threads.
-std::vector<float> Updated(const std::string& rule, size_t n, int threads) {
+// Three updates with `threads` OpenMP threads, by Apply() or, `summing`, by ApplySummingSquares():
+// the parameters after them and each step's sum of squares (none for Apply()).
+std::pair<std::vector<float>, std::vector<double>> ThreeUpdates(const std::string& rule, size_t n,
+                                                                int threads, bool summing) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   UpdateRuleConfig config;
@@ -33,9 +35,22 @@ std::vector<float> Updated(const std::string& rule, size_t n, int threads) {
   EXPECT_TRUE(update.ok()) << update.status().ToString();
   std::vector<float> params = Ramp(n, 1.0f);
   const std::vector<float> grads = Ramp(n, -0.5f);
-  for (int step = 0; step < 3; ++step) (*update)->Apply(params, grads, 0.01f);
+  std::vector<double> sums;
+  for (int step = 0; step < 3; ++step) {
+    if (summing)
+      sums.push_back((*update)->ApplySummingSquares(params, grads, 0.01f));
+    else
+      (*update)->Apply(params, grads, 0.01f);
+  }
   omp_set_num_threads(saved);
-  return params;
+  return {params, sums};
+}
+std::vector<float> Updated(const std::string& rule, size_t n, int threads) {
+  return ThreeUpdates(rule, n, threads, false).first;
+}
+std::pair<std::vector<float>, std::vector<double>> UpdatedSumming(const std::string& rule, size_t n,
+                                                                  int threads) {
+  return ThreeUpdates(rule, n, threads, true);
 }
 
 TEST(UpdateRuleThreads, ALargeArenaSplitOverThreadsGetsTheOneThreadUpdate) {
@@ -53,24 +68,6 @@ TEST(UpdateRuleThreads, ALargeArenaSplitOverThreadsGetsTheOneThreadUpdate) {
     EXPECT_EQ(differ, 0u) << rule;
     EXPECT_EQ(unchanged, 0u) << rule << ": parameters the split left out";
   }
-}
-
-// ApplySummingSquares on `threads` threads, three steps: the parameters and each step's sum.
-std::pair<std::vector<float>, std::vector<double>> UpdatedSumming(const std::string& rule, size_t n,
-                                                                  int threads) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  UpdateRuleConfig config;
-  config.rule = rule;
-  auto update = MakeUpdateRule(config);
-  EXPECT_TRUE(update.ok()) << update.status().ToString();
-  std::vector<float> params = Ramp(n, 1.0f);
-  const std::vector<float> grads = Ramp(n, -0.5f);
-  std::vector<double> sums;
-  for (int step = 0; step < 3; ++step)
-    sums.push_back((*update)->ApplySummingSquares(params, grads, 0.01f));
-  omp_set_num_threads(saved);
-  return {params, sums};
 }
 
 TEST(UpdateRuleThreads, TheFusedSumOfSquaresIsTheSameOnAnyThreadCount) {
