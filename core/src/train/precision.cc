@@ -1,10 +1,10 @@
 // trainer.precision for this CPU (see precision.h).
 #include "train/precision.h"
 
-#include <cpuid.h>
-
 #include <algorithm>
 #include <cctype>
+
+#include "reel/cpu_bf16.h"
 
 namespace reel::core {
 namespace {
@@ -15,25 +15,16 @@ std::string Upper(std::string s) {
   return s;
 }
 
-std::string CpuName(bool amd) {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return amd ? "AMD" : "Intel";
-  unsigned family = (eax >> 8) & 0xf, model = (eax >> 4) & 0xf;
-  if (family == 0xf) family += (eax >> 20) & 0xff;
-  if (family >= 6) model |= ((eax >> 16) & 0xf) << 4;
-  return std::string(amd ? "AMD" : "Intel") + " family " + std::to_string(family) + " model " +
-         std::to_string(model);
-}
-
 }  // namespace
 
 CpuBf16 DetectCpuBf16(const GetEnv& env) {
+  const CpuBf16Features f = ReadCpuBf16Features();
   CpuBf16 cpu;
-  __builtin_cpu_init();
-  cpu.amd = __builtin_cpu_is("amd");
-  cpu.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-  cpu.amx_bf16 = __builtin_cpu_supports("amx-bf16");
-  cpu.name = CpuName(cpu.amd);
+  cpu.amd = f.amd;
+  cpu.avx512_bf16 = f.avx512_bf16;
+  cpu.amx_bf16 = f.amx_bf16;
+  cpu.name = std::string(f.amd ? "AMD" : "Intel") + " family " + std::to_string(f.family) +
+             " model " + std::to_string(f.model);
   // oneDNN's own cap (its documentation: "CPU Dispatcher Control"); unset or ALL caps nothing.
   const char* cap = env("DNNL_MAX_CPU_ISA");
   const std::string isa = cap == nullptr ? "" : Upper(cap);

@@ -10,6 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "reel/cpu_bf16.h"
+
 namespace reel::layers {
 namespace {
 
@@ -91,10 +93,7 @@ class Matmuls {
 }  // namespace
 
 bool CpuHasBf16() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
-  }();
+  static const bool has = ReadCpuBf16Features().avx512_bf16;
   return has;
 }
 
