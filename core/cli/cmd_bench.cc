@@ -183,9 +183,10 @@ Status ModelBench(Bench& b) {
   const Spread s = Summary(t.step);
   b.md << "One training step (forward, loss, backward, Adam update) on synthetic input: B="
        << batch_size << ", T=" << frames << " (frame-level features), " << shape.num_classes
-       << " classes, " << t.params << " parameters, precision "
-       << core::PrecisionName(precision.precision)
-       << (precision.why.empty() ? "" : " (" + precision.why + ")")
+       << " classes, " << t.params << " parameters, "
+       << (precision.why.empty()
+               ? "precision " + std::string(core::PrecisionName(precision.precision))
+               : precision.why)
        << ", compute threads: the machine's.\n\n"
        << "| case | min s | median s | max s | videos/s | frames/s |\n|---|---|---|---|---|---|\n"
        << "| " << b.entry.info.name << "_step | " << Fixed(s.min) << " | " << Fixed(s.median)
