@@ -21,7 +21,7 @@ using testing::AddFeature;
 using testing::AddIdsAndLabels;
 using testing::Build;
 
-constexpr int64_t kClasses = 7;
+constexpr int64_t kBf16Classes = 7;
 
 #define REEL_SKIP_WITHOUT_BF16()                                                              \
   do {                                                                                        \
@@ -36,7 +36,7 @@ struct ShapeCase {
   std::vector<int32_t> lengths;
 };
 
-std::map<std::string, std::string> Options() {
+std::map<std::string, std::string> Bf16Options() {
   return {{"video_width", "24"}, {"audio_width", "16"}, {"video_hidden", "16"},
           {"audio_hidden", "8"}, {"layers", "2"},       {"head", "moe"}};
 }
@@ -46,7 +46,7 @@ Batch MakeBatch(const std::vector<int32_t>& lengths) {
   std::iota(seeds.begin(), seeds.end(), 100);
   const int32_t steps = *std::max_element(lengths.begin(), lengths.end()) + 2;  // padding too
   Batch batch;
-  AddIdsAndLabels(batch, seeds, kClasses);
+  AddIdsAndLabels(batch, seeds, kBf16Classes);
   AddFeature(batch, "rgb", 24, steps, lengths, seeds);
   AddFeature(batch, "audio", 16, steps, lengths, seeds);
   return batch;
@@ -66,8 +66,8 @@ class Bf16ModelTest : public ::testing::TestWithParam<ShapeCase> {};
 
 TEST_P(Bf16ModelTest, LogitsAndGradientsMatchFp32WithinBf16Rounding) {
   REEL_SKIP_WITHOUT_BF16();
-  auto fp32 = Build("two_stream", Options(), kClasses, 3, 0, Precision::kFp32);
-  auto bf16 = Build("two_stream", Options(), kClasses, 3, 0, Precision::kBf16);
+  auto fp32 = Build("two_stream", Bf16Options(), kBf16Classes, 3, 0, Precision::kFp32);
+  auto bf16 = Build("two_stream", Bf16Options(), kBf16Classes, 3, 0, Precision::kBf16);
   ASSERT_TRUE(fp32.model && bf16.model);
   const Batch batch = MakeBatch(GetParam().lengths);
   const int64_t b = static_cast<int64_t>(GetParam().lengths.size());
@@ -80,8 +80,8 @@ TEST_P(Bf16ModelTest, LogitsAndGradientsMatchFp32WithinBf16Rounding) {
   EXPECT_LT(logits, 0.02);
   EXPECT_GT(logits, 0.0) << "the bf16 model computed exactly as fp32: no bf16 product ran";
   const std::vector<float> d = SigmoidCrossEntropy(*l32, batch).dlogits;
-  ASSERT_TRUE(fp32.model->Backward(batch, Tensor({b, kClasses}, d)).ok());
-  ASSERT_TRUE(bf16.model->Backward(batch, Tensor({b, kClasses}, d)).ok());
+  ASSERT_TRUE(fp32.model->Backward(batch, Tensor({b, kBf16Classes}, d)).ok());
+  ASSERT_TRUE(bf16.model->Backward(batch, Tensor({b, kBf16Classes}, d)).ok());
   for (const auto& block : fp32.arena->blocks()) {
     const double dist = RelativeDistance(bf16.arena->grads().data() + block.offset,
                                          fp32.arena->grads().data() + block.offset, block.size);
@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16ModelTest,
 
 TEST(Bf16ModelTest, SgdStepsLowerTheLoss) {
   REEL_SKIP_WITHOUT_BF16();
-  auto built = Build("two_stream", Options(), kClasses, 5, 0, Precision::kBf16);
+  auto built = Build("two_stream", Bf16Options(), kBf16Classes, 5, 0, Precision::kBf16);
   ASSERT_TRUE(built.model);
   EXPECT_TRUE(SgdLowersLoss(*built.model, *built.arena, MakeBatch({5, 3, 4, 2}), 40, 4.0f, 0.5));
 }
