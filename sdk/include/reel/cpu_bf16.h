@@ -13,6 +13,7 @@
 
 namespace reel {
 
+// The answers, each true only where both the CPU has the instructions and the OS saves their state.
 struct CpuBf16Features {
   bool avx512_bf16 = false;  // vdpbf16ps and vcvtne2ps2bf16 (AVX-512 state enabled by the OS)
   bool amx_bf16 = false;     // AMX tiles with bf16 (tile state enabled by the OS)
@@ -20,6 +21,7 @@ struct CpuBf16Features {
   unsigned family = 0, model = 0;
 };
 
+// Reads them on the calling thread's CPU (all CPUs of a host are assumed alike).
 inline CpuBf16Features ReadCpuBf16Features() {
   CpuBf16Features f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
