@@ -3,12 +3,9 @@
 #include <immintrin.h>
 
 #include <array>
-#include <cassert>
 #include <dnnl.hpp>
-#include <memory>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 
 #include "reel/cpu_bf16.h"
 

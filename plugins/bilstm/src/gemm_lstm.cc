@@ -82,18 +82,21 @@ void GemmLstm::Backward(const PackedLayout& layout, const float* x, const float*
   dh_rec_.resize(state);
   dc_a_.resize(state);
   dc_b_.resize(state);
-  h_prev_.resize(static_cast<size_t>(rows * hn));
   std::fill_n(dbias, g4, 0.0f);
   // Wh^T [4H, H] once: the per-step products dA Wh^T then run as plain NN products, which
   // dnnl_sgemm does ~1.4x faster at the video shape than reading Wh transposed (single thread).
-  wh_t_.resize(static_cast<size_t>(g4 * hn));
-  for (int64_t r = 0; r < hn; ++r)
-    for (int64_t c = 0; c < g4; ++c) wh_t_[static_cast<size_t>(c * hn + r)] = wh[r * g4 + c];
+  auto transpose = [&](const auto* w, auto& out) {
+    out.resize(static_cast<size_t>(g4 * hn));
+    for (int64_t r = 0; r < hn; ++r)
+      for (int64_t c = 0; c < g4; ++c) out[static_cast<size_t>(c * hn + r)] = w[r * g4 + c];
+  };
   if (bf16_) {
-    wh_t_bf_.resize(wh_t_.size());
-    layers::ToBf16(wh_t_.data(), g4 * hn, wh_t_bf_.data());
+    transpose(wh_bf_.data(), wh_t_bf_);  // the bf16 weights the last Forward made
     h_prev_bf_.resize(static_cast<size_t>(rows * hn));
     dgates_bf_.resize(static_cast<size_t>(rows * g4));
+  } else {
+    transpose(wh, wh_t_);
+    h_prev_.resize(static_cast<size_t>(rows * hn));
   }
   float* dc_in = dc_a_.data();
   float* dc_out = dc_b_.data();

@@ -55,7 +55,6 @@ class GemmLstm {
   const float* dgates() const { return gates_.data(); }
   const layers::bf16_t* dgates_bf16() const { return dgates_bf_.data(); }
   const layers::bf16_t* wx_bf16() const { return wx_bf_.data(); }
-  bool bf16() const { return bf16_; }
 
   int64_t input() const { return input_; }
   int64_t hidden() const { return hidden_; }
