@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "e2e_util.h"
+#include "reel/cpu_bf16.h"
 
 namespace reel::e2e {
 namespace {
@@ -339,7 +340,7 @@ TEST_F(CommandsTest, PrecisionOnACpuWithoutBf16) {
 // Checkpoints hold float parameters whatever the precision: a bf16 run resumes in fp32 and back,
 // and `reel eval` reads a bf16 run's checkpoint.
 TEST_F(CommandsTest, ACheckpointResumesInTheOtherPrecision) {
-  if (system("grep -qw avx512_bf16 /proc/cpuinfo") != 0) {
+  if (!ReadCpuBf16Features().avx512_bf16) {
     GTEST_SKIP() << "this CPU has no AVX-512 BF16, so a bf16 run is refused here";
   }
   const std::string run = ScratchDir("precision_resume");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "e2e_util.h"
+#include "reel/cpu_bf16.h"
 
 namespace reel::e2e::plan_test {
 namespace {
@@ -99,7 +100,7 @@ TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
 // refused), an fp32 one does, and another word is refused.
 TEST_F(PlanTest, APlanInBf16NeedsAMeasurementInBf16) {
   ASSERT_EQ(measured_->code, 0) << measured_->err;
-  const bool bf16_cpu = system("grep -qw avx512_bf16 /proc/cpuinfo") == 0;
+  const bool bf16_cpu = ReadCpuBf16Features().avx512_bf16;
   RunResult bf16 = Plan({"--set", "trainer.precision=bf16", "--videos", "1000", "--bytes", "1GB"});
   EXPECT_EQ(bf16.code, 1);
   EXPECT_NE(bf16.err.find(bf16_cpu ? "|precision=bf16" : "trainer.precision"), std::string::npos)
