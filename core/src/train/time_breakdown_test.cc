@@ -140,9 +140,16 @@ TEST(TimeBreakdownTest, ARankWaitsForASlowerOne) {
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(results[i].ok()) << results[i].status();
-  EXPECT_STREQ(results[1]->time.largest(), "data");
-  EXPECT_STREQ(results[0]->time.largest(), "wait");
-  ExpectConsistent(results[0]->time);
+  // Compared across the ranks, not across one rank's parts: under a sanitizer on a loaded machine
+  // a rank's compute or evaluation may outgrow the naps, but the slow rank's naps are still its
+  // own data time and the other's wait, never the reverse.
+  const TimeBreakdown& fast = results[0]->time;
+  const TimeBreakdown& slower = results[1]->time;
+  EXPECT_GE(slower.data, o.steps * kNapSeconds);
+  EXPECT_GT(slower.data, fast.data);
+  EXPECT_GT(fast.wait, slower.wait);
+  ExpectConsistent(fast);
+  ExpectConsistent(slower);
 }
 
 }  // namespace
