@@ -80,13 +80,16 @@ def run_local(cmd, env=None):
     return seconds, p.stdout + p.stderr
 
 
-def run_reel(args, ranks):
+def run_reel(args, ranks, settings=()):
+    """`settings`: extra --set KEY=VALUE of a reel variant (--reel-variant)."""
     reel = os.path.join(args.build, "bin", "reel")
     # The build's own libreel.so: a copied build's binaries keep the RUNPATH of the tree they were
     # built in, whose library a rebuild there replaces (with another ABI) under a running benchmark.
     env = {"LD_LIBRARY_PATH": os.path.join(args.build, "lib")}
     train = [reel, "train", "--config", os.path.join(ROOT, "bench", "ddp", f"{args.model}.pbtxt"),
              "--set", f"trainer.epochs={args.epochs}"]
+    for kv in settings:
+        train += ["--set", kv]
     if args.files:
         train += ["--set", "data.options.files=" + os.path.join(os.path.dirname(args.files[0]),
                                                                 "*.tfrecord")]
@@ -111,8 +114,9 @@ def run_reel(args, ranks):
             "time": time_line.group(1) if time_line else None}
 
 
-def run_torch(args, ranks, threads):
-    script = [os.path.join(ROOT, "bench", "ddp", "torch_ddp.py"), "--model", args.model]
+def run_torch(args, ranks, threads, bucket_mb):
+    script = [os.path.join(ROOT, "bench", "ddp", "torch_ddp.py"), "--model", args.model,
+              "--bucket-cap-mb", str(bucket_mb), "--gradient-as-bucket-view"]
     if args.model == "moe":
         script += ["--files", ",".join(os.path.join(ROOT, "data", "yt8m",
                                                     f"validate000{i}.tfrecord") for i in (0, 1)),
@@ -163,6 +167,14 @@ def main():
     ap.add_argument("--torch-openblas-core", default="auto",
                     help="OPENBLAS_CORETYPE for PyTorch: auto (probe, keep the fastest), "
                     "detected (OpenBLAS's own choice) or a core name")
+    ap.add_argument("--torch-bucket-cap-mb", default="25",
+                    help="DDP's bucket_cap_mb, a list: each value is a program of its own "
+                    "(torch_ddp..._b<MB>, beside its default 25); the ratios take the fastest. "
+                    "DDP always runs with gradient_as_bucket_view")
+    ap.add_argument("--reel-variant", action="append", default=[], metavar="NAME:KEY=V[,KEY=V]",
+                    help="a reel program of its own, reel_NAME, training with these --set "
+                    "settings beside plain reel (e.g. overlap:optimizer.options.bucket_mb=0); "
+                    "repeatable; every reel program gets its ratios")
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--out", default=None, help="default bench/out/ddp_<model>.json")
     ap.add_argument("--hosts", type=int, default=1,
@@ -196,16 +208,26 @@ def run_all(args, ranks):
         out = []
         for t in (int(v) for v in args.torch_threads.split(",")):
             if t == 0 or t != cores:
-                out.append(("torch_ddp" if t == 0 else f"torch_ddp_{t}t", t))
+                for mb in (float(v) for v in args.torch_bucket_cap_mb.split(",")):
+                    name = "torch_ddp" if t == 0 else f"torch_ddp_{t}t"
+                    out.append((name + ("" if mb == 25 else f"_b{mb:g}"), (t, mb)))
         return out
+
+    variants = {"reel": ()}
+    for v in args.reel_variant:
+        name, _, sets = v.partition(":")
+        if not name or not sets:
+            raise SystemExit(f"--reel-variant {v!r}: give NAME:KEY=VALUE[,KEY=VALUE]")
+        variants[f"reel_{name}"] = tuple(sets.split(","))
 
     runs = {}
     for rep in range(args.reps):
         for n in ranks:
-            programs = [("reel", None)] + torch_programs(n)
+            programs = [(p, None) for p in variants] + torch_programs(n)
             shift = rep % len(programs)  # alternate which program runs first
             for program, threads in programs[shift:] + programs[:shift]:
-                r = run_reel(args, n) if program == "reel" else run_torch(args, n, threads)
+                r = (run_reel(args, n, variants[program]) if program in variants else
+                     run_torch(args, n, *threads))
                 r["examples_per_sec"] = r["examples"] / r["seconds"]
                 runs.setdefault(f"{program}/{n}", []).append(r)
                 print(f"rep {rep} {program} {n} rank(s): {r['examples_per_sec']:.2f} examples/s "
@@ -219,19 +241,19 @@ def run_all(args, ranks):
             summary[key + " loop"] = {"min": loop[0], "median": statistics.median(loop),
                                       "max": loop[-1]}
     ratios = {}
-    for n in ranks:  # against PyTorch's fastest setting, whole command and loop alone
-        for kind in ("", " loop"):
-            best = max((k for k in summary if k.endswith(f"/{n}{kind}")
-                        and k.startswith("torch_ddp")), key=lambda k: summary[k]["median"])
-            work = {p: statistics.median(r["examples"] for r in runs[p])
-                    for p in (f"reel/{n}", best.removesuffix(" loop"))}
-            if len(set(work.values())) > 1:  # docs/benchmarks.md: equal work on both sides
-                ratios[f"reel/torch_ddp{kind} {n}"] = {"ratio": None, "against": best,
-                                                        "unequal_work_examples": work}
-                continue
-            ratios[f"reel/torch_ddp{kind} {n}"] = {
-                "ratio": summary[f"reel/{n}"]["median"] / summary[best]["median"],
-                "against": best}
+    # Every reel program against PyTorch's fastest setting, whole command and loop alone.
+    for n, reel, kind in ((n, reel, kind) for n in ranks for reel in variants
+                          for kind in ("", " loop")):
+        best = max((k for k in summary if k.endswith(f"/{n}{kind}")
+                    and k.startswith("torch_ddp")), key=lambda k: summary[k]["median"])
+        work = {p: statistics.median(r["examples"] for r in runs[p])
+                for p in (f"{reel}/{n}", best.removesuffix(" loop"))}
+        key = f"{reel}/torch_ddp{kind} {n}"
+        if len(set(work.values())) > 1:  # docs/benchmarks.md: equal work on both sides
+            ratios[key] = {"ratio": None, "against": best, "unequal_work_examples": work}
+            continue
+        ratios[key] = {"ratio": summary[f"{reel}/{n}"]["median"] / summary[best]["median"],
+                       "against": best}
     doc = {"benchmark": f"whole-job {args.model} training, reel against PyTorch DDP",
            "command": "bench/ddp/run.py " + " ".join(sys.argv[1:]), "model": args.model,
            "hosts": args.hosts, "rate": args.rate if args.hosts > 1 else None,
@@ -239,6 +261,8 @@ def run_all(args, ranks):
            "torch_steps": None if args.model == "moe" else args.torch_steps,
            "torch_seconds": None if args.model == "moe" else args.torch_seconds,
            "torch_openblas": args.torch_blas, "cores": os.cpu_count(),
+           "reel_variants": {k: list(v) for k, v in variants.items()},
+           "torch_bucket_cap_mb": args.torch_bucket_cap_mb, "torch_gradient_as_bucket_view": True,
            "load_average": os.getloadavg(),
            "examples_per_sec": summary, "ratios_of_medians": ratios, "runs": runs}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
