@@ -138,13 +138,13 @@ def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, 
             if "examples_per_sec" in r:
                 rates.append(r["examples_per_sec"])
             if "eval_gap" in r:
-                evals.append((r["step"], r["eval_gap"], r["wall_time"]))
+                evals.append((r["step"], r["eval_gap"], r["wall_time"], r.get("job_examples")))
     workers = ranks - 1 if optimizer == "async_sgd" else ranks
     hit = next((e for e in evals if e[1] >= target), None)
     # Whole job (docs/benchmarks.md): examples over the command's start to exit. The log's
-    # window rates are kept beside it as what they are. Examples to the target are counted for
-    # sync (every rank takes each step); for async the log has the lead's step only, so
-    # step x 32 x workers is kept as an estimate under its own name.
+    # window rates are kept beside it as what they are. Examples to the target: the job's count
+    # on the evaluation's line (every worker's, docs/training.md); logs of builds before it
+    # had none, and keep the estimate step x 32 x workers under its own name.
     job_examples = max(int(x) for x in done) if done else None
     return {"wall_seconds": wall,
             "job_examples": job_examples,
@@ -153,7 +153,7 @@ def train(reel, work, data, name, ranks, optimizer, options, steps, eval_every, 
             "final_gap": evals[-1][1] if evals else None,
             "gaps": [e[1] for e in evals],
             "target_step": hit[0] if hit else None,
-            "target_examples": hit[0] * 32 * workers if hit and optimizer == "sync" else None,
+            "target_examples": hit[3] if hit else None,
             "target_examples_estimate": hit[0] * 32 * workers if hit else None,
             "target_seconds": hit[2] - start if hit else None}
 

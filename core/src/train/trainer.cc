@@ -562,8 +562,11 @@ Status Loop::RunEval() {
     o_.on_event(e);
   }
   if (metrics_) {
+    // What the job had trained when it scored this: the same count as the rates'.
+    REEL_ASSIGN_OR_RETURN(const int64_t job, JobExamples());
     REEL_RETURN_IF_ERROR(metrics_->Write({{"step", step_},
                                           {"wall_time", WallTime()},
+                                          {"job_examples", static_cast<double>(job)},
                                           {"eval_gap", m.gap},
                                           {"eval_hit_at_1", m.hit_at_1},
                                           {"eval_perr", m.perr},

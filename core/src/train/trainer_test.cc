@@ -412,7 +412,14 @@ TEST(TrainerTest, WritesMetricsLogAndTensorBoardEvents) {
       for (const char* key : {"\"step\"", "\"wall_time\"", "\"lr\"", "\"examples_per_sec\""})
         EXPECT_NE(line.find(key), std::string::npos) << line;
     }
-    if (line.find("\"eval_gap\"") != std::string::npos) ++eval_lines;
+    if (line.find("\"eval_gap\"") != std::string::npos) {
+      ++eval_lines;
+      // The job's examples when it was scored: one rank's batch at each step so far.
+      const std::string key = "\"job_examples\":";
+      const size_t at = line.find(key);
+      ASSERT_NE(at, std::string::npos) << line;
+      EXPECT_EQ(std::stod(line.substr(at + key.size())), 5.0 * eval_lines * kBatch) << line;
+    }
   }
   EXPECT_EQ(train_lines, 2);  // steps 5 and 10
   EXPECT_EQ(eval_lines, 2);   // steps 5 and 10, no repeat at the end
