@@ -134,6 +134,8 @@ Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args,
   f.training.state_floats_per_param = rule == "adam" ? 2 : rule == "sgd" ? 0 : 1;
   f.training.batch_per_rank = f.model.batch;
   if (c.trainer().has_clip_norm()) f.model.clip_norm = c.trainer().clip_norm();
+  if (c.trainer().has_stop_on_nonfinite())
+    f.model.stop_on_nonfinite = c.trainer().stop_on_nonfinite();
   REEL_ASSIGN_OR_RETURN(core::PrecisionChoice precision,
                         core::ResolvePrecision(c.trainer().precision(),
                                                core::DetectCpuBf16(core::ProcessEnvironment())));

@@ -9,6 +9,7 @@
 #include "reel/core/loss.h"
 #include "reel/core/schedule.h"
 #include "reel/param_arena.h"
+#include "train/nonfinite.h"
 
 namespace reel::cli {
 
@@ -79,6 +80,10 @@ Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
     REEL_ASSIGN_OR_RETURN(Tensor logits, model->Forward(input, Mode::kTrain));
     REEL_ASSIGN_OR_RETURN(core::LossResult loss, core::SigmoidCrossEntropy(logits, input));
     REEL_RETURN_IF_ERROR(model->Backward(input, loss.dlogits));
+    // The trainer's pass over the gradient before the step: a finiteness check where the
+    // optimizer clips (else the norm it takes answers it).
+    if (inputs.stop_on_nonfinite && optimizer_clips && !core::AllFinite(arena.grads()))
+      return DataLossError("a gradient is not finite on the batch being timed");
     if (!optimizer_clips) core::ClipByGlobalNorm(arena.grads(), inputs.clip_norm);
     return optimizer->Step(1e-3f);
   };

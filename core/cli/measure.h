@@ -49,10 +49,12 @@ struct ModelTimes {
   Times step, forward;      // per repetition, seconds per batch (over `inputs`, when given)
 };
 // How the trainer steps (core/src/train/trainer.cc, TrainStep): the batches to step over in turn
-// (none: one synthetic batch of `frames` frames) and the gradient clip (trainer.clip_norm).
+// (none: one synthetic batch of `frames` frames), the gradient clip (trainer.clip_norm) and
+// the non-finite check of each gradient (trainer.stop_on_nonfinite).
 struct StepInputs {
   std::vector<Batch> batches;
   double clip_norm = 0;
+  bool stop_on_nonfinite = false;
   Precision precision = Precision::kFp32;  // ModelContext::precision
 };
 Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& model,

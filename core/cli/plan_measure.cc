@@ -253,7 +253,8 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
                                       int step_batches) {
   core::ConformanceOptions shape;
   shape.num_classes = spec.classes;
-  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm, spec.precision};
+  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm, spec.stop_on_nonfinite,
+                    spec.precision};
   int64_t videos = 0;
   for (const Batch& b : inputs.batches) videos += b.size();
   const double per_batch = inputs.batches.empty()

@@ -24,6 +24,7 @@ struct ModelSpec {
   int64_t frames = 300;  // for frame-level models
   std::string rule = "adam";
   double clip_norm = 1.0;                  // the trainer's (trainer.clip_norm; 0: none)
+  bool stop_on_nonfinite = true;           // the trainer's (trainer.stop_on_nonfinite)
   Precision precision = Precision::kFp32;  // trainer.precision, resolved for this CPU
   // The config's training data (ComponentOptions, as the trainer gives them): the step is timed
   // on its batches when it yields any, else on synthetic ones of `frames` frames.
