@@ -191,11 +191,6 @@ std::vector<std::string> ResolveCommand(const CliEnv& env, std::vector<std::stri
   return command;
 }
 
-// The job identity of attempt `restart` (see the top of this file).
-std::string AttemptJobId(const std::string& job_id, int64_t restart) {
-  return restart == 0 ? job_id : job_id + ".restart-" + std::to_string(restart);
-}
-
 // What every rank of one attempt gets in its environment.
 struct Attempt {
   int64_t restart = 0;
@@ -274,7 +269,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
     REEL_ASSIGN_OR_RETURN(attempt.own_secret, RandomHex(32, "a shared secret"));
   }
   REEL_ASSIGN_OR_RETURN(const std::string job_id, LaunchJobId(plan, attempt.transport));
-  const std::string last_id = AttemptJobId(job_id, plan.max_restarts);
+  const std::string last_id = JobIdOfAttempt(job_id, plan.max_restarts);
   if (last_id.size() > kMaxJobIdBytes)
     return InvalidArgumentError("job identity '" + job_id + "' is too long for --max-restarts " +
                                 std::to_string(plan.max_restarts) + ": the last attempt's, '" +
@@ -288,7 +283,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
       REEL_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
       attempt.coordinator = "127.0.0.1:" + std::to_string(port);
     }
-    attempt.job_id = AttemptJobId(job_id, attempt.restart);
+    attempt.job_id = JobIdOfAttempt(job_id, attempt.restart);
     options.ranks = RankSpecs(plan, attempt);
     env.out.flush();
     env.err.flush();
