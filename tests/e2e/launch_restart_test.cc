@@ -5,8 +5,12 @@
 // SIGTERM to the launcher stops everything without a restart. With `reel train` over the tcp
 // transport, a restarted attempt resumes from the newest checkpoint and trains each example of
 // the epoch once.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -203,17 +207,33 @@ std::string TrainCommand(const TrainRun& run) {
 
 // `reel train` ranks under `--max-restarts 1`, over tcp with quick fault detection; each writes
 // its pid to dir/pid.RANK. The first attempt trains `first`, a restarted one `then` (--set
-// lines, a shell word each).
-std::unique_ptr<Background> StartTraining(const TrainRun& run, const std::string& first,
-                                          const std::string& then) {
-  return std::make_unique<Background>(
-      run.dir(),
-      std::vector<std::string>{"launch", "-n", "3", "--max-restarts", "1", "--grace-seconds", "10",
-                               "--", "sh", "-c",
-                               "echo $$ > '" + run.dir() +
-                                   "/pid.'$REEL_RANK; if [ $REEL_RESTART_COUNT = 0 "
-                                   "]; then " +
-                                   first + "; else exec " + TrainCommand(run) + then + "; fi"});
+// lines, a shell word each). `launch_flags` (default: 3 ranks on this node) come first; the
+// launch's output goes to `out_dir` (default: the run's).
+std::unique_ptr<Background> StartRestartingTraining(
+    const TrainRun& run, const std::string& first, const std::string& then,
+    std::vector<std::string> launch_flags = {"-n", "3"}, std::string out_dir = "") {
+  std::vector<std::string> args = {"launch"};
+  args.insert(args.end(), launch_flags.begin(), launch_flags.end());
+  args.insert(args.end(), {"--max-restarts", "1", "--grace-seconds", "10", "--", "sh", "-c",
+                           "echo $$ > '" + run.dir() +
+                               "/pid.'$REEL_RANK; if [ $REEL_RESTART_COUNT = 0 ]; then " + first +
+                               "; else exec " + TrainCommand(run) + then + "; fi"});
+  return std::make_unique<Background>(out_dir.empty() ? run.dir() : out_dir, args);
+}
+
+// A loopback port that was free a moment ago.
+int UnusedLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 // A rank SIGKILLed mid-training (all three held stopped meanwhile, so the newest checkpoint is
@@ -224,7 +244,8 @@ TEST(LaunchRestartTrainTest, AKilledRankIsRestartedAndTheRunResumesToItsEnd) {
   auto run = TrainRun::Make("launch_restart_kill", kQuickFaultTransport, &why);
   if (!run) GTEST_SKIP() << why;
   const std::string train = TrainCommand(*run);
-  auto launch = StartTraining(*run, "exec " + train + "--set trainer.steps=100000000",
+  auto launch =
+      StartRestartingTraining(*run, "exec " + train + "--set trainer.steps=100000000",
                               "--set trainer.steps=$(cat '" + run->dir() + "/final_steps')");
   ASSERT_TRUE(run->WaitForCheckpoint()) << launch->err();
   ASSERT_TRUE(run->WaitForSteps(5)) << launch->err();
@@ -258,7 +279,8 @@ TEST(LaunchRestartTrainTest, AKilledRankIsRestartedAndTheRunResumesToItsEnd) {
 }
 
 // Data exactly once across a restart: the first attempt trains 4 of the epoch's 10 steps (3
-// ranks, 40 videos and batch 4 each) and writes its checkpoint, then rank 1 is killed; the
+// ranks, 40 videos and batch 4 each) and writes its checkpoint, then rank 0 is killed (once its
+// `reel train` has reported: the other ranks may be stopped while they report theirs); the
 // restarted attempt resumes there and ends the epoch having trained each of the 120 videos once
 // (a replay from the epoch's start would train 14 steps and 168 examples; the core's reshard
 // tests check resumed positions id by id).
@@ -267,15 +289,16 @@ TEST(LaunchRestartTrainTest, ARestartedRunTrainsEveryExampleOfTheEpochOnce) {
   auto run = TrainRun::Make("launch_restart_once", kQuickFaultTransport, &why);
   if (!run) GTEST_SKIP() << why;
   const std::string train = TrainCommand(*run);
-  auto launch = StartTraining(*run,
+  auto launch =
+      StartRestartingTraining(*run,
                               train +
-                                  "--set trainer.steps=4 || exit $?; if [ $REEL_RANK = 1 ]; then "
+                                  "--set trainer.steps=4 || exit $?; if [ $REEL_RANK = 0 ]; then "
                                   "kill -9 $$; fi",
                               "--set trainer.epochs=1");
   const int code = WaitForTheEndAfterFault(*launch, std::chrono::steady_clock::now());
   const std::string err = launch->err(), out = launch->out();
   EXPECT_EQ(code, 0) << err;
-  EXPECT_NE(err.find("reel launch: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos)
+  EXPECT_NE(err.find("reel launch: rank 0 was killed by signal 9 (SIGKILL)"), std::string::npos)
       << err;
   EXPECT_NE(out.find("[rank 0] trained 4 steps (48 examples, epoch 0)"), std::string::npos) << out;
   EXPECT_NE(err.find("[rank 0] resumed from " + run->dir() + "/ckpt/ckpt-0000000004.reelckpt"),
@@ -285,6 +308,62 @@ TEST(LaunchRestartTrainTest, ARestartedRunTrainsEveryExampleOfTheEpochOnce) {
       << out;
   ASSERT_FALSE(run->Checkpoints().empty());
   EXPECT_EQ(CheckpointStep(run->Checkpoints().back()), 10);
+}
+
+// Two nodes of one rank each (two launchers on this machine, sharing secret, job identity and
+// coordinator as nodes do), under --max-restarts 1, node 1's rank SIGKILLed mid-training (both
+// held stopped while the newest checkpoint is read). Node 1's launcher restarts its rank at once;
+// node 0's rank fails naming the lost rank (exit 75) and its launcher restarts it too; the
+// restarted rank 1 may first reach node 0's old rank 0 and waits it out; the group forms again at
+// the coordinator as attempt 1 and trains to the budget. Both launches exit 0.
+TEST(LaunchRestartTrainTest, OnTwoNodesBothLaunchersRestartAndTheGroupFormsAgain) {
+  std::string why;
+  auto run = TrainRun::Make("launch_restart_nodes", kQuickFaultTransport, &why);
+  if (!run) GTEST_SKIP() << why;
+  const std::string coordinator = "127.0.0.1:" + std::to_string(UnusedLoopbackPort());
+  ::setenv("REEL_SECRET", "restart-nodes-test-secret", 1);
+  ::setenv("REEL_JOB_ID", "restart-nodes-test", 1);
+  std::vector<std::unique_ptr<Background>> nodes;
+  for (int node : {0, 1}) {
+    const std::string out = run->dir() + "/node" + std::to_string(node);
+    fs::create_directories(out);
+    nodes.push_back(StartRestartingTraining(
+        *run, "exec " + TrainCommand(*run) + "--set trainer.steps=100000000",
+        "--set trainer.steps=$(cat '" + run->dir() + "/final_steps')",
+        {"-n", "1", "--nnodes", "2", "--node-rank", std::to_string(node), "--coordinator",
+         coordinator},
+        out));
+  }
+  ::unsetenv("REEL_SECRET");
+  ::unsetenv("REEL_JOB_ID");
+  ASSERT_TRUE(run->WaitForCheckpoint()) << nodes[0]->err() << nodes[1]->err();
+  ASSERT_TRUE(run->WaitForSteps(5)) << nodes[0]->err();
+  for (int rank : {0, 1}) ASSERT_EQ(::kill(run->Pid(rank), SIGSTOP), 0);
+  const long final_steps = CheckpointStep(run->Checkpoints().back()) + 4;
+  WriteFile(run->dir() + "/final_steps", std::to_string(final_steps) + "\n");
+  ASSERT_EQ(::kill(run->Pid(1), SIGKILL), 0);
+  ::kill(run->Pid(0), SIGCONT);
+  const auto fault = std::chrono::steady_clock::now();
+  const int code1 = WaitForTheEndAfterFault(*nodes[1], fault);
+  const int code0 = WaitForTheEndAfterFault(*nodes[0], fault);
+  const std::string err0 = nodes[0]->err(), err1 = nodes[1]->err();
+  EXPECT_EQ(code0, 0) << err0;
+  EXPECT_EQ(code1, 0) << err1;
+  EXPECT_NE(err1.find("reel launch: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos)
+      << err1;
+  EXPECT_NE(err0.find("reel launch: rank 0 exited with status 75"), std::string::npos) << err0;
+  for (const std::string* err : {&err0, &err1})
+    EXPECT_NE(err->find("reel launch: restart 1 of 1: starting the 1 rank(s) again"),
+              std::string::npos)
+        << *err;
+  EXPECT_NE(err0.find("[rank 0] resumed from "), std::string::npos) << err0;
+  EXPECT_NE(nodes[0]->out().find("[rank 0] trained " + std::to_string(final_steps) + " steps"),
+            std::string::npos)
+      << nodes[0]->out();
+  EXPECT_NE(nodes[1]->out().find("[rank 1] trained " + std::to_string(final_steps) + " steps"),
+            std::string::npos)
+      << nodes[1]->out();
+  EXPECT_EQ(CheckpointStep(run->Checkpoints().back()), final_steps);
 }
 
 }  // namespace
