@@ -37,6 +37,12 @@ struct CliCommand {
   std::function<Status(CliEnv& env, const std::vector<std::string>& args)> run;
 };
 
+// The exit status of a reel command that failed because a peer or a service was unavailable
+// (Unavailable or DeadlineExceeded: a lost rank, a transport deadline, an unreachable endpoint),
+// sysexits.h's EX_TEMPFAIL: a failure a rerun may not repeat. `reel launch --max-restarts`
+// restarts ranks that fail so, or by a signal, and no others (docs/distributed.md).
+constexpr int kExitUnavailable = 75;
+
 // The core's subcommands, in the order `reel --help` lists them.
 std::vector<CliCommand> CoreCommands();
 

@@ -10,6 +10,13 @@
 //   processes of other launches: the environment's (REEL_JOB_ID, else Slurm's job and step), else
 //   on one node random per launch; several nodes must share one, so it is theirs to set.
 // Supervision and exit codes: rank_supervisor.h.
+// `--max-restarts N` (torchrun's): a failed run of the ranks (an attempt) whose failure a rerun may
+// cure — a rank killed by a signal or exiting with kExitUnavailable (cli.h) — is stopped as
+// without it and started again, up to N times, each attempt K with REEL_RESTART_COUNT=K (0 for
+// the first), on one node a new coordinator port unless --coordinator was given, and the job
+// identity JOB.restart-K (none added for the first), so that no rank of an earlier attempt can
+// join a later one; `reel train` resumes when K > 0. Other failures end the launch at once: a
+// restart would repeat them (docs/distributed.md, "Restarts").
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -30,13 +37,17 @@ namespace {
 
 constexpr char kUsage[] =
     "reel launch -n N [--nnodes M --node-rank K] [--coordinator HOST:PORT] "
-    "[--grace-seconds S] [--keep-going] -- COMMAND [ARGS...]";
+    "[--grace-seconds S] [--keep-going] [--max-restarts N] -- COMMAND [ARGS...]";
+
+constexpr int64_t kMaxRestarts = 1000;
 
 struct LaunchPlan {
   int64_t local_ranks = 0;
   int64_t nodes = 1;
   int64_t node_rank = 0;
   std::string coordinator;
+  bool coordinator_given = false;  // else, on one node, a free loopback port for every attempt
+  int64_t max_restarts = 0;
   double grace_seconds = 30;
   bool keep_going = false;  // a failing rank other than 0 stops nobody (reel tune's workers)
   std::vector<std::string> command;
@@ -86,7 +97,7 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
     if (w == "-n") w = "--nproc-per-node";
   Args args;
   args.Value("nproc-per-node").Value("nnodes").Value("node-rank").Value("coordinator");
-  args.Value("grace-seconds").Switch("keep-going");
+  args.Value("grace-seconds").Value("max-restarts").Switch("keep-going");
   REEL_RETURN_IF_ERROR(args.Parse(flags));
   plan.keep_going = args.Has("keep-going");
   if (!args.positional().empty())
@@ -97,6 +108,10 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   REEL_ASSIGN_OR_RETURN(plan.local_ranks, args.GetInt("nproc-per-node", 0));
   REEL_ASSIGN_OR_RETURN(plan.nodes, args.GetInt("nnodes", 1));
   REEL_ASSIGN_OR_RETURN(plan.node_rank, args.GetInt("node-rank", 0));
+  REEL_ASSIGN_OR_RETURN(plan.max_restarts, args.GetInt("max-restarts", 0));
+  if (plan.max_restarts < 0 || plan.max_restarts > kMaxRestarts)
+    return InvalidArgumentError("flag '--max-restarts': " + std::to_string(plan.max_restarts) +
+                                "; give 0 to " + std::to_string(kMaxRestarts));
   if (plan.local_ranks < 1 || plan.local_ranks > 4096)
     return InvalidArgumentError("flag '-n': " + std::to_string(plan.local_ranks) +
                                 " ranks; give 1 to 4096");
@@ -115,6 +130,7 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
                                   "' is not a number of seconds in 0..86400");
   }
   if (args.Has("coordinator")) {
+    plan.coordinator_given = true;
     plan.coordinator = args.Get("coordinator");
     REEL_RETURN_IF_ERROR(CheckCoordinator(plan.coordinator));
   } else if (plan.nodes > 1) {
@@ -175,56 +191,131 @@ std::vector<std::string> ResolveCommand(const CliEnv& env, std::vector<std::stri
   return command;
 }
 
+// What every rank of one attempt gets in its environment.
+struct Attempt {
+  int64_t restart = 0;
+  std::string coordinator;
+  std::string job_id;
+  std::string transport;
+  std::string own_secret;  // "" when the environment's REEL_SECRET reaches the ranks
+};
+
+std::vector<RankSpec> RankSpecs(const LaunchPlan& plan, const Attempt& a) {
+  std::vector<RankSpec> ranks;
+  for (int64_t i = 0; i < plan.local_ranks; ++i) {
+    RankSpec spec;
+    spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
+    spec.environment = {
+        "REEL_RANK=" + std::to_string(spec.rank),
+        "REEL_WORLD_SIZE=" + std::to_string(plan.nodes * plan.local_ranks),
+        "REEL_LOCAL_RANK=" + std::to_string(i),
+        "REEL_LOCAL_WORLD_SIZE=" + std::to_string(plan.local_ranks),
+        "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
+        "REEL_COORDINATOR=" + a.coordinator,
+        "REEL_TRANSPORT=" + a.transport,
+        "REEL_JOB_ID=" + a.job_id,
+        "REEL_RESTART_COUNT=" + std::to_string(a.restart),
+    };
+    if (!a.own_secret.empty()) spec.environment.push_back("REEL_SECRET=" + a.own_secret);
+    ranks.push_back(std::move(spec));
+  }
+  return ranks;
+}
+
+// The first failure of one attempt.
+struct AttemptFailure {
+  int64_t restart = 0;
+  RankExit exit;
+  std::vector<RankStop> stopped;  // ranks stopped by a signal then
+
+  std::string Describe() const {
+    return "rank " + std::to_string(exit.rank) + " " + exit.Describe() + WhileStopped(stopped);
+  }
+};
+
+// A failure a rerun may cure: a rank killed (by the kernel's OOM killer, a preemption, a person)
+// or failing because a peer or service was unavailable. Any other status is the rank's own error
+// (a config, data or checkpoint error), which every attempt would repeat.
+bool RestartMayCure(const RankExit& e) { return e.signaled || e.value == kExitUnavailable; }
+
+// "; every failure: attempt 0: rank 1 was killed ...; attempt 1: ..." when there was more than one.
+std::string EveryFailure(const std::vector<AttemptFailure>& failures) {
+  if (failures.size() < 2) return "";
+  std::string text = "; every failure:";
+  for (const AttemptFailure& f : failures)
+    text += (&f == &failures.front() ? " attempt " : "; attempt ") + std::to_string(f.restart) +
+            ": " + f.Describe();
+  return text;
+}
+
 Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   REEL_ASSIGN_OR_RETURN(LaunchPlan plan, ParsePlan(words));
   SuperviseOptions options;
   options.command = ResolveCommand(env, plan.command);
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(plan.grace_seconds * 1000));
   options.keep_going = plan.keep_going;
-  const int64_t world = plan.nodes * plan.local_ranks;
   const char* transport = std::getenv("REEL_TRANSPORT");
   const char* secret = std::getenv("REEL_SECRET");
   const bool has_secret = secret != nullptr && *secret != '\0';
-  const std::string transport_name = transport && *transport ? transport : "tcp";
+  Attempt attempt;
+  attempt.transport = transport && *transport ? transport : "tcp";
   // Ranks on several nodes cannot share a secret made here; without one each would start and
   // then fail at formation, so refuse before starting any (docs/reliability.md).
-  if (!has_secret && plan.nodes > 1 && transport_name == "tcp")
+  if (!has_secret && plan.nodes > 1 && attempt.transport == "tcp")
     return InvalidArgumentError("REEL_SECRET is not set: ranks on " + std::to_string(plan.nodes) +
                                 " nodes must share one; export the same value on every node, e.g. "
                                 "export REEL_SECRET=$(openssl rand -hex 32)");
-  std::string own_secret;
   if (!has_secret && plan.nodes == 1) {
-    REEL_ASSIGN_OR_RETURN(own_secret, RandomHex(32, "a shared secret"));
+    REEL_ASSIGN_OR_RETURN(attempt.own_secret, RandomHex(32, "a shared secret"));
   }
-  REEL_ASSIGN_OR_RETURN(const std::string job_id, LaunchJobId(plan, transport_name));
-  for (int64_t i = 0; i < plan.local_ranks; ++i) {
-    RankSpec spec;
-    spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
-    spec.environment = {
-        "REEL_RANK=" + std::to_string(spec.rank),
-        "REEL_WORLD_SIZE=" + std::to_string(world),
-        "REEL_LOCAL_RANK=" + std::to_string(i),
-        "REEL_LOCAL_WORLD_SIZE=" + std::to_string(plan.local_ranks),
-        "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
-        "REEL_COORDINATOR=" + plan.coordinator,
-        "REEL_TRANSPORT=" + transport_name,
-        "REEL_JOB_ID=" + job_id,
-    };
-    if (!own_secret.empty()) spec.environment.push_back("REEL_SECRET=" + own_secret);
-    options.ranks.push_back(std::move(spec));
+  REEL_ASSIGN_OR_RETURN(const std::string job_id, LaunchJobId(plan, attempt.transport));
+  const std::string last_id = JobIdOfAttempt(job_id, plan.max_restarts);
+  if (last_id.size() > kMaxJobIdBytes)
+    return InvalidArgumentError("job identity '" + job_id + "' is too long for --max-restarts " +
+                                std::to_string(plan.max_restarts) + ": the last attempt's, '" +
+                                last_id + "', would be over " + std::to_string(kMaxJobIdBytes) +
+                                " bytes; give a shorter REEL_JOB_ID");
+  std::vector<AttemptFailure> failures;
+  for (attempt.restart = 0;; ++attempt.restart) {
+    attempt.coordinator = plan.coordinator;
+    if (attempt.restart > 0 && !plan.coordinator_given) {
+      // The last attempt's port may still be held by a connection closing (TIME_WAIT).
+      REEL_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+      attempt.coordinator = "127.0.0.1:" + std::to_string(port);
+    }
+    attempt.job_id = JobIdOfAttempt(job_id, attempt.restart);
+    options.ranks = RankSpecs(plan, attempt);
+    env.out.flush();
+    env.err.flush();
+    REEL_ASSIGN_OR_RETURN(SuperviseOutcome outcome, SuperviseRanks(options));
+    env.exit_code = outcome.exit_code;
+    if (!outcome.first_failure) {
+      if (outcome.interrupted_by != 0)
+        return CancelledError("interrupted; every rank has finished" + EveryFailure(failures));
+      if (outcome.exit_code != 0 && !outcome.stranded.empty())
+        return UnavailableError(Stranded(outcome.stranded) + EveryFailure(failures));
+      return Status::Ok();
+    }
+    failures.push_back({attempt.restart, *outcome.first_failure, outcome.stopped_at_failure});
+    const AttemptFailure& failure = failures.back();
+    if (plan.max_restarts == 0) return UnavailableError(failure.Describe());
+    if (outcome.interrupted_by != 0)  // failed, then interrupted: no restart
+      return UnavailableError(failure.Describe() + "; interrupted, not restarted" +
+                              EveryFailure(failures));
+    if (!RestartMayCure(failure.exit))
+      return UnavailableError(
+          failure.Describe() + " in attempt " + std::to_string(attempt.restart) +
+          "; not restarted: a restart would repeat it (only a rank killed by a signal or exiting " +
+          "with status " + std::to_string(kExitUnavailable) +
+          ", a lost peer or service, is restarted)" + EveryFailure(failures));
+    if (attempt.restart == plan.max_restarts)
+      return UnavailableError(failure.Describe() + " after " + std::to_string(plan.max_restarts) +
+                              " restart(s), the most --max-restarts allows" +
+                              EveryFailure(failures));
+    env.err << "reel launch: restart " << attempt.restart + 1 << " of " << plan.max_restarts
+            << ": starting the " << plan.local_ranks
+            << " rank(s) again (REEL_RESTART_COUNT=" << attempt.restart + 1 << ")\n";
   }
-  env.out.flush();
-  env.err.flush();
-  REEL_ASSIGN_OR_RETURN(SuperviseOutcome outcome, SuperviseRanks(options));
-  env.exit_code = outcome.exit_code;
-  if (outcome.first_failure)
-    return UnavailableError("rank " + std::to_string(outcome.first_failure->rank) + " " +
-                            outcome.first_failure->Describe() +
-                            WhileStopped(outcome.stopped_at_failure));
-  if (outcome.interrupted_by != 0) return CancelledError("interrupted; every rank has finished");
-  if (outcome.exit_code != 0 && !outcome.stranded.empty())
-    return UnavailableError(Stranded(outcome.stranded));
-  return Status::Ok();
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "args.h"
 #include "cli.h"
@@ -36,6 +38,35 @@ void PrintTime(CliEnv& env, const core::TimeBreakdown& t) {
     sep = ", ";
   }
   env.out << fmt::format(" of {:.2f} s; the most: {}\n", t.total, t.largest());
+}
+
+// REEL_RESTART_COUNT, which `reel launch --max-restarts` gives the ranks of each attempt (0 for
+// the first); 0 when unset.
+Result<int64_t> RestartCount() {
+  const char* v = std::getenv("REEL_RESTART_COUNT");
+  if (v == nullptr || *v == '\0') return int64_t{0};
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || errno != 0 || n < 0)
+    return InvalidArgumentError("REEL_RESTART_COUNT=\"" + std::string(v) +
+                                "\" is not a number of restarts (0, 1, ...)");
+  return static_cast<int64_t>(n);
+}
+
+// A restarted attempt of a launch resumes from the newest checkpoint, when there is one, as
+// --resume does (docs/distributed.md, "Restarts"): true when it should.
+Result<bool> ResumesAsARestart(CliEnv& env, const core::ConfigFile& cfg) {
+  REEL_ASSIGN_OR_RETURN(int64_t restart, RestartCount());
+  if (restart == 0) return false;
+  const std::string& dir = cfg.config.trainer().checkpoint_dir();
+  env.err << "reel train: restart " << restart << " of the launch (REEL_RESTART_COUNT=" << restart
+          << "): "
+          << (dir.empty() ? "no trainer.checkpoint_dir, so training from the start"
+                          : "resuming from the newest checkpoint in " + dir +
+                                ", from the start if there is none")
+          << "\n";
+  return !dir.empty();
 }
 
 }  // namespace
@@ -140,8 +171,9 @@ CliCommand TrainCliCommand() {
           return Status::Ok();
         }
         const int verbosity = args.Has("quiet") ? 0 : args.Has("verbose") ? 2 : 1;
+        REEL_ASSIGN_OR_RETURN(const bool restarted, ResumesAsARestart(env, cfg));
         env.arguments_accepted = true;
-        return TrainAndReport(env, cfg, args.Has("resume"), verbosity);
+        return TrainAndReport(env, cfg, args.Has("resume") || restarted, verbosity);
       }};
 }
 

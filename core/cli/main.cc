@@ -46,7 +46,8 @@ void PrintHelp(CliEnv& env, const std::vector<CliCommand>& commands) {
 // an error is printed as "reel NAME: STATUS", with the usage after a usage error (InvalidArgument,
 // as reel/command.h asks of plugin commands); the status is the one a command set in
 // env.exit_code (reel launch: a rank's), else 0 on success, 130 when interrupted (Cancelled:
-// Ctrl-C or SIGTERM, as a shell reports a Ctrl-C) and 1 for any other error.
+// Ctrl-C or SIGTERM, as a shell reports a Ctrl-C), 75 when a peer or service was unavailable
+// (kExitUnavailable: Unavailable or DeadlineExceeded) and 1 for any other error.
 int Finish(CliEnv& env, const std::string& name, const std::string& usage, const Status& s) {
   // The command is over: a SIGINT or SIGTERM now — `reel launch` stopping the ranks a failed rank
   // left behind, say — would only cut its message off. Ignored, for every thread, until the
@@ -57,6 +58,8 @@ int Finish(CliEnv& env, const std::string& name, const std::string& usage, const
   if (s.code() == StatusCode::kInvalidArgument && !env.arguments_accepted)
     env.err << "usage: " << usage << "\n";
   if (env.exit_code >= 0) return env.exit_code;
+  if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
+    return kExitUnavailable;
   return s.ok() ? 0 : s.code() == StatusCode::kCancelled ? 130 : 1;
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "reel/job_id.h"
 #include "waiting.h"
 
 namespace reel::tcp {
@@ -322,6 +323,14 @@ Result<Nonce> ClientHandshake(asio::io_context& io, tcp::socket& socket, const s
                                  : "rank " + std::to_string(challenge->rank);
     error_code ec;
     const tcp::endpoint at = socket.remote_endpoint(ec);
+    // A restarted attempt's rank that reaches the coordinator of an earlier attempt (on another
+    // node, not yet ended): that one goes away, and this attempt's comes (reel/job_id.h). Retried
+    // as a cut handshake is, until the connect deadline.
+    if (hello.purpose == Purpose::kJoin && IsEarlierAttempt(challenge->job_id, hello.job_id))
+      return UnavailableError("tcp rank " + std::to_string(hello.rank) + " of job " +
+                              JobName(hello.job_id) + " found a coordinator of job " +
+                              JobName(challenge->job_id) + ", an earlier attempt of its launch" +
+                              (ec ? "" : " at " + ToString(at)) + "; waiting for its own");
     const std::string which =
         challenge->job_id != hello.job_id
             ? " of job " + JobName(hello.job_id) + " refused " + peer + " of job " +

@@ -165,6 +165,61 @@ TEST(TcpJobs, AMeshPeerOfAnotherJobOrGroupIsRefused) {
   io_thread.join();
 }
 
+// `reel launch --max-restarts` on several nodes: a restarted attempt's rank reaches the
+// coordinator of the attempt before it (another node's launcher has not restarted yet). It does
+// not fail — that would end its launch — but waits, and joins its own attempt's coordinator once
+// that one listens at the port; the earlier attempt's group is not disturbed.
+TEST(TcpJobs, ARestartedAttemptsRankWaitsOutAnEarlierAttemptsCoordinator) {
+  CapturedStderr captured;
+  const std::string coordinator = FreeCoordinator();
+  const std::string launch = "run-7", restarted = JobIdOfAttempt(launch, 1);
+  ASSERT_EQ(restarted, "run-7.restart-1");
+  auto earlier = MakeTcpTransport(JobOptions(launch));
+  auto later = MakeTcpTransport(JobOptions(restarted));
+  {
+    ConnectingRank old_rank0(*earlier, {0, 2, coordinator}, DeadlineIn(60s));
+    ConnectingRank new_rank1(*later, {1, 2, coordinator}, DeadlineIn(120s));
+    const std::string waits =
+        "tcp rank 1 of job run-7.restart-1 found a coordinator of job run-7, "
+        "an earlier attempt of its launch at " +
+        coordinator + "; waiting for its own";
+    for (int i = 0; i < 3000 && captured.SoFar().find(waits) == std::string::npos; ++i)
+      std::this_thread::sleep_for(20ms);  // generous; not a timing assertion
+    EXPECT_THAT(captured.SoFar(), HasSubstr(waits));
+    // The earlier attempt forms with its own rank 1, works, and ends: its coordinator is gone.
+    Result<std::unique_ptr<Communicator>> old_rank1 =
+        earlier->Connect({1, 2, coordinator}, DeadlineIn(60s));
+    old_rank0.thread.join();
+    ASSERT_TRUE(old_rank1.ok()) << old_rank1.status();
+    ASSERT_TRUE(old_rank0.result.ok()) << old_rank0.result.status();
+    Comms old_group;
+    old_group.push_back(std::move(*old_rank0.result));
+    old_group.push_back(std::move(*old_rank1));
+    ExpectTheGroupSums(old_group);
+    old_group.clear();
+    // This attempt's coordinator comes; the waiting rank joins it.
+    Result<std::unique_ptr<Communicator>> new_rank0 =
+        later->Connect({0, 2, coordinator}, DeadlineIn(60s));
+    new_rank1.thread.join();
+    ASSERT_TRUE(new_rank0.ok()) << new_rank0.status();
+    ASSERT_TRUE(new_rank1.result.ok()) << new_rank1.result.status();
+    Comms new_group;
+    new_group.push_back(std::move(*new_rank0));
+    new_group.push_back(std::move(*new_rank1.result));
+    ExpectTheGroupSums(new_group);
+  }
+  // Only a later attempt waits: an identity of another launch, or of an earlier attempt of the
+  // same, is refused as before (TcpJobs.AnEarlierJobsCoordinatorIsRefusedNamingBothJobs).
+  EXPECT_TRUE(IsEarlierAttempt("run-7", "run-7.restart-1"));
+  EXPECT_TRUE(IsEarlierAttempt("run-7.restart-2", "run-7.restart-10"));
+  EXPECT_FALSE(IsEarlierAttempt("run-7.restart-1", "run-7"));
+  EXPECT_FALSE(IsEarlierAttempt("run-7.restart-1", "run-7.restart-1"));
+  EXPECT_FALSE(IsEarlierAttempt("run-6", "run-7.restart-1"));
+  EXPECT_FALSE(IsEarlierAttempt("run-7", "run-7.restart-x"));
+  EXPECT_FALSE(IsEarlierAttempt("run-7", "run-7.restart-01"));
+  EXPECT_EQ(JobIdOfAttempt(launch, 0), launch);
+}
+
 TEST(JobId, ComesFromReelThenSlurmAndIsChecked) {
   auto from = [](std::map<std::string, std::string> vars) {
     return JobIdFromEnvironment([vars = std::move(vars)](const char* name) -> const char* {

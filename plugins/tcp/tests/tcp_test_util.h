@@ -65,6 +65,18 @@ class CapturedStderr {
     dup2(fileno(file_), 2);
   }
   ~CapturedStderr() { Restore(); }
+  // What was written so far, capturing on.
+  std::string SoFar() const {
+    if (saved_ < 0) return text_;
+    std::cerr.flush();
+    std::fflush(stderr);
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::pread(fileno(file_), buf, sizeof buf, static_cast<off_t>(all.size()))) > 0)
+      all.append(buf, static_cast<size_t>(n));
+    return all;
+  }
   // Stops capturing; what was written, which also goes on to the real stderr.
   std::string Restore() {
     if (saved_ < 0) return text_;

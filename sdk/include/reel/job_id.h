@@ -7,7 +7,10 @@
 //   SLURM_JOB_ID.SLURM_STEP_ID   under srun (SLURM_JOBID, SLURM_STEPID: older names), or
 //   SLURM_JOB_ID                 alone in a batch script;
 //   ""                           none: ranks started by hand, which then check no job identity.
-// An identity is 1 to kMaxJobIdBytes printable characters without spaces.
+// An identity is 1 to kMaxJobIdBytes printable characters without spaces. `reel launch
+// --max-restarts` gives each attempt of a launch its own (JobIdOfAttempt), so a process of an
+// earlier attempt is refused as one of another launch, and a rank of a later attempt that finds
+// an earlier attempt's coordinator waits for its own instead of failing (IsEarlierAttempt).
 //
 // Thread-safety: only reads the environment through `getenv`.
 #ifndef REEL_JOB_ID_H_
@@ -15,10 +18,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "reel/status.h"
 
@@ -56,6 +61,38 @@ inline Result<std::string> JobIdFromEnvironment(
   const std::string id = step.empty() ? job : job + "." + step;
   REEL_RETURN_IF_ERROR(CheckJobId(id, "SLURM_JOB_ID.SLURM_STEP_ID"));
   return id;
+}
+
+// The job identity of attempt `restart` (0: the first) of a launch whose identity is `job_id`:
+// `job_id` itself for the first, "JOB.restart-K" for restart K.
+inline std::string JobIdOfAttempt(std::string_view job_id, int64_t restart) {
+  std::string id(job_id);
+  if (restart > 0) id += ".restart-" + std::to_string(restart);
+  return id;
+}
+
+namespace job_id_internal {
+// An identity split into the launch's and the attempt (JobIdOfAttempt); {id, 0} without a suffix.
+inline std::pair<std::string_view, int64_t> SplitAttempt(std::string_view id) {
+  constexpr std::string_view kSuffix = ".restart-";
+  const size_t at = id.rfind(kSuffix);
+  if (at == std::string_view::npos) return {id, 0};
+  const std::string_view digits = id.substr(at + kSuffix.size());
+  if (digits.empty() || digits.size() > 9 || digits[0] == '0' ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return {id, 0};
+  int64_t restart = 0;
+  for (char c : digits) restart = restart * 10 + (c - '0');
+  return {id.substr(0, at), restart};
+}
+}  // namespace job_id_internal
+
+// True when `theirs` is the identity of an earlier attempt of the launch that `mine` is a later
+// attempt of (JobIdOfAttempt).
+inline bool IsEarlierAttempt(std::string_view theirs, std::string_view mine) {
+  const auto [their_job, their_restart] = job_id_internal::SplitAttempt(theirs);
+  const auto [my_job, my_restart] = job_id_internal::SplitAttempt(mine);
+  return their_job == my_job && their_restart < my_restart;
 }
 
 }  // namespace reel
