@@ -71,11 +71,12 @@ class SyncOptimizer final : public Optimizer {
     if (arena_ == nullptr) return FailedPreconditionError("sync optimizer: Step() before Setup()");
     std::span<float> grads = arena_->grads();
     if (Sharded()) {
+      const int64_t step = rule_->steps() + 1;  // before the rule counts it
       Result<double> norm =
           ShardedStep(*comm_, *rule_, arena_->values(), grads, lr, clip_norm_, NextDeadline());
       if (!norm.ok())
         return norm.status().WithContext("sync optimizer (zero_stage 1): step " +
-                                         std::to_string(rule_->steps() + 1));
+                                         std::to_string(step));
       last_norm_ = *norm;
       return Status::Ok();
     }
