@@ -110,13 +110,16 @@ class SyncOptimizer final : public Optimizer {
             "sync optimizer (zero_stage 1): SaveState() without GatherState() on every rank "
             "since the last step (the state lives in shards on every rank)");
       out += gathered_;
+      // Taken once: the whole state is as large as the model twice over (Adam).
+      std::string().swap(gathered_);
+      gathered_steps_ = -1;
     } else {
       out += rule_->SaveState();
     }
     return out;
   }
 
-  // The lead keeps the whole state for its SaveState(); the others drop theirs.
+  // The lead keeps the whole state for its next SaveState(); the others drop theirs.
   Status GatherState() override {
     if (!Sharded()) return Status::Ok();
     Result<std::string> whole =
