@@ -107,7 +107,7 @@ struct TrainSpec {
 
 // Trains as the trainer does: rank ranks-1 has no data on the second step (zero gradients, the
 // StepWithoutData path); then GatherState() on every rank and SaveState() on the lead.
-std::vector<RankEnd> Train(const TrainSpec& run) {
+std::vector<RankEnd> TrainSharded(const TrainSpec& run) {
   auto comms = InprocRanks(run.ranks);
   return OnThreads(comms, [&](int rank, std::unique_ptr<Communicator>& c) {
     RankEnd end;
@@ -187,10 +187,10 @@ TEST_P(ShardedUpdateTest, SameAsUnshardedOnEveryRank) {
   run.options = {{"rule", rule == "nesterov" ? "momentum" : rule}};
   if (rule == "nesterov") run.options["nesterov"] = "true";
   run.clip = clip ? 0.5 : 0.0;
-  const std::vector<RankEnd> plain = Train(run);
+  const std::vector<RankEnd> plain = TrainSharded(run);
   ExpectOk(plain, "unsharded");
   run.options = Sharded(run.options);
-  const std::vector<RankEnd> sharded = Train(run);
+  const std::vector<RankEnd> sharded = TrainSharded(run);
   ExpectOk(sharded, "sharded");
   ExpectSameParameters(sharded, plain, clip ? 1e-6 : 0.0);
   EXPECT_NEAR(sharded[0].norm, plain[0].norm, 1e-12 * plain[0].norm);
@@ -219,10 +219,10 @@ TEST(ShardedUpdate, AnArenaSmallerThanSixteenFloatsPerRank) {
     run.ranks = 4;
     run.declare = DeclareTiny;
     run.options = {{"rule", rule}};
-    const std::vector<RankEnd> plain = Train(run);
+    const std::vector<RankEnd> plain = TrainSharded(run);
     ExpectOk(plain, rule);
     run.options = Sharded(run.options);
-    const std::vector<RankEnd> sharded = Train(run);
+    const std::vector<RankEnd> sharded = TrainSharded(run);
     ExpectOk(sharded, rule);
     ExpectSameParameters(sharded, plain, 0.0);
     EXPECT_EQ(sharded[0].state, plain[0].state) << rule;
@@ -241,7 +241,7 @@ std::vector<RankEnd> Chain(Leg first, Leg second, const std::string& rule) {
   a.options = {{"rule", rule}};
   if (first.sharded) a.options = Sharded(a.options);
   a.steps = 3;
-  std::vector<RankEnd> one = Train(a);
+  std::vector<RankEnd> one = TrainSharded(a);
   for (const RankEnd& e : one)
     if (!e.status.ok()) return one;
   TrainSpec b;
@@ -252,7 +252,7 @@ std::vector<RankEnd> Chain(Leg first, Leg second, const std::string& rule) {
   b.steps = 3;
   b.start = one[0].values;
   b.restore = one[0].state;
-  return Train(b);
+  return TrainSharded(b);
 }
 
 TEST(ShardedUpdate, ResumesOnOtherRankCountsAndBetweenShardedAndUnsharded) {
@@ -281,10 +281,11 @@ TEST(ShardedUpdate, ResumedRunEqualsAnUninterruptedOne) {
   whole.ranks = 3;
   whole.options = Sharded({{"rule", "adam"}});
   whole.steps = 6;
-  // Train() idles the last rank on the second step of each leg: in the uninterrupted run too.
+  // TrainSharded() idles the last rank on the second step of each leg: in the uninterrupted run
+  // too.
   const std::vector<RankEnd> resumed = Chain({3, true}, {3, true}, "adam");
   ExpectOk(resumed, "resumed");
-  std::vector<RankEnd> halves = Train([&] {
+  std::vector<RankEnd> halves = TrainSharded([&] {
     TrainSpec r = whole;
     r.steps = 3;
     return r;
