@@ -128,6 +128,44 @@ TEST_P(TransportConformance, AllGatherArgumentsThatDisagreeFailOnEveryRank) {
   });
 }
 
+Status CheckShardedDisagreement(Communicator& c, const std::string& what, size_t count, bool gather,
+                                ReduceOp op = ReduceOp::kSum) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(c.rank() * 100 + i) + 0.5f;
+  const std::vector<float> before = data;
+  return ExpectRefused(c, what, data, before, [&] {
+    return gather ? c.AllGatherShards(data, Far()) : c.ReduceScatter(data, op, Far());
+  });
+}
+
+TEST_P(TransportConformance, ShardedCollectiveArgumentsThatDisagreeFailOnEveryRank) {
+  OnRanks(3, 2, [&](Communicator& c) -> Status {
+    const bool first = c.rank() == 0, last = c.rank() == c.size() - 1;
+    const size_t r = static_cast<size_t>(c.rank());
+    REEL_RETURN_IF_ERROR(CheckShardedDisagreement(c, "ReduceScatter, each rank another size",
+                                                  10 + r, /*gather=*/false));
+    REEL_RETURN_IF_ERROR(CheckShardedDisagreement(c, "ReduceScatter, rank 0 empty, the others 100",
+                                                  first ? 0 : 100, /*gather=*/false));
+    REEL_RETURN_IF_ERROR(CheckShardedDisagreement(c, "ReduceScatter, rank 0 max, the others sum",
+                                                  100, /*gather=*/false,
+                                                  first ? ReduceOp::kMax : ReduceOp::kSum));
+    REEL_RETURN_IF_ERROR(
+        CheckShardedDisagreement(c, "AllGatherShards, the last rank 101, the others 100",
+                                 last ? 101 : 100, /*gather=*/true));
+    REEL_RETURN_IF_ERROR(CheckShardedDisagreement(
+        c, "AllGatherShards, rank 0 empty, the others 100", first ? 0 : 100, /*gather=*/true));
+    // One half against the other, of the same size (both run by one implementation, the host's
+    // ring or the backend's own: a backend's native AllReduce need not meet them).
+    std::vector<float> data(100, 1.0f);
+    const std::vector<float> before = data;
+    return ExpectRefused(c, "ReduceScatter on rank 0, AllGatherShards on the others", data, before,
+                         [&] {
+                           return first ? c.ReduceScatter(data, ReduceOp::kSum, Far())
+                                        : c.AllGatherShards(data, Far());
+                         });
+  });
+}
+
 // A collective that fails other than by InvalidArgument leaves the collectives refused for good,
 // at once, whatever the deadline; point-to-point between the ranks still works.
 TEST_P(TransportConformance, AfterAFailedCollectiveEveryCollectiveIsRefused) {
@@ -147,6 +185,8 @@ TEST_P(TransportConformance, AfterAFailedCollectiveEveryCollectiveIsRefused) {
         {"empty AllReduce", [&] { return c.AllReduce({}, ReduceOp::kSum, later); }},
         {"Broadcast", [&] { return c.Broadcast(bytes, 0, later); }},
         {"AllGather", [&] { return c.AllGather(bytes, gathered, later); }},
+        {"ReduceScatter", [&] { return c.ReduceScatter(data, ReduceOp::kSum, later); }},
+        {"AllGatherShards", [&] { return c.AllGatherShards(data, later); }},
         {"Barrier", [&] { return c.Barrier(later); }}};
     for (const auto& [name, call] : calls) {
       Status s = call();

@@ -1,7 +1,8 @@
 // The conformance suite's collective cases: AllReduce (sum, max, min), Broadcast from every root,
-// AllGather and Barrier against a sequential computation, at 0, 1, fewer-than-ranks,
-// not-divisible and large element counts; arguments every rank passes but none may; and
-// deadlines when a rank stays away. Arguments that disagree: collective_argument_tests.cc.
+// AllGather, ReduceScatter (sum, max), AllGatherShards and Barrier against a sequential
+// computation, at 0, 1, fewer-than-ranks, not-divisible and large element counts; arguments every
+// rank passes but none may; and deadlines when a rank stays away. Arguments that disagree:
+// collective_argument_tests.cc.
 #include <gmock/gmock.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <tuple>
 
 #include "harness.h"
+#include "reel/shard_layout.h"
 
 namespace reel::conformance {
 
@@ -71,6 +73,43 @@ Status CheckAllGather(Communicator& c, size_t count) {
   return Status::Ok();
 }
 
+// This rank's shard must hold the reduction; the rest of the buffer is unspecified.
+Status CheckReduceScatter(Communicator& c, size_t count, ReduceOp op, const char* name) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = Value(c.rank(), i);
+  REEL_RETURN_IF_ERROR(c.ReduceScatter(data, op, Far()));
+  const ShardRange mine =
+      ShardOf(count, static_cast<size_t>(c.size()), static_cast<size_t>(c.rank()));
+  for (size_t i = mine.offset; i < mine.offset + mine.length; ++i) {
+    float want = Value(0, i);
+    for (int r = 1; r < c.size(); ++r)
+      want = op == ReduceOp::kSum ? want + Value(r, i) : std::max(want, Value(r, i));
+    if (data[i] != want)
+      return InternalError(std::string("ReduceScatter ") + name + " index " + std::to_string(i) +
+                           " of shard [" + std::to_string(mine.offset) + ", +" +
+                           std::to_string(mine.length) + "): got " + std::to_string(data[i]) +
+                           ", want " + std::to_string(want));
+  }
+  return Status::Ok();
+}
+
+// Each rank fills only its own shard (the rest is garbage of its own); afterwards all hold all.
+Status CheckAllGatherShards(Communicator& c, size_t count) {
+  const size_t n = static_cast<size_t>(c.size());
+  std::vector<float> data(count, -1.0f - static_cast<float>(c.rank()));
+  const ShardRange mine = ShardOf(count, n, static_cast<size_t>(c.rank()));
+  for (size_t i = mine.offset; i < mine.offset + mine.length; ++i) data[i] = Value(c.rank(), i);
+  REEL_RETURN_IF_ERROR(c.AllGatherShards(data, Far()));
+  for (size_t r = 0; r < n; ++r) {
+    const ShardRange shard = ShardOf(count, n, r);
+    for (size_t i = shard.offset; i < shard.offset + shard.length; ++i)
+      if (data[i] != Value(static_cast<int>(r), i))
+        return InternalError("AllGatherShards shard " + std::to_string(r) + " index " +
+                             std::to_string(i) + ": got " + std::to_string(data[i]));
+  }
+  return Status::Ok();
+}
+
 TEST_P(CollectiveConformance, MatchSequentialComputation) {
   // Not a structured binding: a lambda below uses count_kind, and C++20 lets no lambda capture
   // a binding (clang 14 refuses).
@@ -92,6 +131,9 @@ TEST_P(CollectiveConformance, MatchSequentialComputation) {
         for (int root = count_kind == Count::kLarge ? n - 1 : 0; root < n; ++root)
           REEL_RETURN_IF_ERROR(CheckBroadcast(c, count, root));
         REEL_RETURN_IF_ERROR(CheckAllGather(c, count));
+        REEL_RETURN_IF_ERROR(CheckReduceScatter(c, count, ReduceOp::kSum, "sum"));
+        REEL_RETURN_IF_ERROR(CheckReduceScatter(c, count, ReduceOp::kMax, "max"));
+        REEL_RETURN_IF_ERROR(CheckAllGatherShards(c, count));
         for (auto& a : arrived) {
           a.fetch_add(1);
           REEL_RETURN_IF_ERROR(c.Barrier(Far()));

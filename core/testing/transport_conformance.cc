@@ -41,6 +41,12 @@ class Borrowed final : public Communicator {
     return c_.AllGather(in, out, d);
   }
   Status Barrier(Deadline d) override { return c_.Barrier(d); }
+  Status ReduceScatter(std::span<float> data, ReduceOp op, Deadline d) override {
+    return c_.ReduceScatter(data, op, d);
+  }
+  Status AllGatherShards(std::span<float> data, Deadline d) override {
+    return c_.AllGatherShards(data, d);
+  }
 
  private:
   Communicator& c_;

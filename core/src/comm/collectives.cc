@@ -83,7 +83,8 @@ class HelperThread {
   std::thread thread_;
 };
 
-// One ring allreduce (reduce-scatter, then allgather; the schedule in reel/ring_allreduce.h), each
+// One ring allreduce (reduce-scatter, then allgather; the schedule in reel/ring_allreduce.h), or
+// one of its halves (ReduceScatter, AllGatherShards: the units of that Part alone), each
 // segment cut into chunks that travel as separate messages so that sending, receiving and reducing
 // overlap: a rank forwards chunk c of step s + 1 as soon as it has reduced chunk c of step s,
 // while later chunks are still arriving. Reduce-scatter chunks arrive in a few scratch slots;
@@ -103,7 +104,7 @@ class RingAllReducePipeline {
   static constexpr int64_t kSlots = 4;
 
   RingAllReducePipeline(Communicator& backend, std::span<float> data, ReduceOp op, int tag,
-                        Deadline deadline, std::vector<float>& scratch)
+                        Deadline deadline, std::vector<float>& scratch, ring::Part part)
       : backend_(backend),
         data_(data),
         op_(op),
@@ -111,9 +112,10 @@ class RingAllReducePipeline {
         deadline_(deadline),
         n_(static_cast<size_t>(backend.size())),
         r_(static_cast<size_t>(backend.rank())),
-        schedule_(data.size(), backend.size(), backend.rank(), kChunkBytes),
+        schedule_(data.size(), backend.size(), backend.rank(), kChunkBytes, part),
         chunks_(schedule_.chunks()),
-        units_(schedule_.units()),
+        begin_(schedule_.begin()),
+        end_(schedule_.end()),
         slot_floats_(schedule_.max_chunk()),
         scratch_(scratch) {
     const size_t slots = chunks_ == 1 ? 1 : static_cast<size_t>(kSlots);
@@ -124,7 +126,7 @@ class RingAllReducePipeline {
 
   Status SendAll() {
     const int right = static_cast<int>((r_ + 1) % n_);
-    for (int64_t u = 0; u < units_; ++u) {
+    for (int64_t u = begin_; u < end_; ++u) {
       if (!WaitFor([&] { return reduced_ >= u - static_cast<int64_t>(chunks_) + 1; })) break;
       std::span<const float> chunk = Chunk(u, /*sent=*/true);
       Status s = backend_.Send(right, tag_, std::as_bytes(chunk), deadline_);
@@ -137,7 +139,7 @@ class RingAllReducePipeline {
   }
 
   Status ReceiveAll() {
-    for (int64_t u = 0; u < units_; ++u) {
+    for (int64_t u = begin_; u < end_; ++u) {
       if (!WaitFor([&] { return !Reducing(u) || u - reduced_ < kSlots; })) break;
       REEL_RETURN_IF_ERROR(ReceiveUnit(u));
       std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +152,7 @@ class RingAllReducePipeline {
   // Reduces every received reduce-scatter chunk into the caller's buffer, receiving each first
   // if `receive_here`.
   void ReduceAll(bool receive_here) {
-    for (int64_t u = 0; u < units_; ++u) {
+    for (int64_t u = begin_; u < end_; ++u) {
       if (receive_here ? !ReceiveUnit(u).ok() : !WaitFor([&] { return received_ > u; })) return;
       if (Reducing(u)) {
         std::span<float> into = Chunk(u, /*sent=*/false);
@@ -221,14 +223,15 @@ class RingAllReducePipeline {
   const Deadline deadline_;
   const size_t n_, r_;
   const ring::Schedule schedule_;
-  const size_t chunks_;  // per segment, the same on every rank
-  const int64_t units_;
+  const size_t chunks_;        // per segment, the same on every rank
+  const int64_t begin_, end_;  // the units of this Part
   const size_t slot_floats_;
   std::vector<float>& scratch_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int64_t sent_ = 0, received_ = 0, reduced_ = 0;  // units done; guarded by mu_
-  Status failed_;                                  // guarded by mu_
+  // Units done (those before begin_ count as done); guarded by mu_.
+  int64_t sent_ = begin_, received_ = begin_, reduced_ = begin_;
+  Status failed_;  // guarded by mu_
 };
 
 // The tags a wrapper hands out: users get [0, user_end), its collectives cycle through
@@ -389,6 +392,26 @@ class RingCommunicator final : public Communicator {
                                   std::to_string(kMaxMessageBytes) + " (kMaxMessageBytes)");
     return Failed(RingAllGather(in, out, tag_, deadline), what);
   }
+  // The halves of RingAllReduce, each alone.
+  Status ReduceScatter(std::span<float> data, ReduceOp op, Deadline deadline) override {
+    REEL_RETURN_IF_ERROR(Usable("ReduceScatter", caps_.native_reduce_scatter));
+    if (caps_.native_reduce_scatter) return Native(backend_->ReduceScatter(data, op, deadline));
+    if (size() == 1) return Status::Ok();
+    const std::string what = "ReduceScatter of " + std::to_string(data.size()) + " floats";
+    REEL_RETURN_IF_ERROR(Agree(agreement::ReduceScatterArgs(data.size(), op), deadline, what));
+    if (data.empty()) return Status::Ok();
+    return Failed(RingAllReduce(data, op, tag_, deadline, ring::Part::kReduceScatter), what);
+  }
+  Status AllGatherShards(std::span<float> data, Deadline deadline) override {
+    REEL_RETURN_IF_ERROR(Usable("AllGatherShards", caps_.native_reduce_scatter));
+    if (caps_.native_reduce_scatter) return Native(backend_->AllGatherShards(data, deadline));
+    if (size() == 1) return Status::Ok();
+    const std::string what = "AllGatherShards of " + std::to_string(data.size()) + " floats";
+    REEL_RETURN_IF_ERROR(Agree(agreement::AllGatherShardsArgs(data.size()), deadline, what));
+    if (data.empty()) return Status::Ok();
+    return Failed(RingAllReduce(data, ReduceOp::kSum, tag_, deadline, ring::Part::kAllGather),
+                  what);
+  }
   // The agreement is a barrier: every rank hears from every other.
   Status Barrier(Deadline deadline) override {
     REEL_RETURN_IF_ERROR(Usable("Barrier", caps_.native_barrier));
@@ -519,8 +542,9 @@ class RingCommunicator final : public Communicator {
     return recv.ok() ? send : recv;
   }
 
-  Status RingAllReduce(std::span<float> data, ReduceOp op, int tag, Deadline deadline) {
-    RingAllReducePipeline pipeline(*backend_, data, op, tag, deadline, scratch_);
+  Status RingAllReduce(std::span<float> data, ReduceOp op, int tag, Deadline deadline,
+                       ring::Part part = ring::Part::kAllReduce) {
+    RingAllReducePipeline pipeline(*backend_, data, op, tag, deadline, scratch_, part);
     // Messages of one chunk need no receiving thread: this one receives and reduces in turn.
     const bool receive_here = pipeline.units_per_step() == 1;
     sender_.Post([&pipeline] { return pipeline.SendAll(); });

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "builtins.h"
+#include "optim/sharded_update.h"
 #include "reel/core/schedule.h"
 #include "reel/update_rule.h"
 
@@ -36,8 +37,12 @@ std::vector<uint64_t> MomentCounts(std::string_view rule_state) {
 
 class SyncOptimizer final : public Optimizer {
  public:
-  SyncOptimizer(UpdateRuleConfig config, std::unique_ptr<UpdateRule> rule, int64_t timeout_ms)
-      : config_(std::move(config)), rule_(std::move(rule)), timeout_ms_(timeout_ms) {}
+  SyncOptimizer(UpdateRuleConfig config, std::unique_ptr<UpdateRule> rule, int64_t timeout_ms,
+                bool sharded)
+      : config_(std::move(config)),
+        rule_(std::move(rule)),
+        timeout_ms_(timeout_ms),
+        sharded_(sharded) {}
 
   // Clipping the averaged gradient, not each rank's own, keeps N ranks x batch B equal to one
   // rank x batch N*B: every rank holds the same average, so all clip alike.
@@ -54,6 +59,7 @@ class SyncOptimizer final : public Optimizer {
     comm_ = &comm;
     REEL_RETURN_IF_ERROR(CheckSameLayout());
     REEL_RETURN_IF_ERROR(CheckMoments(restored_counts_));
+    REEL_RETURN_IF_ERROR(KeepShard());
     if (comm.size() > 1) {
       Status s = comm.Broadcast(std::as_writable_bytes(arena.values()), 0, NextDeadline());
       if (!s.ok()) return s.WithContext("sync optimizer: broadcasting rank 0's initial parameters");
@@ -64,6 +70,16 @@ class SyncOptimizer final : public Optimizer {
   Status Step(float lr) override {
     if (arena_ == nullptr) return FailedPreconditionError("sync optimizer: Step() before Setup()");
     std::span<float> grads = arena_->grads();
+    if (Sharded()) {
+      const int64_t step = rule_->steps() + 1;  // before the rule counts it
+      Result<double> norm =
+          ShardedStep(*comm_, *rule_, arena_->values(), grads, lr, clip_norm_, NextDeadline());
+      if (!norm.ok())
+        return norm.status().WithContext("sync optimizer (zero_stage 1): step " +
+                                         std::to_string(step));
+      last_norm_ = *norm;
+      return Status::Ok();
+    }
     if (comm_->size() > 1) {
       Status s = comm_->AllReduce(grads, ReduceOp::kSum, NextDeadline());
       if (!s.ok())
@@ -88,8 +104,30 @@ class SyncOptimizer final : public Optimizer {
     put32(kVersion);
     put32(static_cast<uint32_t>(config_.rule.size()));
     out += config_.rule;
-    out += rule_->SaveState();
+    if (Sharded()) {
+      if (gathered_steps_ != rule_->steps())
+        return FailedPreconditionError(
+            "sync optimizer (zero_stage 1): SaveState() without GatherState() on every rank "
+            "since the last step (the state lives in shards on every rank)");
+      out += gathered_;
+      // Taken once: the whole state is as large as the model twice over (Adam).
+      std::string().swap(gathered_);
+      gathered_steps_ = -1;
+    } else {
+      out += rule_->SaveState();
+    }
     return out;
+  }
+
+  // The lead keeps the whole state for its next SaveState(); the others drop theirs.
+  Status GatherState() override {
+    if (!Sharded()) return Status::Ok();
+    Result<std::string> whole =
+        GatherRuleState(*comm_, *rule_, config_, arena_->values().size(), NextDeadline());
+    if (!whole.ok()) return whole.status().WithContext("sync optimizer (zero_stage 1)");
+    gathered_steps_ = rule_->steps();
+    gathered_ = comm_->rank() == 0 ? std::move(*whole) : std::string();
+    return Status::Ok();
   }
 
   Status RestoreState(std::string_view state) override {
@@ -119,10 +157,22 @@ class SyncOptimizer final : public Optimizer {
     REEL_RETURN_IF_ERROR(CheckMoments(counts));
     rule_ = std::move(restored);
     restored_counts_ = std::move(counts);
-    return Status::Ok();
+    return KeepShard();
   }
 
  private:
+  // zero_stage 1 over more than one rank (on one, the shard is the whole arena): set up only.
+  bool Sharded() const { return sharded_ && comm_ != nullptr && comm_->size() > 1; }
+  // Cuts the rule's whole state (restored, or none) to this rank's shard.
+  Status KeepShard() {
+    if (!Sharded()) return Status::Ok();
+    REEL_ASSIGN_OR_RETURN(
+        std::string part,
+        RuleStateOfShard(rule_->SaveState(), ShardOfRank(arena_->values().size(), *comm_)));
+    gathered_steps_ = -1;
+    return rule_->RestoreState(part);
+  }
+
   Deadline NextDeadline() const {
     return timeout_ms_ == 0 ? NoDeadline() : DeadlineIn(std::chrono::milliseconds(timeout_ms_));
   }
@@ -159,7 +209,10 @@ class SyncOptimizer final : public Optimizer {
   UpdateRuleConfig config_;
   std::unique_ptr<UpdateRule> rule_;
   int64_t timeout_ms_;
-  double clip_norm_ = 0.0;  // <= 0: no clipping
+  bool sharded_;                 // zero_stage 1
+  std::string gathered_;         // the lead's whole rule state from GatherState()
+  int64_t gathered_steps_ = -1;  // the steps it was gathered at
+  double clip_norm_ = 0.0;       // <= 0: no clipping
   double last_norm_ = 0.0;
   ParamArena* arena_ = nullptr;   // not owned; outlives this optimizer
   Communicator* comm_ = nullptr;  // not owned; outlives this optimizer
@@ -170,6 +223,12 @@ class SyncOptimizer final : public Optimizer {
 
 OptionSchema SyncOptimizerOptions() {
   OptionSchema schema = UpdateRuleOptions();
+  schema.push_back(IntOption(
+      "zero_stage", 0,
+      "ZeRO stage, as DeepSpeed and PyTorch's ZeroRedundancyOptimizer call it: 0, every rank "
+      "updates every parameter; 1, the gradient is reduce-scattered, each rank updates its 1/N of "
+      "the parameters and holds that part of the optimizer state, then the parameters are "
+      "all-gathered (docs/distributed.md)"));
   schema.push_back(
       IntOption("timeout_ms", 600000,
                 "deadline of each collective in milliseconds (a lost rank fails the step "
@@ -184,8 +243,12 @@ Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options) {
   if (timeout_ms < 0)
     return InvalidArgumentError("option 'timeout_ms': " + std::to_string(timeout_ms) +
                                 " is negative");
+  const int64_t zero_stage = options.GetInt("zero_stage");
+  if (zero_stage != 0 && zero_stage != 1)
+    return InvalidArgumentError("option 'zero_stage': " + std::to_string(zero_stage) +
+                                " is not 0 or 1 (stages 2 and 3 are not implemented)");
   return std::unique_ptr<Optimizer>(
-      new SyncOptimizer(std::move(config), std::move(rule), timeout_ms));
+      new SyncOptimizer(std::move(config), std::move(rule), timeout_ms, zero_stage == 1));
 }
 
 Status RegisterSyncOptimizer(Registrar& registrar) {

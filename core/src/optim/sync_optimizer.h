@@ -4,6 +4,7 @@
 // rule (reel/update_rule.h) to the values; every rank then holds the same parameters.
 // Setup() checks that all ranks declared the same number of parameters and broadcasts rank 0's
 // initial values, so all ranks start identical whatever their seeds.
+// With zero_stage 1 the ranks shard the update instead (sharded_update.h, docs/distributed.md).
 //
 // Exposed here (core-internal) so tests can build it without the registry; hosts get it as the
 // registered optimizer "sync". Thread-safety: one thread per instance (the Optimizer contract).
@@ -17,10 +18,12 @@
 
 namespace reel::core {
 
-// The update-rule options plus `timeout_ms` (deadline of each collective; 0 waits forever).
+// The update-rule options plus `zero_stage` (0 or 1) and `timeout_ms` (deadline of each
+// collective; 0 waits forever).
 OptionSchema SyncOptimizerOptions();
 
-// Errors: InvalidArgument for an unknown update rule or a negative timeout.
+// Errors: InvalidArgument for an unknown update rule, a negative timeout or a zero_stage other
+// than 0 and 1.
 Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options);
 
 }  // namespace reel::core

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "optim/sync_optimizer.h"
 #include "reel/core/checkpoint.h"
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
@@ -164,6 +165,7 @@ struct Rank {
   ParamArena arena;
   RecordingModel model;
   TinySgd optimizer;
+  std::unique_ptr<Optimizer> sync;  // when set, trains instead of `optimizer`
 };
 
 TrainerOptions Options() {
@@ -181,8 +183,9 @@ TrainerOptions Options() {
 
 // Trains `world` inproc ranks; every rank must succeed. Returns rank 0's result; `params` gets
 // rank 0's parameters (and the ranks must agree on them).
+// `zero_stage` non-empty: the ranks train with "sync" (Adam) at that zero_stage.
 TrainResult RunRanks(int world, const TrainerOptions& o, MemStorage& storage, Seen& seen,
-                     std::vector<float>* params = nullptr) {
+                     std::vector<float>* params = nullptr, const std::string& zero_stage = "") {
   auto group = CreateInprocGroup(world);
   EXPECT_TRUE(group.ok());
   std::vector<std::unique_ptr<Communicator>> comms;
@@ -190,14 +193,22 @@ TrainResult RunRanks(int world, const TrainerOptions& o, MemStorage& storage, Se
   for (int i = 0; i < world; ++i) {
     comms.push_back(WithRingCollectives(std::move((*group)[i])));
     ranks.push_back(std::make_unique<Rank>(i, world, &seen));
+    if (!zero_stage.empty()) {
+      auto opts = ParseOptions(SyncOptimizerOptions(), {{"zero_stage", zero_stage}});
+      EXPECT_TRUE(opts.ok()) << opts.status();
+      auto sync = MakeSyncOptimizer(*opts);
+      EXPECT_TRUE(sync.ok()) << sync.status();
+      if (sync.ok()) ranks.back()->sync = std::move(*sync);
+    }
   }
   std::vector<Result<TrainResult>> results(world, Result<TrainResult>(InternalError("not run")));
   std::vector<std::thread> threads;
   for (int i = 0; i < world; ++i)
     threads.emplace_back([&, i] {
       Rank& r = *ranks[i];
-      results[i] = RunTrainer(
-          o, {&r.train, nullptr, &r.model, &r.arena, &r.optimizer, comms[i].get()}, storage);
+      Optimizer* opt = r.sync ? r.sync.get() : &r.optimizer;
+      results[i] =
+          RunTrainer(o, {&r.train, nullptr, &r.model, &r.arena, opt, comms[i].get()}, storage);
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < world; ++i) {
@@ -277,6 +288,41 @@ TEST(ReshardTest, ParametersAndOptimizerStateCarryOver) {
   ASSERT_EQ(resaved->params.size(), saved->params.size());
   for (size_t i = 0; i < saved->params.size(); ++i)
     EXPECT_EQ(resaved->params[i].values, saved->params[i].values) << saved->params[i].name;
+}
+
+// The sync optimizer's sharded update (zero_stage 1) writes the checkpoint an unsharded run
+// writes (its ranks gather the state before the lead saves it), and resumes from either on
+// another number of ranks: 2 ranks interrupted after two steps, 3 ranks finishing the epoch, every
+// mix of sharded and unsharded ending with the parameters of the unsharded pair, bit for bit.
+TEST(ReshardTest, ShardedUpdateCheckpointsResumeAcrossRanksAndStages) {
+  auto run = [](const std::string& first_stage, const std::string& second_stage,
+                std::string* first_state, std::vector<float>* params) {
+    MemStorage storage;
+    Seen seen;
+    TrainerOptions first = Options();
+    first.should_stop = [](int64_t step) { return step >= 2; };
+    RunRanks(2, first, storage, seen, nullptr, first_stage);
+    auto saved = LoadCheckpoint(storage, "mem://reshard");
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    *first_state = saved->optimizer_state;
+    TrainerOptions second = Options();
+    second.resume = true;
+    TrainResult done = RunRanks(3, second, storage, seen, params, second_stage);
+    EXPECT_TRUE(done.resumed);
+  };
+  std::string plain_state;
+  std::vector<float> plain;
+  run("0", "0", &plain_state, &plain);
+  ASSERT_FALSE(plain.empty());
+  for (auto [a, b] :
+       std::vector<std::pair<std::string, std::string>>{{"1", "1"}, {"1", "0"}, {"0", "1"}}) {
+    SCOPED_TRACE("zero_stage " + a + " then " + b);
+    std::string state;
+    std::vector<float> params;
+    run(a, b, &state, &params);
+    EXPECT_EQ(state, plain_state);
+    EXPECT_EQ(params, plain);
+  }
 }
 
 // A source that cannot split an epoch anew keeps the old refusal, naming both sizes.

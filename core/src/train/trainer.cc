@@ -603,6 +603,7 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     ranks.steps = reports.Steps(step_);
   } else {
     REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
+    REEL_RETURN_IF_ERROR(r_.optimizer->GatherState().WithContext("before a checkpoint"));
     REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
     ranks.epochs.assign(ranks.positions.size(), PositionEpoch());  // in step: one epoch
     ranks.steps.assign(ranks.positions.size(), step_);

@@ -28,13 +28,20 @@
 namespace reel::agreement {
 
 // Which collective a call is (on the wire: these values).
-enum class Collective : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3, kBarrier = 4 };
+enum class Collective : uint32_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kAllGather = 3,
+  kBarrier = 4,
+  kReduceScatter = 5,
+  kAllGatherShards = 6
+};
 
 // What every rank of one collective call must pass alike.
 struct Args {
   Collective collective = Collective::kBarrier;
-  int32_t detail = 0;  // AllReduce: the ReduceOp; Broadcast: the root; otherwise 0
-  uint64_t count = 0;  // AllReduce: floats; Broadcast: bytes; AllGather: bytes per rank
+  int32_t detail = 0;  // AllReduce, ReduceScatter: the ReduceOp; Broadcast: the root; else 0
+  uint64_t count = 0;  // floats; Broadcast: bytes; AllGather: bytes per rank
   bool operator==(const Args&) const = default;
 };
 constexpr size_t kArgsBytes = 16;
@@ -63,18 +70,27 @@ inline Args AllReduceArgs(size_t floats, ReduceOp op) {
 inline Args BroadcastArgs(size_t bytes, int root) { return {Collective::kBroadcast, root, bytes}; }
 inline Args AllGatherArgs(size_t bytes) { return {Collective::kAllGather, 0, bytes}; }
 inline Args BarrierArgs() { return {}; }
+inline Args ReduceScatterArgs(size_t floats, ReduceOp op) {
+  return {Collective::kReduceScatter, static_cast<int32_t>(op), floats};
+}
+inline Args AllGatherShardsArgs(size_t floats) { return {Collective::kAllGatherShards, 0, floats}; }
 
 // E.g. "AllReduce (sum) of 10 floats", "Broadcast of 64 bytes from rank 1".
 inline std::string Describe(const Args& a) {
   const std::string count = std::to_string(a.count);
   switch (a.collective) {
-    case Collective::kAllReduce: {
+    case Collective::kAllReduce:
+    case Collective::kReduceScatter: {
       const char* op = a.detail == static_cast<int32_t>(ReduceOp::kSum)   ? "sum"
                        : a.detail == static_cast<int32_t>(ReduceOp::kMax) ? "max"
                        : a.detail == static_cast<int32_t>(ReduceOp::kMin) ? "min"
                                                                           : "unknown operation";
-      return std::string("AllReduce (") + op + ") of " + count + " floats";
+      return std::string(a.collective == Collective::kAllReduce ? "AllReduce ("
+                                                                : "ReduceScatter (") +
+             op + ") of " + count + " floats";
     }
+    case Collective::kAllGatherShards:
+      return "AllGatherShards of " + count + " floats";
     case Collective::kBroadcast:
       return "Broadcast of " + count + " bytes from rank " + std::to_string(a.detail);
     case Collective::kAllGather:

@@ -19,7 +19,9 @@
 //
 // Checkpoints: SaveState() is called on the lead alone (rank 0 of the training ranks), then the
 // checkpoint takes the parameters from arena.values(). An optimizer whose state lives on other
-// ranks gathers it there, and leaves arena.values() at the parameters of that same instant. On a
+// ranks gathers it there, and leaves arena.values() at the parameters of that same instant; one
+// whose ranks step together may instead gather it in GatherState(), which the trainer calls on
+// every rank, in step, before each checkpoint (the lead's SaveState() follows). On a
 // resume every rank gets RestoreState() with that whole state, before or after Setup(), and
 // keeps its own part.
 //
@@ -56,6 +58,9 @@ class Optimizer {
   // Opaque, versioned by the implementation; see Checkpoints at the top.
   virtual Result<std::string> SaveState() = 0;
   virtual Status RestoreState(std::string_view state) = 0;
+  // Every rank, in step, before the lead's SaveState(); see Checkpoints at the top. "sync" with
+  // zero_stage 1 gathers the shards of its state to the lead here.
+  virtual Status GatherState() { return Status::Ok(); }
 
   virtual Status Finish() { return Status::Ok(); }
   // Epoch `epoch` ended for this rank: ranks that step together end it together, independent

@@ -3,13 +3,18 @@
 // AllReduce that drives the ring itself (tcp). Ranks of one group must cut and order the chunks
 // alike, so they share this one definition.
 //
-// The `count` elements form `ranks` segments (sizes differ by at most one), each cut into
+// The `count` elements form `ranks` segments, the shards of reel/shard_layout.h (ring segment s
+// is shard s - 1, so reduce-scatter leaves rank r's own shard complete on rank r), each cut into
 // chunks() chunks of about `chunk_bytes` (the same number on every rank). A rank handles units
 // u = step * chunks() + chunk in order: steps 0 .. ranks-2 reduce-scatter (it sends a chunk to its
 // right neighbour and adds the one from its left into its own data), steps ranks-1 .. 2 ranks-3
 // allgather (it sends a finished chunk on and stores the one it receives). Sending unit u needs
 // unit u - chunks() received and reduced first (for the first allgather step: the last
 // reduce-scatter step's chunk, now complete).
+//
+// Either half alone is a collective of its own (Communicator::ReduceScatter, AllGatherShards):
+// a Part runs units [begin(), end()) only. Each element is summed in the same order whichever
+// runs, so a reduce-scatter followed by an allgather gives the allreduce's bits.
 #ifndef REEL_RING_ALLREDUCE_H_
 #define REEL_RING_ALLREDUCE_H_
 
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <span>
 
+#include "reel/shard_layout.h"
 #include "reel/transport.h"
 
 namespace reel::ring {
@@ -45,21 +51,29 @@ inline void Reduce(float* __restrict dst, const float* __restrict src, size_t n,
   }
 }
 
+// Which units a ring runs: the whole allreduce, or one of its halves.
+enum class Part { kAllReduce, kReduceScatter, kAllGather };
+
 // Which part of the data each unit sends and receives, for rank `rank` of `ranks` (>= 2).
 class Schedule {
  public:
-  Schedule(size_t count, int ranks, int rank, size_t chunk_bytes)
+  Schedule(size_t count, int ranks, int rank, size_t chunk_bytes, Part part = Part::kAllReduce)
       : n_(static_cast<size_t>(ranks)),
         r_(static_cast<size_t>(rank)),
-        seg_{count, n_},
-        chunks_(
-            std::max<size_t>(1, (seg_.length(0) * sizeof(float) + chunk_bytes - 1) / chunk_bytes)),
-        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)) {}
+        count_(count),
+        chunks_(std::max<size_t>(
+            1, (ShardOf(count, n_, 0).length * sizeof(float) + chunk_bytes - 1) / chunk_bytes)),
+        units_(static_cast<int64_t>(2 * (n_ - 1) * chunks_)),
+        begin_(part == Part::kAllGather ? units_ / 2 : 0),
+        end_(part == Part::kReduceScatter ? units_ / 2 : units_) {}
 
   size_t chunks() const { return chunks_; }  // per segment, the same on every rank
-  int64_t units() const { return units_; }
+  int64_t units() const { return units_; }   // of the whole allreduce
+  // The units of the Part: [begin(), end()).
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
   // The largest chunk, in elements (a scratch slot for received reduce-scatter chunks).
-  size_t max_chunk() const { return (seg_.length(0) + chunks_ - 1) / chunks_; }
+  size_t max_chunk() const { return (ShardOf(count_, n_, 0).length + chunks_ - 1) / chunks_; }
   // Unit u belongs to the reduce-scatter (its received chunk is reduced into the data).
   bool Reducing(int64_t u) const { return static_cast<size_t>(u) < (n_ - 1) * chunks_; }
   // The first allgather unit that receives into the part that unit `u` sent from.
@@ -80,15 +94,15 @@ class Schedule {
       const size_t s = step - (n_ - 1);
       segment = (r_ + 2 * n_ - s + (sent ? 1 : 0)) % n_;
     }
-    const Segments pieces{seg_.length(segment), chunks_};
-    return data.subspan(seg_.offset(segment) + pieces.offset(chunk), pieces.length(chunk));
+    const ShardRange shard = ShardOf(count_, n_, (segment + n_ - 1) % n_);
+    const Segments pieces{shard.length, chunks_};
+    return data.subspan(shard.offset + pieces.offset(chunk), pieces.length(chunk));
   }
 
  private:
-  size_t n_, r_;
-  Segments seg_;
+  size_t n_, r_, count_;
   size_t chunks_;
-  int64_t units_;
+  int64_t units_, begin_, end_;
 };
 
 }  // namespace reel::ring

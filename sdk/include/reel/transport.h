@@ -90,6 +90,7 @@ struct CommunicatorCapabilities {
   bool native_broadcast = false;
   bool native_allgather = false;
   bool native_barrier = false;
+  bool native_reduce_scatter = false;  // ReduceScatter and AllGatherShards
 };
 
 // This rank's membership of a group, returned by Transport::Connect(); see the file comment.
@@ -134,6 +135,19 @@ class Communicator {
     return UnimplementedError("AllGather");
   }
   virtual Status Barrier(Deadline /*deadline*/) { return UnimplementedError("Barrier"); }
+  // The two halves of an allreduce, for an update sharded over the ranks (ZeRO stage 1), over the
+  // shards of reel/shard_layout.h: shard i = ShardOf(data.size(), size(), i), contiguous, the last
+  // ranks' possibly empty. Every rank passes its whole buffer. After ReduceScatter this rank's
+  // shard of `data` holds the elementwise reduction of all ranks' `data` there; the rest of `data`
+  // is unspecified. After AllGatherShards every rank's `data` holds, in each shard, the values
+  // that shard's rank had there. Together they move the bytes of one AllReduce, and the core's
+  // ring (reel/ring_allreduce.h) sums each element in the AllReduce's order: the same bits.
+  virtual Status ReduceScatter(std::span<float> /*data*/, ReduceOp /*op*/, Deadline /*deadline*/) {
+    return UnimplementedError("ReduceScatter");
+  }
+  virtual Status AllGatherShards(std::span<float> /*data*/, Deadline /*deadline*/) {
+    return UnimplementedError("AllGatherShards");
+  }
 
   // Splits the group as MPI_Comm_split does: every rank calls it, in the same order as the
   // collectives; ranks passing the same `color` (>= 0) form one sub-group, ranked by (`key`, rank
