@@ -168,7 +168,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 //     which is no longer const.
 // 11: ModelContext gained `precision` (trainer.precision, resolved by the host); UpdateRule's
 //     rules override Update (which also sums the gradient's squares) instead of ApplyPart.
-inline constexpr uint32_t kPluginAbiVersion = 11;
+// 12: Model gained SetGradientSink and Optimizer gradient_sink (reel/model.h's GradientSink:
+//     gradient ranges as Backward() finishes them, so "sync" reduces them during backward).
+inline constexpr uint32_t kPluginAbiVersion = 12;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).
 using RegisterFn = Status (*)(Registrar&) noexcept;
