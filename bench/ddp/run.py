@@ -4,7 +4,7 @@ tcp) against PyTorch DistributedDataParallel (gloo) under torchrun (bench/ddp/to
 bench/ddp/torch_ddp.py), 1 and 2 processes on this host, or one on each of 2 simulated hosts.
 
   bench/ddp/run.py [--model moe|bilstm_video|two_stream] [--build build] [--reps 3] [--ranks 1,2]
-      [--out FILE] [--hosts 2 [--rate 1gbit]]
+      [--out FILE] [--hosts 2 [--rate 1gbit]] [--reel-set NAME:KEY=VALUE ...]
       moe:    [--epochs 5]            on the YouTube-8M video-level shards in data/yt8m
       BiLSTMs: [--videos 4096] [--torch-steps 0] [--torch-seconds 0]
               [--torch-threads 0,1]
@@ -24,6 +24,9 @@ as threads (torch.set_num_threads), as reel's ranks narrow themselves to theirs,
 program of its own, one thread per process (its padded LSTM runs faster on one than on two
 here): the ratios take its faster setting. It also gets its fastest OpenBLAS kernels
 (OPENBLAS_CORETYPE, probed as bench/bilstm/run_bench.py does: this VM hides its CPU model).
+`--reel-set NAME:KEY=VALUE` (repeatable) makes reel settings programs of their own, "reel_NAME",
+alternated with the others (e.g. `--reel-set overlap:optimizer.options.bucket_mb=4 --reel-set
+after:optimizer.options.bucket_mb=0`); `--torch-threads none` leaves PyTorch out (no ratios).
 """
 import argparse
 import glob
@@ -80,7 +83,7 @@ def run_local(cmd, env=None):
     return seconds, p.stdout + p.stderr
 
 
-def run_reel(args, ranks):
+def run_reel(args, ranks, sets=()):
     reel = os.path.join(args.build, "bin", "reel")
     # The build's own libreel.so: a copied build's binaries keep the RUNPATH of the tree they were
     # built in, whose library a rebuild there replaces (with another ABI) under a running benchmark.
@@ -90,6 +93,8 @@ def run_reel(args, ranks):
     if args.files:
         train += ["--set", "data.options.files=" + os.path.join(os.path.dirname(args.files[0]),
                                                                 "*.tfrecord")]
+    for setting in sets:
+        train += ["--set", setting]
     if HOSTS:  # one rank on each simulated host
         a0 = subprocess.check_output([NETNS, "addr", "0"], text=True).strip()
         seconds, outs = run_hosts(
@@ -169,12 +174,22 @@ def main():
                     help="2: each rank on a simulated host of its own (network namespaces, "
                     "tests/netns/netns.sh), links limited to --rate, one thread per process")
     ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--reel-set", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="a reel program of its own, reel_NAME, with this --set (repeatable; "
+                    "several for one NAME add up)")
     args = ap.parse_args()
+    args.reel_programs = {}
+    for item in args.reel_set:
+        name, _, setting = item.partition(":")
+        if not name or "=" not in setting:
+            ap.error(f"--reel-set {item!r}: expected NAME:KEY=VALUE")
+        args.reel_programs.setdefault(f"reel_{name}", []).append(setting)
     args.epochs = args.epochs or (5 if args.model == "moe" else 1)
     args.out = args.out or os.path.join(ROOT, "bench", "out", f"ddp_{args.model}.json")
     args.build = os.path.abspath(args.build)
     args.files = None if args.model == "moe" else frame_data(args.build, args.videos)
-    args.torch_env, args.torch_blas = pick_openblas_core(PYTHON, args.torch_openblas_core)
+    args.torch_env, args.torch_blas = ({}, None) if args.torch_threads == "none" else \
+        pick_openblas_core(PYTHON, args.torch_openblas_core)
     ranks = [int(r) for r in args.ranks.split(",")]
     if args.hosts > 1:
         global HOSTS
@@ -194,6 +209,8 @@ def run_all(args, ranks):
     def torch_programs(n):
         cores = 1 if HOSTS else max(1, len(os.sched_getaffinity(0)) // n)
         out = []
+        if args.torch_threads == "none":
+            return out
         for t in (int(v) for v in args.torch_threads.split(",")):
             if t == 0 or t != cores:
                 out.append(("torch_ddp" if t == 0 else f"torch_ddp_{t}t", t))
@@ -202,10 +219,12 @@ def run_all(args, ranks):
     runs = {}
     for rep in range(args.reps):
         for n in ranks:
-            programs = [("reel", None)] + torch_programs(n)
+            reels = [(p, None) for p in args.reel_programs] or [("reel", None)]
+            programs = reels + torch_programs(n)
             shift = rep % len(programs)  # alternate which program runs first
             for program, threads in programs[shift:] + programs[:shift]:
-                r = run_reel(args, n) if program == "reel" else run_torch(args, n, threads)
+                r = (run_reel(args, n, args.reel_programs.get(program, ()))
+                     if program.startswith("reel") else run_torch(args, n, threads))
                 r["examples_per_sec"] = r["examples"] / r["seconds"]
                 runs.setdefault(f"{program}/{n}", []).append(r)
                 print(f"rep {rep} {program} {n} rank(s): {r['examples_per_sec']:.2f} examples/s "
@@ -219,7 +238,8 @@ def run_all(args, ranks):
             summary[key + " loop"] = {"min": loop[0], "median": statistics.median(loop),
                                       "max": loop[-1]}
     ratios = {}
-    for n in ranks:  # against PyTorch's fastest setting, whole command and loop alone
+    for n in ranks if args.torch_threads != "none" and not args.reel_programs else ():
+        # against PyTorch's fastest setting, whole command and loop alone
         for kind in ("", " loop"):
             best = max((k for k in summary if k.endswith(f"/{n}{kind}")
                         and k.startswith("torch_ddp")), key=lambda k: summary[k]["median"])
@@ -239,6 +259,7 @@ def run_all(args, ranks):
            "torch_steps": None if args.model == "moe" else args.torch_steps,
            "torch_seconds": None if args.model == "moe" else args.torch_seconds,
            "torch_openblas": args.torch_blas, "cores": os.cpu_count(),
+           "reel_programs": args.reel_programs,
            "load_average": os.getloadavg(),
            "examples_per_sec": summary, "ratios_of_medians": ratios, "runs": runs}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
