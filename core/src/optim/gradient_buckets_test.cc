@@ -65,8 +65,12 @@ TEST(GradientBuckets, LayoutCoversTheArenaFromTheEndInWholeBlocks) {
       for (const auto& blk : blocks) starts_a_block |= blk.offset == layout[b].begin;
       EXPECT_TRUE(starts_a_block) << "bucket " << b << " cuts a block";
     }
-    if (bytes == 1) EXPECT_EQ(layout.size(), blocks.size());
-    if (bytes == int64_t{1} << 30) EXPECT_EQ(layout.size(), 1u);
+    if (bytes == 1) {
+      EXPECT_EQ(layout.size(), blocks.size());
+    }
+    if (bytes == int64_t{1} << 30) {
+      EXPECT_EQ(layout.size(), 1u);
+    }
   }
 }
 
@@ -82,8 +86,9 @@ void Backward(ParamArena& arena, GradientSink* sink, int rank, int step) {
 }
 
 Result<std::unique_ptr<Optimizer>> MakeSync(const std::string& bucket_mb) {
-  REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(),
-                                                {{"rule", "adam"}, {"bucket_mb", bucket_mb}}));
+  REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(), {{"rule", "adam"},
+                                                                         {"bucket_mb", bucket_mb},
+                                                                         {"timeout_ms", "60000"}}));
   return MakeSyncOptimizer(o);
 }
 
