@@ -40,6 +40,7 @@
 #include "packed_layout.h"
 #include "reel/batch.h"
 #include "reel/layers/sequence.h"
+#include "reel/model.h"
 #include "reel/param_arena.h"
 #include "reel/status.h"
 
