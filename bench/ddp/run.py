@@ -100,7 +100,9 @@ def run_reel(args, ranks, sets=()):
         seconds, outs = run_hosts(
             [[reel, "launch", "-n", "1", "--nnodes", str(ranks), "--node-rank", str(i),
               "--coordinator", f"{a0}:{PORT}", "--"] + train for i in range(ranks)],
-            dict(env, REEL_SECRET="ddp-bench", OMP_NUM_THREADS="1"))
+            # A job identity of its own per run (reel launch asks for one across nodes).
+            dict(env, REEL_SECRET="ddp-bench", OMP_NUM_THREADS="1",
+                 REEL_JOB_ID=f"ddp-bench-{os.getpid()}-{time.time_ns()}"))
         out = outs[0]
     else:
         seconds, out = run_local(train if ranks == 1 else
