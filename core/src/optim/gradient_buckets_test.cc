@@ -23,7 +23,7 @@ using conformance::Communicators;
 using conformance::RunOnRanks;
 using ::testing::HasSubstr;
 
-Communicators RingGroup(int n) {
+Communicators BucketRanks(int n) {
   auto raw = CreateInprocGroup(n);
   EXPECT_TRUE(raw.ok());
   Communicators out;
@@ -32,7 +32,7 @@ Communicators RingGroup(int n) {
 }
 
 // Blocks of awkward sizes (padding between them, ring chunks that do not divide them).
-void DeclareLayers(ParamArena& arena) {
+void DeclareBucketLayers(ParamArena& arena) {
   const std::pair<const char*, Shape> blocks[] = {{"l0/w", {37, 41}},   {"l0/b", {41}},
                                                   {"l1/w", {41, 29}},   {"l1/b", {29}},
                                                   {"head/w", {29, 53}}, {"head/b", {53}}};
@@ -40,14 +40,14 @@ void DeclareLayers(ParamArena& arena) {
   arena.Finalize();
 }
 
-float Grad(int rank, int step, size_t i) {
+float BucketGrad(int rank, int step, size_t i) {
   return static_cast<float>(std::sin(0.731 * static_cast<double>(i) + 1.3 * rank + 0.7 * step)) *
          (1.0f + static_cast<float>(i % 7));
 }
 
 TEST(GradientBuckets, LayoutCoversTheArenaFromTheEndInWholeBlocks) {
   ParamArena arena;
-  DeclareLayers(arena);
+  DeclareBucketLayers(arena);
   const auto& blocks = arena.blocks();
   for (const int64_t bytes : {int64_t{1}, int64_t{4096}, int64_t{9000}, int64_t{1} << 30}) {
     SCOPED_TRACE("bucket bytes " + std::to_string(bytes));
@@ -75,17 +75,17 @@ TEST(GradientBuckets, LayoutCoversTheArenaFromTheEndInWholeBlocks) {
 }
 
 // One step of a model that writes its blocks last first and reports each when it is done.
-void Backward(ParamArena& arena, GradientSink* sink, int rank, int step) {
+void ReportingBackward(ParamArena& arena, GradientSink* sink, int rank, int step) {
   const auto& blocks = arena.blocks();
   for (size_t i = blocks.size(); i-- > 0;) {
     for (int64_t k = 0; k < blocks[i].size; ++k)
       arena.grads()[static_cast<size_t>(blocks[i].offset + k)] =
-          Grad(rank, step, static_cast<size_t>(blocks[i].offset + k));
+          BucketGrad(rank, step, static_cast<size_t>(blocks[i].offset + k));
     if (sink != nullptr) sink->GradientsReady(blocks[i].offset, blocks[i].size);
   }
 }
 
-Result<std::unique_ptr<Optimizer>> MakeSync(const std::string& bucket_mb) {
+Result<std::unique_ptr<Optimizer>> MakeBucketedSync(const std::string& bucket_mb) {
   REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(), {{"rule", "adam"},
                                                                          {"bucket_mb", bucket_mb},
                                                                          {"timeout_ms", "60000"}}));
@@ -93,20 +93,20 @@ Result<std::unique_ptr<Optimizer>> MakeSync(const std::string& bucket_mb) {
 }
 
 // Three Adam steps on `n` ranks; `report(rank)`: whether that rank's model reports its ranges.
-std::vector<std::vector<float>> Train(int n, const std::string& bucket_mb,
-                                      const std::function<bool(int)>& report) {
-  Communicators comms = RingGroup(n);
+std::vector<std::vector<float>> TrainBucketed(int n, const std::string& bucket_mb,
+                                              const std::function<bool(int)>& report) {
+  Communicators comms = BucketRanks(n);
   std::vector<ParamArena> arenas(static_cast<size_t>(n));
-  for (auto& a : arenas) DeclareLayers(a);
+  for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
     ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
-    REEL_ASSIGN_OR_RETURN(auto opt, MakeSync(bucket_mb));
+    REEL_ASSIGN_OR_RETURN(auto opt, MakeBucketedSync(bucket_mb));
     REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
     GradientSink* sink = report(c.rank()) ? opt->gradient_sink() : nullptr;
     if (report(c.rank()) && (sink == nullptr) != (bucket_mb == "0"))
       return InternalError("a sink with bucket_mb 0, or none with buckets");
     for (int step = 1; step <= 3; ++step) {
-      Backward(arena, sink, c.rank(), step);
+      ReportingBackward(arena, sink, c.rank(), step);
       REEL_RETURN_IF_ERROR(opt->Step(0.01f));
     }
     return opt->Finish();
@@ -126,27 +126,27 @@ TEST(GradientBuckets, OverlappedEqualsTheSameBucketsReducedAfterBackwardBitForBi
     // 1e-6 MiB: every block its own bucket; 0.01: a few blocks each; 64: one bucket.
     for (const std::string mb : {"0.000001", "0.01", "64"}) {
       SCOPED_TRACE(std::to_string(n) + " ranks, bucket_mb " + mb);
-      const auto overlapped = Train(n, mb, all);
-      const auto after = Train(n, mb, none);
+      const auto overlapped = TrainBucketed(n, mb, all);
+      const auto after = TrainBucketed(n, mb, none);
       for (int r = 0; r < n; ++r) {
         EXPECT_EQ(overlapped[r], overlapped[0]) << "rank " << r;
         EXPECT_EQ(overlapped[r], after[r]) << "rank " << r;
       }
       // A rank that reports nothing (as one without data) still matches the others' buckets.
-      const auto mixed = Train(n, mb, [](int rank) { return rank == 0; });
+      const auto mixed = TrainBucketed(n, mb, [](int rank) { return rank == 0; });
       for (int r = 0; r < n; ++r) EXPECT_EQ(mixed[r], after[r]) << "rank " << r;
     }
   }
   // Two ranks sum each element in one order whatever the message: equal to the fused allreduce.
-  const auto fused = Train(2, "0", all);
-  EXPECT_EQ(Train(2, "0.000001", all)[1], fused[1]);
-  EXPECT_EQ(Train(2, "0.01", all)[0], fused[0]);
+  const auto fused = TrainBucketed(2, "0", all);
+  EXPECT_EQ(TrainBucketed(2, "0.000001", all)[1], fused[1]);
+  EXPECT_EQ(TrainBucketed(2, "0.01", all)[0], fused[0]);
 }
 
 TEST(GradientBuckets, BucketsStartDuringBackwardInOrderOnlyWhenWhole) {
-  Communicators comms = RingGroup(2);
+  Communicators comms = BucketRanks(2);
   std::vector<ParamArena> arenas(2);
-  for (auto& a : arenas) DeclareLayers(a);
+  for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<int> started(2, -1), reported_head(2, -1);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
     ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
@@ -158,7 +158,7 @@ TEST(GradientBuckets, BucketsStartDuringBackwardInOrderOnlyWhenWhole) {
     buckets.GradientsReady(blocks[0].offset, blocks[0].size);
     REEL_RETURN_IF_ERROR(buckets.Finish());
     reported_head[static_cast<size_t>(c.rank())] = buckets.started_early();
-    Backward(arena, &buckets, c.rank(), 1);
+    ReportingBackward(arena, &buckets, c.rank(), 1);
     REEL_RETURN_IF_ERROR(buckets.Finish());
     started[static_cast<size_t>(c.rank())] = buckets.started_early();
     return Status::Ok();
@@ -171,16 +171,16 @@ TEST(GradientBuckets, BucketsStartDuringBackwardInOrderOnlyWhenWhole) {
   for (const auto& blk : arenas[0].blocks())
     for (int64_t k = 0; k < blk.size; ++k) {
       const size_t i = static_cast<size_t>(blk.offset + k);
-      ASSERT_EQ(arenas[0].grads()[i], Grad(0, 1, i) + Grad(1, 1, i)) << blk.name << k;
+      ASSERT_EQ(arenas[0].grads()[i], BucketGrad(0, 1, i) + BucketGrad(1, 1, i)) << blk.name << k;
     }
 }
 
 // Rank 1 never steps: rank 0's buckets, started during backward, meet the deadline, and Step()
 // says which step and which bucket instead of hanging.
 TEST(GradientBuckets, ADeadlineWhileBucketsAreInFlightFailsTheStepNamingIt) {
-  Communicators comms = RingGroup(2);
+  Communicators comms = BucketRanks(2);
   std::vector<ParamArena> arenas(2);
-  for (auto& a : arenas) DeclareLayers(a);
+  for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
     ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
     REEL_ASSIGN_OR_RETURN(
@@ -189,7 +189,7 @@ TEST(GradientBuckets, ADeadlineWhileBucketsAreInFlightFailsTheStepNamingIt) {
     REEL_ASSIGN_OR_RETURN(auto opt, MakeSyncOptimizer(o));
     REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
     if (c.rank() == 1) return Status::Ok();
-    Backward(arena, opt->gradient_sink(), 0, 1);
+    ReportingBackward(arena, opt->gradient_sink(), 0, 1);
     return opt->Step(0.1f);
   });
   ASSERT_TRUE(st[1].ok()) << st[1];
@@ -198,17 +198,17 @@ TEST(GradientBuckets, ADeadlineWhileBucketsAreInFlightFailsTheStepNamingIt) {
   EXPECT_THAT(st[0].message(), HasSubstr("gradient bucket ["));
 }
 
-// Ranks that leave a step after Backward() (an error) destroy the optimizer: it waits for what it
-// handed over, so the ranks' next collective, from the training thread, still pairs up.
+// Ranks that leave a step after Backward() (an error) destroy the optimizer: it waits for
+// what it handed over, so the ranks' next collective, from the training thread, still pairs up.
 TEST(GradientBuckets, AStepLeftWithoutStepEndsCleanlyAndCollectivesStayInStep) {
-  Communicators comms = RingGroup(3);
+  Communicators comms = BucketRanks(3);
   std::vector<ParamArena> arenas(3);
-  for (auto& a : arenas) DeclareLayers(a);
+  for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<float> sums(3);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
     ParamArena& arena = arenas[static_cast<size_t>(c.rank())];
     {
-      REEL_ASSIGN_OR_RETURN(auto opt, MakeSync("0.000001"));
+      REEL_ASSIGN_OR_RETURN(auto opt, MakeBucketedSync("0.000001"));
       REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
       const auto& blocks = arena.blocks();
       for (size_t i = blocks.size(); i-- > 3;)  // the head and l1/b only
@@ -227,7 +227,7 @@ TEST(GradientBuckets, AStepLeftWithoutStepEndsCleanlyAndCollectivesStayInStep) {
 
 TEST(GradientBuckets, BadBucketSizesAreRefused) {
   for (const std::string bad : {"-1", "4096", "nan"}) {
-    auto opt = MakeSync(bad);
+    auto opt = MakeBucketedSync(bad);
     EXPECT_EQ(opt.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(opt.status().message(), HasSubstr("bucket_mb")) << bad;
   }
