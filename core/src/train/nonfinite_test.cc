@@ -73,14 +73,18 @@ class InfGradientAt : public testing::TinyModel, public GradientSink {
   }
 
  private:
+  // Once: after b was reported it may be on the wire, and the model must not write it again.
   void Poison() {
-    if (calls_ == at_) arena_->grads(*arena_->Find("b"))[3] = kInf;
+    if (calls_ != at_ || poisoned_) return;
+    arena_->grads(*arena_->Find("b"))[3] = kInf;
+    poisoned_ = true;
   }
 
   ParamArena* arena_ = nullptr;
   GradientSink* next_ = nullptr;
   const int at_;
   int calls_ = 0;
+  bool poisoned_ = false;
 };
 
 bool Finite(const std::vector<float>& v) {
