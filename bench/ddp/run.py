@@ -4,7 +4,7 @@ tcp) against PyTorch DistributedDataParallel (gloo) under torchrun (bench/ddp/to
 bench/ddp/torch_ddp.py), 1 and 2 processes on this host, or one on each of 2 simulated hosts.
 
   bench/ddp/run.py [--model moe|bilstm_video|two_stream] [--build build] [--reps 3] [--ranks 1,2]
-      [--out FILE] [--hosts 2 [--rate 1gbit]]
+      [--out FILE] [--hosts 2 [--rate 1gbit]] [--reel-set NAME:KEY=VALUE ...]
       moe:    [--epochs 5]            on the YouTube-8M video-level shards in data/yt8m
       BiLSTMs: [--videos 4096] [--torch-steps 0] [--torch-seconds 0]
               [--torch-threads 0,1]
@@ -24,6 +24,12 @@ as threads (torch.set_num_threads), as reel's ranks narrow themselves to theirs,
 program of its own, one thread per process (its padded LSTM runs faster on one than on two
 here): the ratios take its faster setting. It also gets its fastest OpenBLAS kernels
 (OPENBLAS_CORETYPE, probed as bench/bilstm/run_bench.py does: this VM hides its CPU model).
+`--reel-set NAME:KEY=VALUE` (repeatable) makes reel settings programs of their own, "reel_NAME",
+in place of plain reel, alternated with the others and each with its ratios against PyTorch
+(e.g. `--reel-set overlap:optimizer.options.bucket_mb=4 --reel-set
+after:optimizer.options.bucket_mb=0`); `--torch-threads none` leaves PyTorch out (no ratios).
+`--torch-bucket-cap-mb 25,100` runs DDP at each bucket size as a program of its own (DDP always
+with gradient_as_bucket_view), the ratios against the fastest.
 """
 import argparse
 import glob
@@ -80,25 +86,27 @@ def run_local(cmd, env=None):
     return seconds, p.stdout + p.stderr
 
 
-def run_reel(args, ranks, settings=()):
-    """`settings`: extra --set KEY=VALUE of a reel variant (--reel-variant)."""
+def run_reel(args, ranks, sets=()):
+    """`sets`: the extra --set KEY=VALUE of a reel program (--reel-set)."""
     reel = os.path.join(args.build, "bin", "reel")
     # The build's own libreel.so: a copied build's binaries keep the RUNPATH of the tree they were
     # built in, whose library a rebuild there replaces (with another ABI) under a running benchmark.
     env = {"LD_LIBRARY_PATH": os.path.join(args.build, "lib")}
     train = [reel, "train", "--config", os.path.join(ROOT, "bench", "ddp", f"{args.model}.pbtxt"),
              "--set", f"trainer.epochs={args.epochs}"]
-    for kv in settings:
-        train += ["--set", kv]
     if args.files:
         train += ["--set", "data.options.files=" + os.path.join(os.path.dirname(args.files[0]),
                                                                 "*.tfrecord")]
+    for setting in sets:
+        train += ["--set", setting]
     if HOSTS:  # one rank on each simulated host
         a0 = subprocess.check_output([NETNS, "addr", "0"], text=True).strip()
         seconds, outs = run_hosts(
             [[reel, "launch", "-n", "1", "--nnodes", str(ranks), "--node-rank", str(i),
               "--coordinator", f"{a0}:{PORT}", "--"] + train for i in range(ranks)],
-            dict(env, REEL_SECRET="ddp-bench", OMP_NUM_THREADS="1"))
+            # A job identity of its own per run (reel launch asks for one across nodes).
+            dict(env, REEL_SECRET="ddp-bench", OMP_NUM_THREADS="1",
+                 REEL_JOB_ID=f"ddp-bench-{os.getpid()}-{time.time_ns()}"))
         out = outs[0]
     else:
         seconds, out = run_local(train if ranks == 1 else
@@ -171,22 +179,29 @@ def main():
                     help="DDP's bucket_cap_mb, a list: each value is a program of its own "
                     "(torch_ddp..._b<MB>, beside its default 25); the ratios take the fastest. "
                     "DDP always runs with gradient_as_bucket_view")
-    ap.add_argument("--reel-variant", action="append", default=[], metavar="NAME:KEY=V[,KEY=V]",
-                    help="a reel program of its own, reel_NAME, training with these --set "
-                    "settings beside plain reel (e.g. overlap:optimizer.options.bucket_mb=0); "
-                    "repeatable; every reel program gets its ratios")
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--out", default=None, help="default bench/out/ddp_<model>.json")
     ap.add_argument("--hosts", type=int, default=1,
                     help="2: each rank on a simulated host of its own (network namespaces, "
                     "tests/netns/netns.sh), links limited to --rate, one thread per process")
     ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--reel-set", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="a reel program of its own, reel_NAME, with this --set (repeatable; "
+                    "several for one NAME add up); given, they replace plain reel, and each "
+                    "gets its ratios against PyTorch")
     args = ap.parse_args()
+    args.reel_programs = {}
+    for item in args.reel_set:
+        name, _, setting = item.partition(":")
+        if not name or "=" not in setting:
+            ap.error(f"--reel-set {item!r}: expected NAME:KEY=VALUE")
+        args.reel_programs.setdefault(f"reel_{name}", []).append(setting)
     args.epochs = args.epochs or (5 if args.model == "moe" else 1)
     args.out = args.out or os.path.join(ROOT, "bench", "out", f"ddp_{args.model}.json")
     args.build = os.path.abspath(args.build)
     args.files = None if args.model == "moe" else frame_data(args.build, args.videos)
-    args.torch_env, args.torch_blas = pick_openblas_core(PYTHON, args.torch_openblas_core)
+    args.torch_env, args.torch_blas = ({}, None) if args.torch_threads == "none" else \
+        pick_openblas_core(PYTHON, args.torch_openblas_core)
     ranks = [int(r) for r in args.ranks.split(",")]
     if args.hosts > 1:
         global HOSTS
@@ -206,6 +221,8 @@ def run_all(args, ranks):
     def torch_programs(n):
         cores = 1 if HOSTS else max(1, len(os.sched_getaffinity(0)) // n)
         out = []
+        if args.torch_threads == "none":
+            return out
         for t in (int(v) for v in args.torch_threads.split(",")):
             if t == 0 or t != cores:
                 for mb in (float(v) for v in args.torch_bucket_cap_mb.split(",")):
@@ -213,20 +230,15 @@ def run_all(args, ranks):
                     out.append((name + ("" if mb == 25 else f"_b{mb:g}"), (t, mb)))
         return out
 
-    variants = {"reel": ()}
-    for v in args.reel_variant:
-        name, _, sets = v.partition(":")
-        if not name or not sets:
-            raise SystemExit(f"--reel-variant {v!r}: give NAME:KEY=VALUE[,KEY=VALUE]")
-        variants[f"reel_{name}"] = tuple(sets.split(","))
+    reels = args.reel_programs or {"reel": []}  # program -> its --set settings
 
     runs = {}
     for rep in range(args.reps):
         for n in ranks:
-            programs = [(p, None) for p in variants] + torch_programs(n)
+            programs = [(p, None) for p in reels] + torch_programs(n)
             shift = rep % len(programs)  # alternate which program runs first
             for program, threads in programs[shift:] + programs[:shift]:
-                r = (run_reel(args, n, variants[program]) if program in variants else
+                r = (run_reel(args, n, reels[program]) if program in reels else
                      run_torch(args, n, *threads))
                 r["examples_per_sec"] = r["examples"] / r["seconds"]
                 runs.setdefault(f"{program}/{n}", []).append(r)
@@ -242,8 +254,8 @@ def run_all(args, ranks):
                                       "max": loop[-1]}
     ratios = {}
     # Every reel program against PyTorch's fastest setting, whole command and loop alone.
-    for n, reel, kind in ((n, reel, kind) for n in ranks for reel in variants
-                          for kind in ("", " loop")):
+    for n, reel, kind in ((n, reel, kind) for n in ranks for reel in reels
+                          for kind in ("", " loop") if args.torch_threads != "none"):
         best = max((k for k in summary if k.endswith(f"/{n}{kind}")
                     and k.startswith("torch_ddp")), key=lambda k: summary[k]["median"])
         work = {p: statistics.median(r["examples"] for r in runs[p])
@@ -261,7 +273,7 @@ def run_all(args, ranks):
            "torch_steps": None if args.model == "moe" else args.torch_steps,
            "torch_seconds": None if args.model == "moe" else args.torch_seconds,
            "torch_openblas": args.torch_blas, "cores": os.cpu_count(),
-           "reel_variants": {k: list(v) for k, v in variants.items()},
+           "reel_programs": reels,
            "torch_bucket_cap_mb": args.torch_bucket_cap_mb, "torch_gradient_as_bucket_view": True,
            "load_average": os.getloadavg(),
            "examples_per_sec": summary, "ratios_of_medians": ratios, "runs": runs}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <tuple>
 
 #include "harness.h"
@@ -141,6 +142,44 @@ TEST_P(CollectiveConformance, MatchSequentialComputation) {
             return InternalError("left the barrier before every rank arrived");
         }
         return Status::Ok();
+      },
+      Layer::kWithCollectives);
+}
+
+// What the sync optimizer does with its gradient buckets (docs/distributed.md, "Overlapping the
+// exchange with backward"): a thread of its own sums consecutive pieces of one buffer, the last
+// first, one call at a time while the thread that connected waits; then that thread takes the
+// collectives back, in step on every rank.
+TEST_P(CollectiveConformance, AllReduceOfPiecesOnAnotherThread) {
+  const Count count_kind = std::get<2>(GetParam());
+  RunAndReport(
+      std::get<0>(GetParam()), std::get<1>(GetParam()), 1,
+      [&](Communicator& c) -> Status {
+        const size_t count = Elements(count_kind, c.size());
+        std::vector<float> data(count), want(count);
+        for (size_t i = 0; i < count; ++i) {
+          data[i] = Value(c.rank(), i);
+          want[i] = Value(0, i);
+          for (int r = 1; r < c.size(); ++r) want[i] += Value(r, i);
+        }
+        Status on_thread;
+        std::thread reducer([&] {
+          const size_t piece = std::max<size_t>(1, count / 3);
+          for (size_t end = count; end > 0 && on_thread.ok();) {
+            const size_t begin = end > piece ? end - piece : 0;
+            on_thread = c.AllReduce(std::span<float>(data).subspan(begin, end - begin),
+                                    ReduceOp::kSum, Far());
+            end = begin;
+          }
+        });
+        reducer.join();
+        REEL_RETURN_IF_ERROR(on_thread.WithContext("the reducing thread"));
+        for (size_t i = 0; i < count; ++i)
+          if (data[i] != want[i])
+            return InternalError("pieces reduced on another thread: index " + std::to_string(i) +
+                                 ": got " + std::to_string(data[i]) + ", want " +
+                                 std::to_string(want[i]));
+        return CheckAllReduce(c, count, ReduceOp::kMax, "max, back on the rank's thread");
       },
       Layer::kWithCollectives);
 }

@@ -1,6 +1,7 @@
 // The "sync" optimizer: synchronous data parallelism. Every step allreduces (sums) the arena's
-// gradients as one fused message, divides them by the world size, clips the average by its
-// global norm when the trainer asked (AcceptGradientClipping) and applies the configured update
+// gradients, in buckets started while backward goes on (gradient_buckets.h, `bucket_mb`) or as
+// one fused message after it (`bucket_mb` 0), divides them by the world size, clips the average by
+// its global norm when the trainer asked (AcceptGradientClipping) and applies the configured update
 // rule (reel/update_rule.h) to the values; every rank then holds the same parameters.
 // Setup() checks that all ranks declared the same number of parameters and broadcasts rank 0's
 // initial values, so all ranks start identical whatever their seeds.
@@ -18,12 +19,12 @@
 
 namespace reel::core {
 
-// The update-rule options plus `zero_stage` (0 or 1) and `timeout_ms` (deadline of each
-// collective; 0 waits forever).
+// The update-rule options plus `zero_stage` (0 or 1), `bucket_mb` (see the file comment) and
+// `timeout_ms` (deadline of each collective; 0 waits forever).
 OptionSchema SyncOptimizerOptions();
 
-// Errors: InvalidArgument for an unknown update rule, a negative timeout or a zero_stage other
-// than 0 and 1.
+// Errors: InvalidArgument for an unknown update rule, a negative timeout, a zero_stage other
+// than 0 and 1 or a bucket_mb outside [0, 2048].
 Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options);
 
 }  // namespace reel::core

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -48,8 +49,8 @@ class NanAtBatch : public DataSource {
 };
 
 // The tiny model, whose gradient of b[3] is +inf after its `at`-th backward pass (the loss stays
-// finite).
-class InfGradientAt : public testing::TinyModel {
+// finite). It makes it so before b is reported to a GradientSink, as a model must.
+class InfGradientAt : public testing::TinyModel, public GradientSink {
  public:
   explicit InfGradientAt(int at) : TinyModel(testing::kTinyDim, testing::kTinyClasses), at_(at) {}
   Status DeclareParams(ParamArena& arena) override {
@@ -57,15 +58,33 @@ class InfGradientAt : public testing::TinyModel {
     return TinyModel::DeclareParams(arena);
   }
   Status Backward(const Batch& batch, const Tensor& dlogits) override {
+    ++calls_;
     REEL_RETURN_IF_ERROR(TinyModel::Backward(batch, dlogits));
-    if (++calls_ == at_) arena_->grads(*arena_->Find("b"))[3] = kInf;
+    Poison();
     return Status::Ok();
+  }
+  void SetGradientSink(GradientSink* sink) override {
+    next_ = sink;
+    TinyModel::SetGradientSink(sink != nullptr ? this : nullptr);
+  }
+  void GradientsReady(int64_t offset, int64_t size) override {
+    if (offset == arena_->block(*arena_->Find("b")).offset) Poison();
+    next_->GradientsReady(offset, size);
   }
 
  private:
+  // Once: after b was reported it may be on the wire, and the model must not write it again.
+  void Poison() {
+    if (calls_ != at_ || poisoned_) return;
+    arena_->grads(*arena_->Find("b"))[3] = kInf;
+    poisoned_ = true;
+  }
+
   ParamArena* arena_ = nullptr;
+  GradientSink* next_ = nullptr;
   const int at_;
   int calls_ = 0;
+  bool poisoned_ = false;
 };
 
 bool Finite(const std::vector<float>& v) {
@@ -244,11 +263,22 @@ TEST(NonFiniteTest, OptOutTrainsOnThroughTheNan) {
 
 // A NaN in rank 1's data only: the gradients reduced over the ranks carry it to rank 0, and both
 // stop at step 5 (none waits in a collective for the other). With a third party's optimizer that
-// leaves the trainer to clip (TinySgd), and with "sync", which clips after its allreduce.
-class TwoRanks : public ::testing::TestWithParam<bool> {};
+// leaves the trainer to clip (TinySgd), and with "sync", which clips after its allreduce: in one
+// bucket, and in one per block started during backward (docs/distributed.md), where rank 1
+// reduces its NaN step's gradient after backward, rank 0 during it.
+class TwoRanks : public ::testing::TestWithParam<std::string> {};
+
+// "sync" over `bucket_mb` ("" for its default).
+std::unique_ptr<Optimizer> Sync(const std::string& bucket_mb) {
+  std::map<std::string, std::string> given = {{"rule", "sgd"}};
+  if (!bucket_mb.empty()) given["bucket_mb"] = bucket_mb;
+  auto made = MakeSyncOptimizer(*ParseOptions(SyncOptimizerOptions(), given));
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *std::move(made) : nullptr;
+}
 
 TEST_P(TwoRanks, BothStopAtTheStepOfOneRanksNan) {
-  const bool sync = GetParam();
+  const bool sync = GetParam() != "TrainerClips";
   MemStorage storage;
   testing::TinyGroup group(2);
   NanAtBatch data(group.ranks[1]->train, 5);
@@ -263,9 +293,8 @@ TEST_P(TwoRanks, BothStopAtTheStepOfOneRanksNan) {
       if (i == 1) c.train = &data;
       std::unique_ptr<Optimizer> optimizer;
       if (sync) {
-        auto made = MakeSyncOptimizer(*ParseOptions(SyncOptimizerOptions(), {{"rule", "sgd"}}));
-        ASSERT_TRUE(made.ok()) << made.status();
-        optimizer = *std::move(made);
+        optimizer = Sync(GetParam() == "SyncBucketPerBlock" ? "0.000001" : "");
+        ASSERT_NE(optimizer, nullptr);
         c.optimizer = optimizer.get();
       }
       results[i] = RunTrainer(o, c, storage);
@@ -285,8 +314,49 @@ TEST_P(TwoRanks, BothStopAtTheStepOfOneRanksNan) {
   for (const auto& b : newest->params) EXPECT_TRUE(Finite(b.values)) << b.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, TwoRanks, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Sync" : "TrainerClips"; });
+INSTANTIATE_TEST_SUITE_P(Optimizers, TwoRanks,
+                         ::testing::Values("TrainerClips", "Sync", "SyncBucketPerBlock"),
+                         [](const auto& info) { return info.param; });
+
+// An infinite gradient on rank 1 while "sync" reduces buckets during backward: the trainer
+// checked b before it went on the wire, so rank 1 names it; rank 0 sees it in the reduced
+// gradient; both stop at step 5, and the checkpoint of step 4 is the newest.
+TEST(NonFiniteTest, AGradientReducedDuringBackwardIsCheckedBeforeItIsSent) {
+  MemStorage storage;
+  testing::TinyGroup group(2);
+  InfGradientAt bad_model(5);
+  ParamArena bad_arena;
+  ASSERT_TRUE(bad_model.DeclareParams(bad_arena).ok());
+  bad_arena.Finalize();
+  TrainerOptions o = Checkpointed();
+  o.checkpoint_every_steps = 2;
+  o.timeout = std::chrono::seconds(60);
+  std::vector<Result<TrainResult>> results(2, Result<TrainResult>(InternalError("not run")));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      RankComponents c = group.ranks[i]->components(group.comms[i].get(), false);
+      if (i == 1) {
+        c.model = &bad_model;
+        c.arena = &bad_arena;
+      }
+      std::unique_ptr<Optimizer> optimizer = Sync("0.000001");
+      ASSERT_NE(optimizer, nullptr);
+      c.optimizer = optimizer.get();
+      results[i] = RunTrainer(o, c, storage);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_FALSE(results[i].ok()) << "rank " << i;
+    EXPECT_THAT(results[i].status().message(), HasSubstr("training stopped at step 5: "));
+  }
+  EXPECT_THAT(results[1].status().message(), HasSubstr("the gradient of parameter b[3] on rank 1"));
+  EXPECT_THAT(results[0].status().message(), HasSubstr("another rank's"));
+  auto newest = LoadCheckpoint(storage, "mem://run/ckpt");
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(newest->step, 4);
+  for (const auto& b : newest->params) EXPECT_TRUE(Finite(b.values)) << b.name;
+}
 
 }  // namespace
 }  // namespace reel::core::nonfinite_test

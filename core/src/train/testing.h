@@ -213,21 +213,27 @@ class TinyModel : public Model {
     auto gb = arena_->grads(b_);
     std::fill(gw.begin(), gw.end(), 0.0f);
     std::fill(gb.begin(), gb.end(), 0.0f);
+    // The bias first and reported at once, as a model reports its last layer first.
+    for (int64_t i = 0; i < batch.size(); ++i)
+      for (int64_t c = 0; c < classes_; ++c) gb[c] += dlogits.data()[i * classes_ + c];
+    ReportBlocks(sink_, *arena_, b_, b_);
     for (int64_t i = 0; i < batch.size(); ++i)
       for (int64_t c = 0; c < classes_; ++c) {
         float g = dlogits.data()[i * classes_ + c];
-        gb[c] += g;
         for (int64_t d = 0; d < dim_; ++d)
           gw[d * classes_ + c] += f->values.data()[i * dim_ + d] * g;
       }
+    ReportBlocks(sink_, *arena_, w_, w_);
     return Status::Ok();
   }
+  void SetGradientSink(GradientSink* sink) override { sink_ = sink; }
 
  private:
   int64_t dim_, classes_;
   std::string feature_;
   ParamArena* arena_ = nullptr;
   ParamArena::BlockId w_ = 0, b_ = 0;
+  GradientSink* sink_ = nullptr;
 };
 
 // Momentum SGD; averages gradients over ranks with AllReduce when there are several. Written as a

@@ -13,6 +13,7 @@
 #include "reel/core/evaluator.h"
 #include "reel/core/loss.h"
 #include "reel/core/rank_agreement.h"
+#include "train/gradient_check.h"
 #include "train/independent_ranks.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
@@ -58,6 +59,9 @@ class Loop {
         trains_(roles_ == nullptr || !roles_->IsServerOnly()),
         storage_(s),
         progress_(trains_ && group_->rank() == 0 ? o.progress : nullptr, o.tty, o.verbosity) {}
+  ~Loop() {
+    if (model_sink_ != nullptr) r_.model->SetGradientSink(nullptr);
+  }
 
   Result<TrainResult> Run();
 
@@ -75,6 +79,12 @@ class Loop {
   Status OpenLogs(bool append = false);
   Result<bool> ResumeFromCheckpoint();
   Status TrainStep(const Batch& batch);
+  // Where the model reports finished gradient ranges in this step (Model::SetGradientSink): the
+  // optimizer's sink (through the non-finite check when it is on) when nothing of the trainer's
+  // writes the gradient between Backward() and Step() and a stop is decided after Step(), so no
+  // rank leaves a step with ranges in flight; null otherwise, and for a step whose loss is not
+  // finite (its gradient is marked after Backward()).
+  GradientSink* StepSink(bool loss_finite);
   Status StepWithoutData();
   // trainer.stop_on_nonfinite: ranks that step together reduce their gradients in the optimizer,
   // so they check the reduced gradient after Step(): one rank's NaN is every rank's there, and
@@ -179,7 +189,9 @@ class Loop {
   // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
   // rank's gradient before Step().
   bool optimizer_clips_ = false;
-  bool stopped_nonfinite_ = false;  // NonFinite() ended the run
+  bool stopped_nonfinite_ = false;                     // NonFinite() ended the run
+  GradientSink* model_sink_ = nullptr;                 // what the model was last given
+  std::unique_ptr<CheckedGradientSink> checked_sink_;  // built with the first step that needs it
   int64_t last_eval_step_ = -1, last_checkpoint_step_ = -1;
   // The lead: the step of a periodic checkpoint that could not be written and was not written
   // since (-1: none), and the ranks' positions it had; the run's end writes it.
@@ -339,6 +351,15 @@ Status Loop::Init() {
   return OpenLogs();
 }
 
+GradientSink* Loop::StepSink(bool loss_finite) {
+  if (!optimizer_clips_ || (o_.stop_on_nonfinite && (!ChecksAfterStep() || !loss_finite)))
+    return nullptr;
+  GradientSink* sink = r_.optimizer->gradient_sink();
+  if (sink == nullptr || !o_.stop_on_nonfinite) return sink;
+  if (!checked_sink_) checked_sink_ = std::make_unique<CheckedGradientSink>(*r_.arena, *sink);
+  return checked_sink_.get();
+}
+
 Status Loop::TrainStep(const Batch& batch) {
   LossResult loss;
   std::string bad;  // what of this rank's is not finite, when checked
@@ -346,11 +367,19 @@ Status Loop::TrainStep(const Batch& batch) {
     Timed t(time_.compute);
     REEL_ASSIGN_OR_RETURN(Tensor logits, r_.model->Forward(batch, Mode::kTrain));
     REEL_ASSIGN_OR_RETURN(loss, SigmoidCrossEntropy(logits, batch));
+    if (GradientSink* sink = StepSink(std::isfinite(loss.loss)); sink != model_sink_) {
+      r_.model->SetGradientSink(sink);
+      model_sink_ = sink;
+    }
     REEL_RETURN_IF_ERROR(r_.model->Backward(batch, loss.dlogits));
     if (o_.stop_on_nonfinite) {
       if (!std::isfinite(loss.loss)) {
         bad = "the loss is " + std::to_string(loss.loss) + " on rank " +
               std::to_string(r_.comm->rank());
+      } else if (model_sink_ != nullptr) {
+        // Parts of the gradient may be on the wire already: the checking sink saw them first.
+        if (std::string at = checked_sink_->EndBackward(); !at.empty())
+          bad = "the gradient of parameter " + at + " on rank " + std::to_string(r_.comm->rank());
       } else if (optimizer_clips_ && !AllFinite(r_.arena->grads())) {
         bad = "the gradient of parameter " + FirstNonFinite(*r_.arena, r_.arena->grads()) +
               " on rank " + std::to_string(r_.comm->rank());
@@ -367,7 +396,10 @@ Status Loop::TrainStep(const Batch& batch) {
   }
   if (!bad.empty() && !ChecksAfterStep()) return NonFinite(bad);
   // A non-finite loss with finite gradients still stops every rank: the reduction carries it.
-  if (!bad.empty() && r_.arena->total_size() > 0) r_.arena->grads()[0] = std::nanf("");
+  // (Such a step's Backward() had no sink, so element 0 is not on the wire; a non-finite
+  // gradient carries itself.)
+  if (o_.stop_on_nonfinite && !std::isfinite(loss.loss) && r_.arena->total_size() > 0)
+    r_.arena->grads()[0] = std::nanf("");
   {
     Timed t(time_.update);
     REEL_RETURN_IF_ERROR(r_.optimizer->Step(BeginStep(batch.size())));

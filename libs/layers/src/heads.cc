@@ -39,8 +39,19 @@ void MoeHead::Backward(const float* x, const float* dlogits, int64_t batch, floa
   dexpert_.resize(expert_act_.size());
   MoeLogitGrads(batch * classes_, experts_, unit_dgate_.data(), unit_dexpert_.data(), dlogits,
                 dgate_.data(), dexpert_.data());
+  if (dx == nullptr) {
+    // No input gradient to sum, so the experts (declared last, reduced first: reel/model.h's
+    // GradientSink) go first and can be sent while the gates' product runs.
+    experts_dense_.Backward(x, dexpert_.data(), batch, nullptr);
+    experts_dense_.ReportGradients(sink_);
+    gates_.Backward(x, dgate_.data(), batch, nullptr);
+    gates_.ReportGradients(sink_);
+    return;
+  }
   gates_.Backward(x, dgate_.data(), batch, dx);
   experts_dense_.Backward(x, dexpert_.data(), batch, dx, /*accumulate_dx=*/true);
+  experts_dense_.ReportGradients(sink_);
+  gates_.ReportGradients(sink_);
 }
 
 Result<std::unique_ptr<Head>> MakeHead(const Options& options, std::string name, int64_t in,

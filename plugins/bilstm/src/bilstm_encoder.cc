@@ -235,6 +235,7 @@ Status BiLstmEncoder::BackwardDnnl() {
     Layer& layer = layers_[k];
     REEL_RETURN_IF_ERROR(RunBoth([&] { return RunBackward(layer.fwd, dout_fwd_, din_fwd_); },
                                  [&] { return RunBackward(layer.bwd, dout_bwd_, din_bwd_); }));
+    ReportBlocks(sink_, *arena_, layer.fwd.wx, layer.bwd.b);  // declared in this order
     if (k == 0) break;
     // Route the input gradients of layer k back to layer k-1's outputs, undoing the reversal of
     // BuildLayerInputs(): din_* are [T, B, 2H] in each direction's own time order.

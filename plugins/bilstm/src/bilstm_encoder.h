@@ -40,6 +40,7 @@
 #include "packed_layout.h"
 #include "reel/batch.h"
 #include "reel/layers/sequence.h"
+#include "reel/model.h"
 #include "reel/param_arena.h"
 #include "reel/status.h"
 
@@ -85,6 +86,9 @@ class BiLstmEncoder {
   // REQUIRES: the last Forward() had train=true. Writes every parameter's gradient (overwriting)
   // from denc's columns [col, col + 2H).
   Status Backward(const float* denc, int64_t enc_ld, int64_t col);
+  // Where Backward() reports each layer's blocks (both directions) once their gradients are
+  // final, the top layer first (reel/model.h's GradientSink); null: nowhere.
+  void set_gradient_sink(GradientSink* sink) { sink_ = sink; }
 
   // The top layer's outputs of the last Forward(), [B, T, 2H] in original time order
   // ([forward, backward] per frame, as torch.nn.LSTM's output), zero past each length; T is the
@@ -129,6 +133,7 @@ class BiLstmEncoder {
   std::string prefix_;
   dnnl::engine engine_;
   ParamArena* arena_ = nullptr;
+  GradientSink* sink_ = nullptr;  // not owned
   std::vector<Layer> layers_;
   // State of the last Forward().
   int64_t batch_ = 0, steps_ = 0;

@@ -68,7 +68,8 @@ Status BiLstmEncoder::BackwardGemm(const float* denc, int64_t enc_ld, int64_t co
     };
     REEL_RETURN_IF_ERROR(
         RunBoth([&] { return run(layer.fwd, 0, false); }, [&] { return run(layer.bwd, h, true); }));
-    if (k == 0) break;  // the features need no gradient
+    ReportBlocks(sink_, *arena_, layer.fwd.wx, layer.bwd.b);  // declared in this order
+    if (k == 0) break;                                        // the features need no gradient
     // The gradient reaching layer k-1's outputs: dA_fwd Wx_fwd^T + dA_bwd Wx_bwd^T, on all threads.
     const auto start = std::chrono::steady_clock::now();
     const int64_t in_width = 2 * h, g4 = 4 * h;

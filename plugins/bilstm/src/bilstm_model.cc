@@ -176,12 +176,19 @@ Status BiLstmModel::Backward(const Batch& batch, const Tensor& dlogits) {
   head_->Backward(enc_.data(), dlogits.data(), batch_, denc_.data());
   head_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - head_start).count();
-  int64_t col = 0;
-  for (auto& s : streams_) {
-    REEL_RETURN_IF_ERROR(s->Backward(denc_.data(), enc_width_, col));
-    col += s->output_width();
+  // The last stream first: its blocks lie after the earlier streams' in the arena, so their
+  // buckets are reduced first (each stream's gradient depends only on its columns of denc).
+  int64_t col = enc_width_;
+  for (size_t i = streams_.size(); i-- > 0;) {
+    col -= streams_[i]->output_width();
+    REEL_RETURN_IF_ERROR(streams_[i]->Backward(denc_.data(), enc_width_, col));
   }
   return Status::Ok();
+}
+
+void BiLstmModel::SetGradientSink(GradientSink* sink) {
+  head_->set_gradient_sink(sink);
+  for (auto& s : streams_) s->set_gradient_sink(sink);
 }
 
 DnnlLstm::CacheStats BiLstmModel::cache_stats() const {

@@ -43,6 +43,9 @@ class BiLstmModel final : public Model {
   Status Initialize(uint64_t seed) override;
   Result<Tensor> Forward(const Batch& batch, Mode mode) override;
   Status Backward(const Batch& batch, const Tensor& dlogits) override;
+  // Reports the head first, then each stream's layers top down, the last stream first: the
+  // reverse of the arena's order (reel/model.h's GradientSink).
+  void SetGradientSink(GradientSink* sink) override;
 
   // oneDNN primitive cache hits and misses, summed over every LSTM of the model (impl dnnl_rnn).
   DnnlLstm::CacheStats cache_stats() const;

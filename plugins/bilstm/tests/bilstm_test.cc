@@ -12,6 +12,7 @@
 namespace reel::bilstm {
 namespace {
 
+using layers::testing::CheckGradientReports;
 using layers::testing::CheckModelGradients;
 using layers::testing::SgdLowersLoss;
 using layers::testing::SigmoidCrossEntropy;
@@ -63,6 +64,16 @@ TEST_P(ModelGradientTest, EveryBlockMatchesFiniteDifferences) {
   ASSERT_TRUE(built.model);
   Batch batch = TinyBatch(c.kind, {4, 2, 3}, 5, {11, 12, 13});
   EXPECT_TRUE(CheckModelGradients(*built.model, *built.arena, batch, 1e-2f, 2e-2, 3e-4, 8));
+}
+
+// The head, then each layer top down, the last stream first (docs/distributed.md), each final
+// when reported, and the same gradient without a sink.
+TEST_P(ModelGradientTest, ReportsEveryBlockFinalInDescendingOrder) {
+  const GradCase& c = GetParam();
+  auto built = Build(c.kind, TinyOptions(c.kind, c.head, c.pooling, c.layers, c.impl), kClasses, 3);
+  ASSERT_TRUE(built.model);
+  Batch batch = TinyBatch(c.kind, {4, 2, 3}, 5, {11, 12, 13});
+  EXPECT_TRUE(CheckGradientReports(*built.model, *built.arena, batch));
 }
 
 std::vector<GradCase> GradCases() {

@@ -99,6 +99,8 @@ Result<Tensor> VideoLevelModel::Forward(const Batch& batch, Mode mode) {
   return logits;
 }
 
+void VideoLevelModel::SetGradientSink(GradientSink* sink) { head_->set_gradient_sink(sink); }
+
 Status VideoLevelModel::Backward(const Batch& batch, const Tensor& dlogits) {
   (void)batch;  // the head's input was kept by Forward
   REEL_RETURN_IF_ERROR(layers::RequireBackwardInput(kind_, trained_, dlogits, batch_, classes_));

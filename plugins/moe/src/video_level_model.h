@@ -37,6 +37,8 @@ class VideoLevelModel final : public Model {
   Status Initialize(uint64_t seed) override;
   Result<Tensor> Forward(const Batch& batch, Mode mode) override;
   Status Backward(const Batch& batch, const Tensor& dlogits) override;
+  // The head reports its blocks, the experts' before the gates' (the whole model is its head).
+  void SetGradientSink(GradientSink* sink) override;
 
  private:
   VideoLevelModel() = default;

@@ -10,6 +10,7 @@
 namespace reel::moe {
 namespace {
 
+using layers::testing::CheckGradientReports;
 using layers::testing::CheckModelGradients;
 using layers::testing::RandomVector;
 using layers::testing::SgdLowersLoss;
@@ -69,6 +70,13 @@ TEST_P(VideoLevelGradientTest, EveryBlockMatchesFiniteDifferences) {
   for (float& v : built.arena->values()) v += 0.05f;  // non-zero biases too
   Batch batch = VideoBatch(5, 7);
   EXPECT_TRUE(CheckModelGradients(*built.model, *built.arena, batch, 1e-2f, 1e-2, 1e-4, 30));
+}
+
+// The experts before the gates (docs/distributed.md), each final when reported.
+TEST_P(VideoLevelGradientTest, ReportsEveryBlockFinalInDescendingOrder) {
+  Built built = Build(GetParam(), 3);
+  ASSERT_TRUE(built.model);
+  EXPECT_TRUE(CheckGradientReports(*built.model, *built.arena, VideoBatch(5, 7)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, VideoLevelGradientTest, ::testing::Values("logistic", "moe"));

@@ -6,6 +6,12 @@
 // dlogits = dLoss/dlogits; Backward() writes dLoss/dparam for every block into arena.grads()
 // (overwriting, not accumulating). The loss lives in the core, so every model is scored the same.
 //
+// Gradients as they are made (optional): a model may tell a GradientSink, set by the trainer,
+// which ranges of arena.grads() Backward() has finished, last layer first, so an optimizer can
+// start sending them while Backward() goes on (docs/distributed.md, "Overlapping the exchange
+// with backward"). A model that does not report works unchanged: what is not reported is sent
+// after Backward() returned.
+//
 // Ownership: the model keeps a pointer to the arena given to DeclareParams(), which must outlive
 // it. Thread-safety: one thread per instance; separate instances are independent.
 #ifndef REEL_MODEL_H_
@@ -41,6 +47,27 @@ struct ModelContext {
   Precision precision = Precision::kFp32;
 };
 
+// Receives ranges of arena.grads() as a model's Backward() finishes them (see the file comment).
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  // arena.grads()[offset, offset + size) holds its final value for this Backward(): the model
+  // writes there no more until the next Backward(), so the receiver may read and overwrite it
+  // from now on. Called on the thread that called Backward(); only whole blocks count (a
+  // block partly inside the range is sent after Backward()); a range reported twice in one
+  // Backward() counts once.
+  virtual void GradientsReady(int64_t offset, int64_t size) = 0;
+};
+
+// Reports arena blocks [first, last] (declared one after another, so their range is contiguous)
+// to `sink`, if any: a model's GradientSink helper.
+inline void ReportBlocks(GradientSink* sink, const ParamArena& arena, ParamArena::BlockId first,
+                         ParamArena::BlockId last) {
+  if (sink == nullptr) return;
+  const int64_t begin = arena.block(first).offset;
+  sink->GradientsReady(begin, arena.block(last).offset + arena.block(last).size - begin);
+}
+
 // kTrain: Backward() follows (keep what it needs); kInfer: logits only.
 enum class Mode { kTrain, kInfer };
 
@@ -63,6 +90,10 @@ class Model {
 
   // REQUIRES: the last call was Forward(batch, kTrain) with the same batch; dlogits [B, C].
   virtual Status Backward(const Batch& batch, const Tensor& dlogits) = 0;
+
+  // Where Backward() reports finished gradient ranges from now on (null: nowhere); see the file
+  // comment. The default ignores it: every range is then sent after Backward() returned.
+  virtual void SetGradientSink(GradientSink* sink) { (void)sink; }
 };
 
 }  // namespace reel

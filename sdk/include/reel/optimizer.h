@@ -25,6 +25,13 @@
 // resume every rank gets RestoreState() with that whole state, before or after Setup(), and
 // keeps its own part.
 //
+// Gradients during Backward(): an optimizer that can use gradient ranges before Step() (e.g.
+// "sync" starts reducing them, docs/distributed.md) returns a GradientSink from
+// gradient_sink(); the trainer gives it to the model (Model::SetGradientSink) for the steps
+// where nothing else writes arena.grads() between Backward() and Step(). Step() then waits for
+// what the sink started. A rank that will not call Step() after such a Backward() (an error, a
+// stop) calls no other collective until the optimizer is destroyed, which ends what is in flight.
+//
 // Thread-safety: one thread per instance.
 #ifndef REEL_OPTIMIZER_H_
 #define REEL_OPTIMIZER_H_
@@ -32,6 +39,7 @@
 #include <string>
 #include <string_view>
 
+#include "reel/model.h"
 #include "reel/param_arena.h"
 #include "reel/rank_roles.h"
 #include "reel/status.h"
@@ -80,6 +88,10 @@ class Optimizer {
   // The global L2 norm, before clipping, of the gradient the last Step() applied (0 before the
   // first). Read by the trainer for its logs only after AcceptGradientClipping() returned true.
   virtual double last_gradient_norm() const { return 0.0; }
+
+  // Receives the model's finished gradient ranges during Backward() (see the top); null (the
+  // default): the optimizer reads arena.grads() in Step() only. Valid until destruction.
+  virtual GradientSink* gradient_sink() { return nullptr; }
 
   // The roles this optimizer gives ranks (see the top); null: every rank trains, in step.
   virtual RankRoles* rank_roles() { return nullptr; }

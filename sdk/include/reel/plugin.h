@@ -169,7 +169,9 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 11: ModelContext gained `precision` (trainer.precision, resolved by the host); UpdateRule's
 //     rules override Update (which also sums the gradient's squares) instead of ApplyPart.
 // 12: Communicator gained ReduceScatter and AllGatherShards (over reel/shard_layout.h) and
-//     CommunicatorCapabilities `native_reduce_scatter`; Optimizer gained GatherState().
+//     CommunicatorCapabilities `native_reduce_scatter`; Optimizer gained GatherState() and
+//     gradient_sink(), Model SetGradientSink (reel/model.h's GradientSink: gradient ranges as
+//     Backward() finishes them, so "sync" reduces them during backward).
 inline constexpr uint32_t kPluginAbiVersion = 12;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "reel/model.h"
 #include "reel/param_arena.h"
 #include "reel/status.h"
 
@@ -30,6 +31,10 @@ class Dense {
   // not null, dx [batch, in] (overwriting, or adding to it with accumulate_dx).
   void Backward(const float* x, const float* dy, int64_t batch, float* dx,
                 bool accumulate_dx = false);
+  // Tells `sink` (if any) that this layer's blocks hold their final gradient (reel/model.h).
+  void ReportGradients(GradientSink* sink) const {
+    ReportBlocks(sink, *arena_, w_, has_bias_ ? b_ : w_);
+  }
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }

@@ -39,6 +39,12 @@ class Head {
   // REQUIRES: the last Forward() had the same x and batch, in Mode::kTrain. Writes the head's
   // parameter gradients (overwriting) and, when dx is not null, dx [batch, in].
   virtual void Backward(const float* x, const float* dlogits, int64_t batch, float* dx) = 0;
+  // Where Backward() reports the head's blocks as their gradients are final (reel/model.h's
+  // GradientSink, the model's own); null: nowhere.
+  void set_gradient_sink(GradientSink* sink) { sink_ = sink; }
+
+ protected:
+  GradientSink* sink_ = nullptr;  // not owned
 };
 
 class LogisticHead final : public Head {
@@ -52,6 +58,7 @@ class LogisticHead final : public Head {
   }
   void Backward(const float* x, const float* dlogits, int64_t batch, float* dx) override {
     dense_.Backward(x, dlogits, batch, dx);
+    dense_.ReportGradients(sink_);
   }
 
  private:

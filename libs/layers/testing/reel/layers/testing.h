@@ -1,5 +1,6 @@
 // Test helpers shared by the model plugins' tests: a local copy of the training loss (the real one
-// is the core's; models only ever see dlogits) and finite-difference gradient checks.
+// is the core's; models only ever see dlogits), finite-difference gradient checks, and the check
+// of a model's gradient reports (reel/model.h's GradientSink).
 //
 // Thread-safety: pure functions.
 #ifndef REEL_LAYERS_TESTING_H_
@@ -13,6 +14,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reel/batch.h"
@@ -112,6 +114,61 @@ inline ::testing::AssertionResult CheckModelGradients(Model& model, ParamArena& 
     }
   }
   return result;
+}
+
+// A model's GradientSink reports (reel/model.h): one training step reporting to a sink that copies
+// each range when told, then the same step without a sink. Succeeds when every block was
+// reported exactly once, the ranges came in descending arena order (the order "sync" reduces
+// its buckets in, docs/distributed.md), each range held at its report what it holds after
+// Backward() (final when reported), and the gradient is the same, bit for bit, without a sink.
+inline ::testing::AssertionResult CheckGradientReports(Model& model, ParamArena& arena,
+                                                       const Batch& batch) {
+  struct Recorder : GradientSink {
+    explicit Recorder(ParamArena& a) : arena(a) {}
+    void GradientsReady(int64_t offset, int64_t size) override {
+      ranges.push_back({offset, size});
+      auto g = arena.grads().subspan(static_cast<size_t>(offset), static_cast<size_t>(size));
+      copies.emplace_back(g.begin(), g.end());
+    }
+    ParamArena& arena;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    std::vector<std::vector<float>> copies;
+  } recorder(arena);
+  auto step = [&]() -> Status {
+    REEL_ASSIGN_OR_RETURN(Tensor logits, model.Forward(batch, Mode::kTrain));
+    LossAndGrad lg = SigmoidCrossEntropy(logits, batch);
+    return model.Backward(batch, Tensor({logits.dim(0), logits.dim(1)}, lg.dlogits));
+  };
+  model.SetGradientSink(&recorder);
+  Status with = step();
+  model.SetGradientSink(nullptr);
+  if (!with.ok()) return ::testing::AssertionFailure() << "Backward with a sink: " << with;
+  const std::vector<float> reported(arena.grads().begin(), arena.grads().end());
+  std::vector<int> times(arena.blocks().size(), 0);
+  for (size_t r = 0; r < recorder.ranges.size(); ++r) {
+    const auto [offset, size] = recorder.ranges[r];
+    if (r > 0 && offset + size > recorder.ranges[r - 1].first)
+      return ::testing::AssertionFailure()
+             << "range " << r << " [" << offset << ", +" << size
+             << ") is not below the one before, [" << recorder.ranges[r - 1].first << ", ...)";
+    for (int64_t i = 0; i < size; ++i)
+      if (recorder.copies[r][static_cast<size_t>(i)] != reported[static_cast<size_t>(offset + i)])
+        return ::testing::AssertionFailure()
+               << "range " << r << " changed after it was reported, at arena index " << offset + i;
+    for (size_t b = 0; b < arena.blocks().size(); ++b)
+      if (arena.blocks()[b].offset >= offset &&
+          arena.blocks()[b].offset + arena.blocks()[b].size <= offset + size)
+        ++times[b];
+  }
+  for (size_t b = 0; b < times.size(); ++b)
+    if (times[b] != 1)
+      return ::testing::AssertionFailure()
+             << "block " << arena.blocks()[b].name << " reported " << times[b] << " times";
+  Status without = step();
+  if (!without.ok()) return ::testing::AssertionFailure() << "Backward without a sink: " << without;
+  if (!std::equal(reported.begin(), reported.end(), arena.grads().begin()))
+    return ::testing::AssertionFailure() << "the gradient differs without a sink";
+  return ::testing::AssertionSuccess() << recorder.ranges.size() << " ranges";
 }
 
 // Plain SGD (`lr` times the gradient) for `steps` training steps on one batch; succeeds when the
