@@ -368,6 +368,32 @@ TEST(ShardedUpdate, ALostPeerFailsTheStepNamingIt) {
   }
 }
 
+// zero_stage 1 reduce-scatters after backward: it takes no gradient ranges during backward, so
+// the trainer keeps the model's reports away, whatever bucket_mb says; stage 0 takes them.
+TEST(ShardedUpdate, TakesNoGradientsDuringBackward) {
+  for (const char* stage : {"0", "1"}) {
+    auto comms = InprocRanks(2);
+    std::vector<RankEnd> ends = OnThreads(comms, [&](int, std::unique_ptr<Communicator>& c) {
+      RankEnd end;
+      ParamArena arena;
+      DeclareSharded(arena, 300);
+      end.status = [&]() -> Status {
+        REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(),
+                                                      {{"zero_stage", stage}, {"bucket_mb", "4"}}));
+        REEL_ASSIGN_OR_RETURN(auto opt, MakeSyncOptimizer(o));
+        REEL_RETURN_IF_ERROR(opt->Setup(arena, *c));
+        const bool takes = opt->gradient_sink() != nullptr;
+        if (takes != (std::string(stage) == "0"))
+          return InternalError(std::string("zero_stage ") + stage +
+                               (takes ? " takes" : " does not take") + " gradients in backward");
+        return opt->Step(0.1f);
+      }();
+      return end;
+    });
+    for (const RankEnd& e : ends) EXPECT_TRUE(e.status.ok()) << e.status;
+  }
+}
+
 TEST(ShardedUpdate, MisuseIsRefusedWithAReason) {
   Result<Options> bad = ParseOptions(SyncOptimizerOptions(), {{"zero_stage", "2"}});
   ASSERT_TRUE(bad.ok());
