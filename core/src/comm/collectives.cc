@@ -333,6 +333,7 @@ class RingCommunicator final : public Communicator {
   int rank() const override { return backend_->rank(); }
   int size() const override { return backend_->size(); }
   CommunicatorCapabilities capabilities() const override { return caps_; }
+  void SetComputeAlongside(bool alongside) override { backend_->SetComputeAlongside(alongside); }
 
   Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override {
     REEL_RETURN_IF_ERROR(CheckUserTag("Send", tag));

@@ -108,9 +108,12 @@ void GradientBuckets::Run() {
     if (!skip) {
       const Deadline deadline =
           timeout_ms_ == 0 ? NoDeadline() : DeadlineIn(std::chrono::milliseconds(timeout_ms_));
+      // Backward runs beside it on this rank's cores: no busy waiting for the peers.
+      comm_.SetComputeAlongside(true);
       s = comm_.AllReduce(arena_.grads().subspan(static_cast<size_t>(r.begin),
                                                  static_cast<size_t>(r.end - r.begin)),
                           ReduceOp::kSum, deadline);
+      comm_.SetComputeAlongside(false);
       if (!s.ok())
         s = s.WithContext("reducing gradient bucket [" + std::to_string(r.begin) + ", " +
                           std::to_string(r.end) + ")");

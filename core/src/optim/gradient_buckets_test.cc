@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <string>
@@ -222,6 +223,68 @@ TEST(GradientBuckets, AStepLeftWithoutStepEndsCleanlyAndCollectivesStayInStep) {
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
     EXPECT_EQ(sums[r], 6.0f);
+  }
+}
+
+// A backend under the host's ring collectives that counts its sends by the hint in force
+// (Communicator::SetComputeAlongside), as the tcp backend reads it to stop busy waiting.
+class AlongsideCounter final : public Communicator {
+ public:
+  explicit AlongsideCounter(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(int dest, int tag, std::span<const std::byte> data, Deadline deadline) override {
+    ++(alongside_.load() ? sends_alongside : sends_alone);
+    return inner_->Send(dest, tag, data, deadline);
+  }
+  Result<Message> Recv(int source, int tag, Deadline deadline) override {
+    return inner_->Recv(source, tag, deadline);
+  }
+  Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override {
+    return inner_->RecvInto(source, tag, out, deadline);
+  }
+  void SetComputeAlongside(bool alongside) override { alongside_.store(alongside); }
+
+  std::atomic<int> sends_alongside{0}, sends_alone{0};
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  std::atomic<bool> alongside_{false};
+};
+
+// The buckets' reductions run beside backward: they tell the backend so (through the host's
+// ring wrapper), and the hint is gone for the rank's own collectives after them.
+TEST(GradientBuckets, TheirReductionsTellTheBackendComputeRunsAlongside) {
+  auto raw = CreateInprocGroup(2);
+  ASSERT_TRUE(raw.ok());
+  std::vector<AlongsideCounter*> counters;
+  Communicators comms;
+  for (auto& c : *raw) {
+    auto counter = std::make_unique<AlongsideCounter>(std::move(c));
+    counters.push_back(counter.get());
+    comms.push_back(WithRingCollectives(std::move(counter)));
+  }
+  std::vector<int> alone_before(2), alongside_after_step(2);
+  std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
+    const size_t r = static_cast<size_t>(c.rank());
+    ParamArena arena;
+    DeclareBucketLayers(arena);
+    REEL_ASSIGN_OR_RETURN(auto opt, MakeBucketedSync("0.000001"));
+    REEL_RETURN_IF_ERROR(opt->Setup(arena, c));
+    ReportingBackward(arena, opt->gradient_sink(), c.rank(), 1);
+    REEL_RETURN_IF_ERROR(opt->Step(0.01f));
+    alone_before[r] = counters[r]->sends_alone.load();
+    alongside_after_step[r] = counters[r]->sends_alongside.load();
+    float one = 1.0f;
+    REEL_RETURN_IF_ERROR(c.AllReduce(std::span<float>(&one, 1), ReduceOp::kSum, NoDeadline()));
+    return opt->Finish();
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    EXPECT_GT(alongside_after_step[r], 0) << "rank " << r;
+    // The rank's own AllReduce after the step: sent without the hint.
+    EXPECT_EQ(counters[r]->sends_alongside.load(), alongside_after_step[r]) << "rank " << r;
+    EXPECT_GT(counters[r]->sends_alone.load(), alone_before[r]) << "rank " << r;
   }
 }
 

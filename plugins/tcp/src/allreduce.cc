@@ -51,8 +51,8 @@ class TcpCommunicator::RingAllReduce {
         seq_(seq & kCollectiveSeqMask),
         tag_(Mailbox::CollectiveTag(seq)),
         deadline_(deadline),
-        spin_(comm.allreduce_spin_),
-        yield_(comm.allreduce_yield_),
+        spin_(comm.AllReduceSpin()),
+        yield_(comm.AllReduceYield()),
         n_(ring.size()),
         r_(RingPosition(ring, comm.rank_)),
         left_(*comm.peers_[static_cast<size_t>(ring[(r_ + n_ - 1) % n_])]),
@@ -393,7 +393,7 @@ Status TcpCommunicator::Ring(const std::vector<int>& ring, std::span<float> data
   const size_t at = RingPosition(ring, rank_), n = ring.size();
   Peer& left = *peers_[static_cast<size_t>(ring[(at + n - 1) % n])];
   REEL_ASSIGN_OR_RETURN(std::unique_lock<DeadlineMutex> reading,
-                        Borrow(left, /*polling=*/allreduce_spin_.count() > 0, deadline));
+                        Borrow(left, /*polling=*/AllReduceSpin().count() > 0, deadline));
   Status s = RingAllReduce(*this, ring, data, op, seq, deadline).Run();
   GiveBack(left, std::move(reading));
   return s;

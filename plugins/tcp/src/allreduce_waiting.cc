@@ -46,6 +46,11 @@ AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds>
               "yielding its core)"};
 }
 
+std::chrono::microseconds SpinNow(const AllReduceWaiting& chosen, bool option_given,
+                                  bool compute_alongside) {
+  return compute_alongside && !option_given ? std::chrono::microseconds(0) : chosen.spin;
+}
+
 std::string MachineId() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string id;

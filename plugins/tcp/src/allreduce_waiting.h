@@ -40,6 +40,13 @@ struct AllReduceWaiting {
 AllReduceWaiting ChooseAllReduceWaiting(std::optional<std::chrono::microseconds> option,
                                         int ranks_on_host, int cores);
 
+// How long an AllReduce polls when nothing moves, given the choice above: `chosen.spin`, but 0
+// while the rank's own compute runs beside the call (Communicator::SetComputeAlongside: a
+// polling wait would take a core that compute needs) unless the option asked for the polling
+// (`option_given`).
+std::chrono::microseconds SpinNow(const AllReduceWaiting& chosen, bool option_given,
+                                  bool compute_alongside);
+
 // The cores this process may run on: reel/host_cores.h.
 using reel::CoresAvailable;
 

@@ -86,8 +86,7 @@ void TcpCommunicator::ChooseWaiting() {
                                      [&](const auto& p) { return MachineOf(p->machine) == mine; });
   const AllReduceWaiting waiting =
       ChooseAllReduceWaiting(options_.allreduce_spin, static_cast<int>(on_host), CoresAvailable());
-  allreduce_spin_ = waiting.spin;
-  allreduce_yield_ = waiting.yield;
+  allreduce_waiting_ = waiting;
   LogOncePerProcess(waiting.why);
 }
 

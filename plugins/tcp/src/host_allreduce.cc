@@ -182,7 +182,7 @@ class TcpCommunicator::HostRounds {
   // one is needed: one that left or failed fails the call), or at the deadline.
   Status WaitFor(size_t q, uint32_t target) {
     HostStep& step = steps_[q];
-    const Deadline spin_until = Clock::now() + comm_.allreduce_spin_;
+    const Deadline spin_until = Clock::now() + comm_.AllReduceSpin();
     for (bool checked = false;; checked = true) {
       const uint32_t seen = step.value.load();
       if (Reached(seen, target)) return Status::Ok();
@@ -197,7 +197,7 @@ class TcpCommunicator::HostRounds {
         for (const int rank : host_.ranks)
           if (rank != comm_.rank_) REEL_RETURN_IF_ERROR(comm_.mailbox_.PeerStatus(rank));
       if (spinning) {
-        if (comm_.allreduce_yield_) sched_yield();
+        if (comm_.AllReduceYield()) sched_yield();
         continue;
       }
       SleepOn(step, seen,

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "admission.h"
+#include "allreduce_waiting.h"
 #include "blocking_io.h"
 #include "frame_reader.h"
 #include "host_memory.h"
@@ -60,6 +61,9 @@ class TcpCommunicator final : public Communicator {
   Status RecvInto(int source, int tag, std::span<std::byte> out, Deadline deadline) override;
 
   CommunicatorCapabilities capabilities() const override { return {.native_allreduce = true}; }
+  // While set, AllReduce sleeps when nothing moves instead of polling (unless allreduce_spin_us
+  // asked for polling): the rank's compute needs the cores (reel/transport.h).
+  void SetComputeAlongside(bool alongside) override { compute_alongside_.store(alongside); }
   Status AllReduce(std::span<float> data, ReduceOp op, Deadline deadline) override;
 
   // A RecvInto of at least this many bytes from one rank may read that rank's connection in the
@@ -266,8 +270,14 @@ class TcpCommunicator final : public Communicator {
   std::vector<float> allreduce_scratch_;
   // How long AllReduce polls once nothing moves, and whether it yields the core between polls;
   // set by ChooseWaiting() before any call.
-  std::chrono::microseconds allreduce_spin_{0};
-  bool allreduce_yield_ = false;
+  AllReduceWaiting allreduce_waiting_;
+  std::atomic<bool> compute_alongside_{false};  // SetComputeAlongside
+  // How long AllReduce polls now (SpinNow) and whether a polling wait yields its core.
+  std::chrono::microseconds AllReduceSpin() const {
+    return SpinNow(allreduce_waiting_, options_.allreduce_spin.has_value(),
+                   compute_alongside_.load());
+  }
+  bool AllReduceYield() const { return allreduce_waiting_.yield; }
   bool congestion_logged_ = false;  // the connecting thread's, while the group forms
 
   // Formation state shared between the io thread (Admit) and the connecting thread.

@@ -62,5 +62,18 @@ TEST(AllReduceWaiting, TheMachineIdIsStableAndFitsTheRendezvous) {
   for (char c : id) EXPECT_TRUE(c > ' ' && c <= '~') << id;
 }
 
+// Beside the rank's own compute (the sync optimizer's buckets during backward) an automatic
+// polling wait sleeps instead; a polling the option asked for stays.
+TEST(AllReduceWaiting, ComputeAlongsideSleepsUnlessTheOptionAskedToPoll) {
+  const AllReduceWaiting automatic = ChooseAllReduceWaiting(std::nullopt, 2, 2);
+  ASSERT_EQ(automatic.spin, kAutomaticSpin);
+  EXPECT_EQ(SpinNow(automatic, /*option_given=*/false, /*compute_alongside=*/false),
+            kAutomaticSpin);
+  EXPECT_EQ(SpinNow(automatic, false, true), microseconds(0));
+  const AllReduceWaiting given = ChooseAllReduceWaiting(microseconds(500), 2, 2);
+  EXPECT_EQ(SpinNow(given, true, true), microseconds(500));
+  EXPECT_EQ(SpinNow(given, true, false), microseconds(500));
+}
+
 }  // namespace
 }  // namespace reel::tcp

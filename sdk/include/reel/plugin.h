@@ -171,7 +171,8 @@ class BOOST_SYMBOL_VISIBLE Registrar {
 // 12: Communicator gained ReduceScatter and AllGatherShards (over reel/shard_layout.h) and
 //     CommunicatorCapabilities `native_reduce_scatter`; Optimizer gained GatherState() and
 //     gradient_sink(), Model SetGradientSink (reel/model.h's GradientSink: gradient ranges as
-//     Backward() finishes them, so "sync" reduces them during backward).
+//     Backward() finishes them, so "sync" reduces them during backward); Communicator gained
+//     SetComputeAlongside (a hint that compute runs beside the collectives that follow).
 inline constexpr uint32_t kPluginAbiVersion = 12;
 
 // The plugin's registration function, as REEL_PLUGIN wraps it (never throws).

@@ -119,6 +119,13 @@ class Communicator {
 
   virtual CommunicatorCapabilities capabilities() const { return {}; }
 
+  // A hint for the collectives this rank calls while it is set: `true` while they run alongside
+  // this rank's own compute (the sync optimizer's gradient buckets during backward), so a backend
+  // that busy-polls for its peers sleeps instead and leaves the cores to the compute; `false`
+  // (the default) when the rank has nothing else to do than wait for them. Set and cleared by
+  // the thread that calls the collectives; a backend may ignore it.
+  virtual void SetComputeAlongside(bool alongside) { (void)alongside; }
+
   // Collectives: every rank calls them with the same arguments, in the same order; see the file
   // comment for arguments that disagree and for the communicator after a failed collective.
   // In place: afterwards every rank holds the elementwise reduction of all ranks' `data`.
