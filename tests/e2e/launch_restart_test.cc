@@ -221,21 +221,6 @@ std::unique_ptr<Background> StartRestartingTraining(
   return std::make_unique<Background>(out_dir.empty() ? run.dir() : out_dir, args);
 }
 
-// A loopback port that was free a moment ago.
-int UnusedLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 // A rank SIGKILLed mid-training (all three held stopped meanwhile, so the newest checkpoint is
 // known): the launcher restarts the three, they resume from the newest checkpoint by themselves
 // and train to the budget; the launch exits 0.
@@ -320,7 +305,7 @@ TEST(LaunchRestartTrainTest, OnTwoNodesBothLaunchersRestartAndTheGroupFormsAgain
   std::string why;
   auto run = TrainRun::Make("launch_restart_nodes", kQuickFaultTransport, &why);
   if (!run) GTEST_SKIP() << why;
-  const std::string coordinator = "127.0.0.1:" + std::to_string(UnusedLoopbackPort());
+  const std::string coordinator = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   ::setenv("REEL_SECRET", "restart-nodes-test-secret", 1);
   ::setenv("REEL_JOB_ID", "restart-nodes-test", 1);
   std::vector<std::unique_ptr<Background>> nodes;

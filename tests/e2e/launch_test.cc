@@ -504,21 +504,6 @@ TEST(LaunchTest, BadArgumentsAreRefusedClearly) {
   }
 }
 
-// A loopback port that was free a moment ago: nobody listens there.
-int FreeLoopbackPortForTest() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 // `reel demo` under a launcher: one rank of the host writes the data while the others wait for
 // it, and every rank trains on the same files. Before, every rank synthesised into the same
 // folder and one could fail moving a shard another had moved. Fresh work directories, repeated.
@@ -551,8 +536,7 @@ TEST(LaunchTest, ASignalDuringFormationEndsTheRankPromptly) {
   for (int sig : {SIGINT, SIGTERM}) {
     ::setenv("REEL_RANK", "0", 1);
     ::setenv("REEL_WORLD_SIZE", "2", 1);
-    ::setenv("REEL_COORDINATOR", ("127.0.0.1:" + std::to_string(FreeLoopbackPortForTest())).c_str(),
-             1);
+    ::setenv("REEL_COORDINATOR", ("127.0.0.1:" + std::to_string(FreeLoopbackPort())).c_str(), 1);
     ::setenv("REEL_TRANSPORT", "tcp", 1);
     Background rank(run->dir(), {"train", "--config", run->config()});
     for (const char* v : {"REEL_RANK", "REEL_WORLD_SIZE", "REEL_COORDINATOR", "REEL_TRANSPORT"})

@@ -98,6 +98,9 @@ RunResult LaunchSh(std::vector<std::string> flags, const std::string& script);
 // Each of ranks 0 .. ranks-1 wrote `text` in launch's output `err` (after its "[rank R] " prefix).
 void ExpectEveryRankSaid(const std::string& err, int ranks, const std::string& text);
 
+// A loopback port that was free a moment ago: nobody listens there (0 if none could be had).
+int FreeLoopbackPort();
+
 }  // namespace reel::e2e
 
 #endif  // REEL_TESTS_E2E_LAUNCH_UTIL_H_
