@@ -8,20 +8,13 @@
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/testing/transport_conformance.h"
+#include "train/tiny_run.h"
 
 namespace reel::core {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-conformance::Communicators RingGroup(int n) {
-  auto raw = CreateInprocGroup(n);
-  EXPECT_TRUE(raw.ok());
-  conformance::Communicators out;
-  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
-  return out;
-}
 
 // A backend that claims a native AllReduce (and nothing else) and records its calls.
 class NativeAllReduceBackend final : public Communicator {
@@ -95,7 +88,7 @@ TEST(RingCollectives, TagErrorNamesTheReservedRange) {
 // chunks and rank 1's 9: every message would have the same size, so only the agreement before the
 // chunks tells the ranks apart. Both must refuse, naming the sizes, not return a corrupt sum.
 TEST(RingCollectives, PipelinedAllReduceRefusesRanksThatDisagreeOnTheSize) {
-  auto comms = RingGroup(2);
+  auto comms = testing::InprocRingGroup(2);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
     std::vector<float> data(size_t{65536} * 2 * (c.rank() == 0 ? 8 : 9), 1.0f);
     return c.AllReduce(data, ReduceOp::kSum, DeadlineIn(60s));
@@ -111,7 +104,7 @@ TEST(RingCollectives, PipelinedAllReduceRefusesRanksThatDisagreeOnTheSize) {
 
 // A rank that never joins an allreduce: the others stop at the deadline in the agreement.
 TEST(RingCollectives, PipelinedAllReduceEndsAtItsDeadlineWhenARankStaysAway) {
-  auto comms = RingGroup(3);
+  auto comms = testing::InprocRingGroup(3);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
     if (c.rank() == 2) return Status::Ok();
     std::vector<float> data(size_t{3} << 20, 1.0f);
@@ -170,7 +163,7 @@ TEST(RingCollectives, PipelinedAllReduceStoppedMidwayEndsAtItsDeadlineAndRefuses
 // tags: its parent then builds no other sub-group (which would reuse them), but its own
 // collectives go on.
 TEST(RingCollectives, AfterASubGroupCollectiveFailedTheParentBuildsNoOtherSubGroup) {
-  auto comms = RingGroup(3);
+  auto comms = testing::InprocRingGroup(3);
   std::vector<Status> st = conformance::RunOnRanks(comms, [](Communicator& c) -> Status {
     {
       REEL_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub,

@@ -16,6 +16,7 @@
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/testing/transport_conformance.h"
+#include "train/tiny_run.h"
 
 namespace reel::core {
 namespace {
@@ -23,14 +24,6 @@ namespace {
 using conformance::Communicators;
 using conformance::RunOnRanks;
 using ::testing::HasSubstr;
-
-Communicators BucketRanks(int n) {
-  auto raw = CreateInprocGroup(n);
-  EXPECT_TRUE(raw.ok());
-  Communicators out;
-  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
-  return out;
-}
 
 // Blocks of awkward sizes (padding between them, ring chunks that do not divide them).
 void DeclareBucketLayers(ParamArena& arena) {
@@ -96,7 +89,7 @@ Result<std::unique_ptr<Optimizer>> MakeBucketedSync(const std::string& bucket_mb
 // Three Adam steps on `n` ranks; `report(rank)`: whether that rank's model reports its ranges.
 std::vector<std::vector<float>> TrainBucketed(int n, const std::string& bucket_mb,
                                               const std::function<bool(int)>& report) {
-  Communicators comms = BucketRanks(n);
+  Communicators comms = testing::InprocRingGroup(n);
   std::vector<ParamArena> arenas(static_cast<size_t>(n));
   for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
@@ -145,7 +138,7 @@ TEST(GradientBuckets, OverlappedEqualsTheSameBucketsReducedAfterBackwardBitForBi
 }
 
 TEST(GradientBuckets, BucketsStartDuringBackwardInOrderOnlyWhenWhole) {
-  Communicators comms = BucketRanks(2);
+  Communicators comms = testing::InprocRingGroup(2);
   std::vector<ParamArena> arenas(2);
   for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<int> started(2, -1), reported_head(2, -1);
@@ -179,7 +172,7 @@ TEST(GradientBuckets, BucketsStartDuringBackwardInOrderOnlyWhenWhole) {
 // Rank 1 never steps: rank 0's buckets, started during backward, meet the deadline, and Step()
 // says which step and which bucket instead of hanging.
 TEST(GradientBuckets, ADeadlineWhileBucketsAreInFlightFailsTheStepNamingIt) {
-  Communicators comms = BucketRanks(2);
+  Communicators comms = testing::InprocRingGroup(2);
   std::vector<ParamArena> arenas(2);
   for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<Status> st = RunOnRanks(comms, [&](Communicator& c) -> Status {
@@ -202,7 +195,7 @@ TEST(GradientBuckets, ADeadlineWhileBucketsAreInFlightFailsTheStepNamingIt) {
 // Ranks that leave a step after Backward() (an error) destroy the optimizer: it waits for
 // what it handed over, so the ranks' next collective, from the training thread, still pairs up.
 TEST(GradientBuckets, AStepLeftWithoutStepEndsCleanlyAndCollectivesStayInStep) {
-  Communicators comms = BucketRanks(3);
+  Communicators comms = testing::InprocRingGroup(3);
   std::vector<ParamArena> arenas(3);
   for (auto& a : arenas) DeclareBucketLayers(a);
   std::vector<float> sums(3);

@@ -15,6 +15,7 @@
 #include "reel/core/collectives.h"
 #include "reel/core/inproc.h"
 #include "reel/shard_layout.h"
+#include "train/tiny_run.h"
 
 namespace reel::core {
 namespace {
@@ -70,14 +71,6 @@ std::vector<RankEnd> OnThreads(
   return ends;
 }
 
-std::vector<std::unique_ptr<Communicator>> InprocRanks(int n) {
-  auto raw = CreateInprocGroup(n);
-  EXPECT_TRUE(raw.ok());
-  std::vector<std::unique_ptr<Communicator>> out;
-  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
-  return out;
-}
-
 // A few blocks of odd sizes (padding between them), `floats` floats in the last.
 void DeclareSharded(ParamArena& arena, int64_t floats) {
   ASSERT_TRUE(arena.Declare("w", {3, 5}).ok());
@@ -108,7 +101,7 @@ struct TrainSpec {
 // Trains as the trainer does: rank ranks-1 has no data on the second step (zero gradients, the
 // StepWithoutData path); then GatherState() on every rank and SaveState() on the lead.
 std::vector<RankEnd> TrainSharded(const TrainSpec& run) {
-  auto comms = InprocRanks(run.ranks);
+  auto comms = testing::InprocRingGroup(run.ranks);
   return OnThreads(comms, [&](int rank, std::unique_ptr<Communicator>& c) {
     RankEnd end;
     ParamArena arena;
@@ -293,7 +286,7 @@ TEST(ShardedUpdate, ResumedRunEqualsAnUninterruptedOne) {
   ExpectOk(halves, "first half");
   EXPECT_FALSE(halves[0].state.empty());
   // Uninterrupted: one optimizer, six steps with the same gradients and idle steps as the chain.
-  auto comms = InprocRanks(3);
+  auto comms = testing::InprocRingGroup(3);
   std::vector<RankEnd> straight = OnThreads(comms, [&](int rank, std::unique_ptr<Communicator>& c) {
     RankEnd end;
     ParamArena arena;
@@ -322,7 +315,7 @@ TEST(ShardedUpdate, ResumedRunEqualsAnUninterruptedOne) {
 // A peer that leaves fails the step on the others, naming it and the phase.
 TEST(ShardedUpdate, ALostPeerFailsTheStepNamingIt) {
   for (const bool after_reduce_scatter : {false, true}) {
-    auto comms = InprocRanks(3);
+    auto comms = testing::InprocRingGroup(3);
     std::vector<RankEnd> ends = OnThreads(comms, [&](int rank, std::unique_ptr<Communicator>& c) {
       RankEnd end;
       ParamArena arena;
@@ -372,7 +365,7 @@ TEST(ShardedUpdate, ALostPeerFailsTheStepNamingIt) {
 // the trainer keeps the model's reports away, whatever bucket_mb says; stage 0 takes them.
 TEST(ShardedUpdate, TakesNoGradientsDuringBackward) {
   for (const char* stage : {"0", "1"}) {
-    auto comms = InprocRanks(2);
+    auto comms = testing::InprocRingGroup(2);
     std::vector<RankEnd> ends = OnThreads(comms, [&](int, std::unique_ptr<Communicator>& c) {
       RankEnd end;
       ParamArena arena;
@@ -401,7 +394,7 @@ TEST(ShardedUpdate, MisuseIsRefusedWithAReason) {
   EXPECT_EQ(two.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(two.status().message(), HasSubstr("zero_stage"));
   // The lead's SaveState() without GatherState() on every rank: refused, the run goes on.
-  auto comms = InprocRanks(2);
+  auto comms = testing::InprocRingGroup(2);
   std::vector<RankEnd> ends = OnThreads(comms, [&](int rank, std::unique_ptr<Communicator>& c) {
     RankEnd end;
     ParamArena arena;

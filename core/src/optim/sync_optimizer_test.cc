@@ -14,6 +14,7 @@
 #include "reel/core/schedule.h"
 #include "reel/testing/transport_conformance.h"
 #include "reel/update_rule.h"
+#include "train/tiny_run.h"
 
 namespace reel::core {
 namespace {
@@ -27,14 +28,6 @@ constexpr int kSteps = 4;
 Result<std::unique_ptr<Optimizer>> MakeSync(const std::map<std::string, std::string>& given) {
   REEL_ASSIGN_OR_RETURN(Options o, ParseOptions(SyncOptimizerOptions(), given));
   return MakeSyncOptimizer(o);
-}
-
-Communicators Group(int n) {
-  auto raw = CreateInprocGroup(n);
-  EXPECT_TRUE(raw.ok());
-  Communicators out;
-  for (auto& c : *raw) out.push_back(WithRingCollectives(std::move(c)));
-  return out;
 }
 
 // Two blocks, so the fused message spans padding between them.
@@ -53,7 +46,7 @@ class SyncOptimizerTest : public ::testing::TestWithParam<std::tuple<int, std::s
 TEST_P(SyncOptimizerTest, RanksEndIdenticalAndEqualToAveragedSingleRankSteps) {
   const auto& [n, rule] = GetParam();
   const std::map<std::string, std::string> options = {{"rule", rule}};
-  Communicators comms = Group(n);
+  Communicators comms = testing::InprocRingGroup(n);
   std::vector<ParamArena> arenas(static_cast<size_t>(n));
   for (auto& a : arenas) Declare(a);
   const size_t total = static_cast<size_t>(arenas[0].total_size());
@@ -111,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SyncOptimizerTest,
 TEST(SyncOptimizer, ClipsTheAveragedGradientNotEachRanksOwn) {
   constexpr int n = 3;
   constexpr double kClip = 0.5;
-  Communicators comms = Group(n);
+  Communicators comms = testing::InprocRingGroup(n);
   std::vector<ParamArena> arenas(n);
   for (auto& a : arenas) Declare(a);
   const size_t total = static_cast<size_t>(arenas[0].total_size());
@@ -154,7 +147,7 @@ TEST(SyncOptimizer, ClipsTheAveragedGradientNotEachRanksOwn) {
 }
 
 TEST(SyncOptimizer, StateRoundTripContinuesIdentically) {
-  Communicators comms = Group(1);
+  Communicators comms = testing::InprocRingGroup(1);
   ParamArena a, b;
   Declare(a);
   Declare(b);
@@ -189,7 +182,7 @@ TEST(SyncOptimizer, StateRoundTripContinuesIdentically) {
 // over several 64K-float chunks and a tail (below UpdateRule::kSplitMin, so one thread: the
 // threads' part is libs/layers/tests/update_rule_threads_test.cc's).
 TEST(SyncOptimizer, TheNormIsTheSameWithAClipThatDoesNotBindAndWithout) {
-  Communicators comms = Group(1);
+  Communicators comms = testing::InprocRingGroup(1);
   for (const std::string rule : {"sgd", "momentum", "adagrad", "adam"}) {
     ParamArena fused, clipped;
     for (ParamArena* arena : {&fused, &clipped}) {
@@ -218,7 +211,7 @@ TEST(SyncOptimizer, TheNormIsTheSameWithAClipThatDoesNotBindAndWithout) {
 }
 
 TEST(SyncOptimizer, BadStateIsRefusedWithAReason) {
-  Communicators comms = Group(1);
+  Communicators comms = testing::InprocRingGroup(1);
   ParamArena arena, other;
   Declare(arena);
   Declare(other, /*extra=*/40);
@@ -241,7 +234,7 @@ TEST(SyncOptimizer, BadStateIsRefusedWithAReason) {
 }
 
 TEST(SyncOptimizer, RanksWithDifferentModelsAreRefused) {
-  Communicators comms = Group(2);
+  Communicators comms = testing::InprocRingGroup(2);
   ParamArena a, b;
   Declare(a);
   Declare(b, /*extra=*/40);
@@ -260,7 +253,7 @@ TEST(SyncOptimizer, MisuseAndBadOptionsAreReported) {
   ASSERT_TRUE(opt.ok());
   EXPECT_EQ((*opt)->Step(0.1f).code(), StatusCode::kFailedPrecondition);
   ParamArena unfinalized;
-  Communicators comms = Group(1);
+  Communicators comms = testing::InprocRingGroup(1);
   EXPECT_EQ((*opt)->Setup(unfinalized, *comms[0]).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(MakeSync({{"rule", "lbfgs"}}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeSync({{"timeout_ms", "-1"}}).status().code(), StatusCode::kInvalidArgument);

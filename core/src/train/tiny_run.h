@@ -18,10 +18,18 @@ namespace reel::core::testing {
 
 inline constexpr int kTinyDim = 6, kTinyClasses = 12, kTinyVideos = 48, kTinyBatch = 8;
 
-inline std::unique_ptr<Communicator> SoloCommunicator() {
-  auto group = CreateInprocGroup(1);
+// `n` inproc ranks, each with the host's ring collectives, as hosts give them to components.
+inline std::vector<std::unique_ptr<Communicator>> InprocRingGroup(int n) {
+  auto group = CreateInprocGroup(n);
   EXPECT_TRUE(group.ok());
-  return WithRingCollectives(std::move((*group)[0]));
+  std::vector<std::unique_ptr<Communicator>> out;
+  if (!group.ok()) return out;
+  for (auto& c : *group) out.push_back(WithRingCollectives(std::move(c)));
+  return out;
+}
+
+inline std::unique_ptr<Communicator> SoloCommunicator() {
+  return std::move(InprocRingGroup(1).front());
 }
 
 // Everything one rank needs, built from scratch like a fresh process would.
@@ -45,11 +53,8 @@ struct TinyRank {
 
 // N inproc ranks with ring collectives, each with its own components, as N processes have them.
 struct TinyGroup {
-  explicit TinyGroup(int n, uint64_t seed = 5) {
-    auto group = CreateInprocGroup(n);
-    EXPECT_TRUE(group.ok());
-    if (!group.ok()) return;
-    for (auto& c : *group) comms.push_back(WithRingCollectives(std::move(c)));
+  explicit TinyGroup(int n, uint64_t seed = 5) : comms(InprocRingGroup(n)) {
+    if (comms.empty()) return;
     for (int i = 0; i < n; ++i) ranks.push_back(std::make_unique<TinyRank>(i, n, seed));
   }
   std::vector<std::unique_ptr<Communicator>> comms;
