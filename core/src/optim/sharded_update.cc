@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "reel/core/schedule.h"
+
 namespace reel::core {
 namespace {
 
@@ -48,10 +50,7 @@ Result<double> ShardedStep(Communicator& comm, UpdateRule& rule, std::span<float
   if (clip_norm > 0.0) {
     REEL_ASSIGN_OR_RETURN(double squares, SumOverRanks(comm, SumOfSquares(g), deadline));
     norm = std::sqrt(squares);
-    if (norm > clip_norm) {
-      const float scale = static_cast<float>(clip_norm / norm);
-      for (float& x : g) x *= scale;
-    }
+    ScaleToGlobalNorm(g, norm, clip_norm);
     rule.Apply(p, g, lr);
   } else {
     const double squares = rule.ApplySummingSquares(p, g, lr);

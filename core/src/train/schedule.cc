@@ -61,15 +61,18 @@ double LrSchedule::At(int64_t step, int64_t epoch) const {
 // The norm as every update rule's ApplySummingSquares gives it (reel/update_rule.h), so a run
 // reports the same norm with clipping or without; the scaling is split over the OpenMP threads
 // like an update.
+void ScaleToGlobalNorm(std::span<float> grads, double norm, double max_norm) {
+  if (!(max_norm > 0.0 && norm > max_norm)) return;
+  const float scale = static_cast<float>(max_norm / norm);
+  const int64_t n = static_cast<int64_t>(grads.size());
+  float* g = grads.data();
+#pragma omp parallel for schedule(static) if (n >= int64_t{1} << 20)
+  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
 double ClipByGlobalNorm(std::span<float> grads, double max_norm) {
   const double norm = std::sqrt(SumOfSquares(grads));
-  if (max_norm > 0.0 && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / norm);
-    const int64_t n = static_cast<int64_t>(grads.size());
-    float* g = grads.data();
-#pragma omp parallel for schedule(static) if (n >= int64_t{1} << 20)
-    for (int64_t i = 0; i < n; ++i) g[i] *= scale;
-  }
+  ScaleToGlobalNorm(grads, norm, max_norm);
   return norm;
 }
 

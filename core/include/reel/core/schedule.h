@@ -48,6 +48,9 @@ class LrSchedule {
 // Scales `grads` in place so their global L2 norm is at most `max_norm` (as
 // tf.clip_by_global_norm); max_norm <= 0 disables clipping. Returns the norm before clipping.
 double ClipByGlobalNorm(std::span<float> grads, double max_norm);
+// The scaling half of ClipByGlobalNorm, for a part of a gradient whose global norm `norm` was
+// summed elsewhere (a rank's shard): scales `grads` by max_norm / norm when norm > max_norm > 0.
+void ScaleToGlobalNorm(std::span<float> grads, double norm, double max_norm);
 
 }  // namespace reel::core
 
