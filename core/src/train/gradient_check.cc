@@ -2,7 +2,6 @@
 #include "train/gradient_check.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "train/nonfinite.h"
@@ -19,11 +18,7 @@ void CheckedGradientSink::Check(size_t block) {
   const std::span<const float> g =
       arena_.grads().subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.size));
   if (!first_bad_.empty() || AllFinite(g)) return;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!std::isfinite(g[i])) {
-      first_bad_ = b.name + "[" + std::to_string(i) + "]";
-      return;
-    }
+  first_bad_ = FirstNonFiniteIn(b, arena_.grads());
 }
 
 void CheckedGradientSink::GradientsReady(int64_t offset, int64_t size) {

@@ -30,11 +30,16 @@ bool AllFinite(std::span<const float> values) {
   return any == 0;
 }
 
+std::string FirstNonFiniteIn(const ParamArena::Block& block, std::span<const float> buffer) {
+  for (int64_t i = 0; i < block.size; ++i)
+    if (!std::isfinite(buffer[static_cast<size_t>(block.offset + i)]))
+      return block.name + "[" + std::to_string(i) + "]";
+  return "";
+}
+
 std::string FirstNonFinite(const ParamArena& arena, std::span<const float> buffer) {
   for (const ParamArena::Block& b : arena.blocks())
-    for (int64_t i = 0; i < b.size; ++i)
-      if (!std::isfinite(buffer[static_cast<size_t>(b.offset + i)]))
-        return b.name + "[" + std::to_string(i) + "]";
+    if (std::string at = FirstNonFiniteIn(b, buffer); !at.empty()) return at;
   return "";
 }
 

@@ -18,6 +18,8 @@ bool AllFinite(std::span<const float> values);
 // Where the first non-finite element of `buffer` (the arena's values() or grads()) is: its block's
 // name and its index in the block ("w[17]"); empty when every element is finite.
 std::string FirstNonFinite(const ParamArena& arena, std::span<const float> buffer);
+// The same within one block of the arena only ("w[17]", or empty).
+std::string FirstNonFiniteIn(const ParamArena::Block& block, std::span<const float> buffer);
 
 }  // namespace reel::core
 
