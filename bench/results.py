@@ -43,6 +43,10 @@ def records(name):
     return [json.loads(line) for line in text(name).splitlines() if line.strip()]
 
 
+def f1(x):
+    return f"{x:.1f}"
+
+
 def f2(x):
     return f"{x:.2f}"
 
@@ -313,14 +317,38 @@ def ddp_rows(files):
     return out
 
 
+def ddp_equal(name, n):
+    """reel's whole job against PyTorch DDP's faster thread count when both trained every example
+    (the file's default, equal work): medians of examples/s start to exit; the work checked."""
+    d = load(name)
+    rate, runs = d["examples_per_sec"], d["runs"]
+    best = max((k for k in rate if k.startswith("torch_ddp") and k.endswith(f"/{n}")),
+               key=lambda k: rate[k]["median"])
+    work = {r["examples"] for p in (f"reel/{n}", best) for r in runs[p]}
+    if len(work) > 1:
+        raise ValueError(f"{name}: unequal work {work}")
+    reel, torch = rate[f"reel/{n}"], rate[best]
+    x = reel["median"] / torch["median"]
+    t = 1 if "_1t" in best else d["cores"] // n
+    threads = f"{t} thread{'s' if t > 1 else ''}"
+    return {"reel": f"{reel['median']:.1f}", "reel_span": span([reel["min"], reel["max"]], f1),
+            "torch": f"{torch['median']:.1f}", "threads": threads, "ex": f"{work.pop():,}", "x": f2(x),
+            "v": verdict(x >= 4)}
+
+
+def ddp_equal_rows(name):
+    out = {"load": f1(load(name)["load_average"][0])}
+    for n in (1, 2):
+        out.update({f"p{n}_{k}": v for k, v in ddp_equal(name, n).items()})
+    return out
+
+
 def ddp_bilstm_1host():
-    return ddp_rows({"p1": ("ddp_bilstm_video_2026-12-04_f6b7eb1.json", 1),
-                     "p2": ("ddp_bilstm_video_2026-12-04_f6b7eb1.json", 2)})
+    return ddp_equal_rows("ddp_bilstm_video_2026-12-07_2515aa0.json")
 
 
 def ddp_two_stream_1host():
-    return ddp_rows({"p1": ("ddp_two_stream_2026-12-04_f6b7eb1.json", 1),
-                     "p2": ("ddp_two_stream_2026-12-04_f6b7eb1.json", 2)})
+    return ddp_equal_rows("ddp_two_stream_2026-12-07_2515aa0.json")
 
 
 def ddp_two_stream_2hosts():
@@ -883,8 +911,8 @@ DERIVE = {
     "BiLSTM training step, video (B 32, T 300, D 1024, H 256)": bilstm_video,
     "BiLSTM training step, audio (B 32, T 300, D 128, H 128)": bilstm_audio,
     "async_sgd training on loopback, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs, same processes": async_train,
-    "whole-job training, bilstm_video (frame level, 4,096 videos, 1 epoch), 1 host": ddp_bilstm_1host,
-    "whole-job training, two_stream (both BiLSTMs, frame level, 4,096 videos, 1 epoch), 1 host": ddp_two_stream_1host,
+    "whole-job training, bilstm_video (frame level, 1,024 videos, 1 epoch), 1 host, equal work": ddp_bilstm_1host,
+    "whole-job training, two_stream (both BiLSTMs, frame level, 1,024 videos, 1 epoch), 1 host, equal work": ddp_two_stream_1host,
     "whole-job training, two_stream, 2 simulated hosts x 1 process, 1 Gbit/s, before the exchange overlapped with backward": ddp_two_stream_2hosts,
     "whole-job training, bilstm_video (frame level, 2,048 videos, 1 epoch), 2 simulated hosts x 1 process, 1 Gbit/s: the exchange overlapped with backward": overlap_bilstm_2hosts,
     "CI: `scripts/test.sh`, the whole suite on a fresh clone": ci_timings,
