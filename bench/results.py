@@ -878,7 +878,22 @@ def bf16():
     return bf16_rows("bf16_step_2026-12-07_6c6a93a.jsonl", "bf16_train_2026-12-07_6c6a93a.jsonl")
 
 
+def restart_time():
+    d = load("restart_time_2026-12-07_531d878.json")
+    out = {"load": f1(d["load_average"][0]), "every": str(d["every"]),
+           "kill": str(d["kill_after"]), "videos": f"{d['videos']:,}"}
+    for key, prog in (("r", "reel"), ("t", "torch_ddp")):
+        lost = [r["lost_s"] for r in d["runs"][prog]]
+        out.update({key: f1(statistics.median(lost)), f"{key}_span": span(lost, f1),
+                    f"{key}_again": span([r["steps_again"] for r in d["runs"][prog]], str)})
+    x = statistics.median(r["lost_s"] for r in d["runs"]["torch_ddp"]) / \
+        statistics.median(r["lost_s"] for r in d["runs"]["reel"])
+    out["x"] = f2(x)
+    return out
+
+
 DERIVE = {
+    "time lost per failure: one of 2 ranks SIGKILLed mid-epoch, restarted by the launcher from the newest saved state, bilstm_video, 1 host": restart_time,
     "bf16 against fp32 (`trainer.precision`), the BiLSTM step at full length (B 32, T 300) and whole `reel train` jobs": bf16,
     "`reel plan` at YouTube-8M's scale (prediction, not a measurement)": plan_seed_scale,
     "the seed's claim: sync against async_sgd on 2-4 simulated hosts, 1 Gbit/s, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs": seed_claim,

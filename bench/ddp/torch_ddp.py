@@ -222,10 +222,13 @@ class BiLstmModel(torch.nn.Module):
         return self.head(torch.cat(enc, dim=1))
 
 
-def frame_batches(paths, names, batch, rank, world):
-    """Padded batches (list of [B, T, width] floats, lengths, labels) of this rank's share."""
+def frame_batches(paths, names, batch, rank, world, skip=0):
+    """Padded batches (list of [B, T, width] floats, lengths, labels) of this rank's share, after
+    its first `skip` batches (passed over undecoded)."""
     pending = []
-    for record in records(paths, world, rank):
+    for k, record in enumerate(records(paths, world, rank)):
+        if k < skip * batch:
+            continue
         pending.append(decode_sequence_example(record, names))
         if len(pending) == batch:
             lengths = torch.tensor([len(f[0]) for _, f in pending])
@@ -260,8 +263,15 @@ def main():
     # allreduce works in, and gradients kept as views into the buckets (one copy less per step).
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
+    # TorchElastic's snapshot pattern (restart_time.py): rank 0 saves model, optimizer and step
+    # every K steps; a (re)started worker loads the snapshot and goes on from its step.
+    ap.add_argument("--snapshot", default="", help="frame level: the snapshot file")
+    ap.add_argument("--snapshot-every", type=int, default=0, help="steps between snapshots")
+    ap.add_argument("--step-log", default="", help="rank 0 appends {step, wall_time} per step")
     args = ap.parse_args()
     level, streams, experts, lr = MODELS[args.model]
+    if args.snapshot and level != "frame":
+        sys.exit("--snapshot: frame-level models only")
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -294,6 +304,12 @@ def main():
     dist.all_reduce(counts, op=dist.ReduceOp.MIN)
     steps_per_epoch = int(counts.item())
     epochs = args.epochs if level == "video" else 1
+    first = 0
+    if args.snapshot and os.path.exists(args.snapshot):
+        state = torch.load(args.snapshot)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        first = state["step"]
     train_start = time.time()
     step_seconds = 0.0
     step_times = []
@@ -307,9 +323,10 @@ def main():
                         y[order[s * args.batch:(s + 1) * args.batch]])
                        for s in range(steps_per_epoch))
         else:
-            batches = frame_batches(paths, [(n, w) for n, w, _ in streams], args.batch, rank, world)
+            batches = frame_batches(paths, [(n, w) for n, w, _ in streams], args.batch, rank, world,
+                                    first)
         t0 = time.time()
-        for s, b in zip(range(steps_per_epoch), batches):
+        for s, b in zip(range(first, steps_per_epoch), batches):
             t1 = time.time()
             read_seconds += t1 - t0 if level == "frame" else 0.0
             logits = model(b[0]) if level == "video" else model(b[0], b[1])
@@ -322,6 +339,13 @@ def main():
             step_times.append(t0 - t1)
             step_seconds += t0 - t1
             steps += 1
+            if rank == 0 and args.step_log:
+                with open(args.step_log, "a") as f:
+                    f.write(json.dumps({"step": s + 1, "wall_time": t0}) + "\n")
+            if rank == 0 and args.snapshot_every and (s + 1) % args.snapshot_every == 0:
+                torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                            "step": s + 1}, args.snapshot + ".tmp")
+                os.replace(args.snapshot + ".tmp", args.snapshot)
             if level == "frame" and args.max_seconds:
                 late = torch.tensor([int(t0 - train_start > args.max_seconds)])
                 dist.all_reduce(late, op=dist.ReduceOp.MAX)
