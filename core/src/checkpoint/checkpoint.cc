@@ -209,14 +209,21 @@ Result<std::vector<std::pair<int64_t, std::string>>> CheckpointManager::List() {
   return out;
 }
 
-Result<CheckpointState> CheckpointManager::LoadNewest(std::string* uri) {
+Result<std::string> CheckpointManager::ReadNewest(std::string* uri) {
   REEL_ASSIGN_OR_RETURN(auto all, List());
   if (all.empty()) return NotFoundError("no checkpoint (ckpt-*.reelckpt) in " + dir_);
   REEL_ASSIGN_OR_RETURN(Storage * storage, storage_.ForUri(dir_));
   const std::string& newest = all.back().second;
   REEL_ASSIGN_OR_RETURN(std::string bytes, ReadAll(*storage, newest));
   if (uri) *uri = newest;
-  return DecodeCheckpoint(bytes, newest);
+  return bytes;
+}
+
+Result<CheckpointState> CheckpointManager::LoadNewest(std::string* uri) {
+  std::string where;
+  REEL_ASSIGN_OR_RETURN(std::string bytes, ReadNewest(&where));
+  if (uri) *uri = where;
+  return DecodeCheckpoint(bytes, where);
 }
 
 Result<CheckpointState> LoadCheckpoint(StorageResolver& storage, std::string_view path,

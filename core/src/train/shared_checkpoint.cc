@@ -1,12 +1,15 @@
 // Rank 0's checkpoint for every rank (see shared_checkpoint.h).
 //
 // Wire: rank 0 broadcasts one byte string: uint8 status code, uint32 URI length, URI, then either
-// the encoded checkpoint (code OK) or the error message. Then every rank's objection (empty if
-// none) is gathered, so all ranks reach the same verdict.
+// the checkpoint object's bytes as stored (code OK) or the error message. Then every rank's
+// objection (empty if none) is gathered, so all ranks reach the same verdict, and every rank
+// decodes the same bytes (checksum included), so a damaged object fails them all alike. Rank 0
+// neither decodes nor re-encodes before sending, and the object is copied once, into the message.
 #include "train/shared_checkpoint.h"
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 #include "reel/core/evaluator.h"
 
@@ -18,16 +21,21 @@ std::string BaseName(const std::string& uri) {
   return slash == std::string::npos ? uri : uri.substr(slash + 1);
 }
 
-std::string Pack(StatusCode code, const std::string& uri, const std::string& body) {
-  std::string out(1, static_cast<char>(code));
+std::string Pack(StatusCode code, const std::string& uri, std::string_view body) {
   const uint32_t n = static_cast<uint32_t>(uri.size());
+  std::string out;
+  out.reserve(1 + sizeof n + uri.size() + body.size());
+  out.push_back(static_cast<char>(code));
   out.append(reinterpret_cast<const char*>(&n), sizeof n);
-  return out + uri + body;
+  out.append(uri);
+  out.append(body);
+  return out;
 }
 
 struct Packed {
   StatusCode code;
-  std::string uri, body;
+  std::string uri;
+  std::string_view body;  // into the message
 };
 
 Result<Packed> Unpack(const std::string& bytes) {
@@ -36,7 +44,7 @@ Result<Packed> Unpack(const std::string& bytes) {
   std::memcpy(&n, bytes.data() + 1, sizeof n);
   if (bytes.size() < 1 + sizeof n + n) return DataLossError("checkpoint broadcast: short URI");
   return Packed{static_cast<StatusCode>(bytes[0]), bytes.substr(1 + sizeof n, n),
-                bytes.substr(1 + sizeof n + n)};
+                std::string_view(bytes).substr(1 + sizeof n + n)};
 }
 
 // What this rank (not 0) objects to, given rank 0's newest checkpoint ("" for none).
@@ -61,9 +69,9 @@ Result<CheckpointState> LoadNewestFromRank0(CheckpointManager& checkpoints, Comm
   std::string message;
   if (comm.rank() == 0) {
     std::string read_uri;
-    Result<CheckpointState> state = checkpoints.LoadNewest(&read_uri);
-    message = state.ok() ? Pack(StatusCode::kOk, read_uri, EncodeCheckpoint(*state))
-                         : Pack(state.status().code(), "", state.status().message());
+    Result<std::string> bytes = checkpoints.ReadNewest(&read_uri);
+    message = bytes.ok() ? Pack(StatusCode::kOk, read_uri, *bytes)
+                         : Pack(bytes.status().code(), "", bytes.status().message());
   }
   REEL_RETURN_IF_ERROR(BroadcastBytes(comm, message, 0, timeout)
                            .WithContext("resume: broadcasting rank 0's checkpoint"));
@@ -78,7 +86,7 @@ Result<CheckpointState> LoadNewestFromRank0(CheckpointManager& checkpoints, Comm
     return FailedPreconditionError("resume: ranks disagree about the newest checkpoint (" + all +
                                    "); every rank must see rank 0's checkpoint directory or none");
   if (from0.code != StatusCode::kOk) {
-    Status s(from0.code, from0.body);
+    Status s(from0.code, std::string(from0.body));
     return comm.rank() == 0 ? s : s.WithContext("rank 0");
   }
   if (uri) *uri = from0.uri;

@@ -118,5 +118,33 @@ TEST(SharedCheckpoint, ARankWithACheckpointWhereRankZeroHasNoneStopsEveryRank) {
   ExpectEveryRankRefuses(TwoRanks(disks, second), "but rank 0 finds none");
 }
 
+TEST(SharedCheckpoint, ADamagedCheckpointOnRankZerosDiskStopsEveryRankNamingIt) {
+  testing::MemStorage d0, d1;
+  testing::MemStorage* disks[2] = {&d0, &d1};
+  TrainerOptions first = Options();
+  first.should_stop = [](int64_t step) { return step >= 3; };
+  for (auto& run : TwoRanks(disks, first)) ASSERT_TRUE(run.result.ok()) << run.result.status();
+  const std::string newest = "mem://ckpt/" + CheckpointName(3);
+  std::string bytes;
+  for (const auto& [uri, b] : d0.objects())
+    if (uri == newest) bytes = b;
+  ASSERT_FALSE(bytes.empty()) << "no " << newest;
+  bytes[bytes.size() / 2] ^= 0x5a;  // a flipped byte inside the payload
+  d0.Put(newest, bytes);
+  TrainerOptions second = Options();
+  second.resume = true;
+  std::vector<RankRun> runs = TwoRanks(disks, second);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_FALSE(runs[i].result.ok()) << "rank " << i;
+    EXPECT_EQ(runs[i].result.status().code(), StatusCode::kDataLoss)
+        << "rank " << i << ": " << runs[i].result.status();
+    EXPECT_THAT(runs[i].result.status().message(), HasSubstr(newest)) << "rank " << i;
+  }
+  std::string kept;
+  for (const auto& [uri, b] : d0.objects())
+    if (uri == newest) kept = b;
+  EXPECT_EQ(kept, bytes) << "the damaged checkpoint is left as it was, for a person to look at";
+}
+
 }  // namespace
 }  // namespace reel::core::shared_checkpoint_test

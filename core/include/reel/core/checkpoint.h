@@ -76,6 +76,8 @@ class CheckpointManager {
   Result<std::vector<std::pair<int64_t, std::string>>> List();
   // The newest checkpoint; NotFound naming the directory if there is none.
   Result<CheckpointState> LoadNewest(std::string* uri = nullptr);
+  // The newest checkpoint's bytes as stored (DecodeCheckpoint reads them); NotFound as above.
+  Result<std::string> ReadNewest(std::string* uri = nullptr);
 
   const std::string& dir() const { return dir_; }
 
