@@ -351,8 +351,13 @@ Status LaunchElastic(CliEnv& env, const LaunchPlan& plan, SuperviseOptions optio
     env.err << "reel launch: node " << node << " joins the next round at " << plan.coordinator
             << std::endl;
     REEL_ASSIGN_OR_RETURN(std::optional<RoundAssignment> a, rdzv->AwaitAssignment(round));
-    if (!a) {
-      env.err << "reel launch: the job finished before this node was admitted" << std::endl;
+    if (!a) {  // another node's ranks all ended well: the job is done
+      if (!failure.empty())
+        return UnavailableError(failure + " in round " + std::to_string(round) +
+                                ", after another node's ranks had finished the job");
+      env.err << "reel launch: the job finished on another node before this node was given a "
+                 "round"
+              << std::endl;
       return Status::Ok();
     }
     round = a->round;

@@ -72,7 +72,7 @@ class Nodes {
   // Starts node `k` (output in dir/nodeK) running `script` under `sh -c`; node 0 is waited for
   // until it serves the rendezvous.
   Background& Start(int k, const std::string& script, const std::string& job_id = "elastic-test",
-                    const std::string& secret = "s") {
+                    const std::string& secret = "elastic-test-secret") {
     const std::string out = dir_ + "/node" + std::to_string(k);
     fs::create_directories(out);
     std::vector<std::string> args = {"launch", "-n", "1", "--coordinator", coordinator()};
