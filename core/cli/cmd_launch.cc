@@ -374,8 +374,15 @@ Status LaunchElastic(CliEnv& env, const LaunchPlan& plan, SuperviseOptions optio
             << " rank(s) (REEL_RESTART_COUNT=" << round << ")" << std::endl;
     options.ranks = RankSpecs(plan, attempt, a->node_rank, a->nodes);
     options.watch_fd = rdzv->fd();
-    options.on_watch = [&rdzv, round] {
-      if (rdzv->StopRequested(round)) return WatchVerdict::kStop;
+    options.on_watch = [&rdzv, &env, round] {
+      if (rdzv->StopRequested(round)) {
+        env.err << "reel launch: "
+                << (rdzv->abort_reason().empty() ? "round " + std::to_string(round + 1) +
+                                                       " opens (" + rdzv->new_round_reason() + ")"
+                                                 : "the rendezvous ends the job")
+                << ": stopping this node's ranks" << std::endl;
+        return WatchVerdict::kStop;
+      }
       return rdzv->lost() ? WatchVerdict::kForget : WatchVerdict::kGoOn;
     };
     env.out.flush();

@@ -184,7 +184,10 @@ bool RendezvousClient::StopRequested(int64_t round) {
     abort_reason_ = m->fields[0];
     return true;
   }
-  return m->type == rdzv::MsgType::kNewRound && std::atoll(m->fields[0].c_str()) > round;
+  if (m->type != rdzv::MsgType::kNewRound || std::atoll(m->fields[0].c_str()) <= round)
+    return false;
+  new_round_reason_ = m->fields[1];
+  return true;
 }
 
 void RendezvousClient::Done() { (void)SendMessage(fd_, {rdzv::MsgType::kDone, {}}); }

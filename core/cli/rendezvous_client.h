@@ -53,6 +53,9 @@ class RendezvousClient {
   bool StopRequested(int64_t round);
   bool lost() const { return lost_; }
   const std::string& abort_reason() const { return abort_reason_; }
+  // Why the last new round opened ("node HOST:PID asks to join", or the failure), as the
+  // server said it.
+  const std::string& new_round_reason() const { return new_round_reason_; }
   // Tells the server this node's ranks all ended well; errors are of no consequence.
   void Done();
 
@@ -63,6 +66,7 @@ class RendezvousClient {
   std::string buffer_;  // bytes read after the last whole frame
   bool lost_ = false;
   std::string abort_reason_;
+  std::string new_round_reason_;
 };
 
 }  // namespace reel::cli

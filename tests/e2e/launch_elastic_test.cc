@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -232,6 +233,7 @@ std::string ElasticScript(const TrainRun& run, const std::string& after) {
 void ExpectTheEpochOnce(const TrainRun& run, const std::string& out, int rank) {
   ASSERT_FALSE(run.Checkpoints().empty());
   const long last = CheckpointStep(run.Checkpoints().back());
+  std::cout << "rank " << rank << " of the last round, newest checkpoint at step " << last << "\n";
   EXPECT_NE(out.find("[rank " + std::to_string(rank) + "] trained " + std::to_string(last) +
                      " steps (120 examples, epoch 1)"),
             std::string::npos)
