@@ -209,6 +209,54 @@ TEST(LaunchElasticTest, StrangersAtTheRendezvousStopNothing) {
   fs::remove_all(dir);
 }
 
+// Node rank 1's rank fails (exit 75, as a rank that lost a peer) in every round of --nnodes 2:2
+// under --max-restarts 1: round 1 is the one restart; the failure in it ends the job on both
+// nodes, naming every failure by round, and no round 2 starts.
+TEST(LaunchElasticTest, AFailureAfterTheLastRestartEndsTheJobOnEveryNode) {
+  const std::string dir = ScratchDir("launch_elastic_spent");
+  Nodes nodes(dir, {"--nnodes", "2:2", "--max-restarts", "1", "--rdzv-timeout-seconds", "120"});
+  const std::string script =
+      "echo round $REEL_RESTART_COUNT; if [ $REEL_NODE_RANK = 1 ]; then exit 75; fi; "
+      "exec sleep 600";
+  Background& node0 = nodes.Start(0, script);
+  Background& node1 = nodes.Start(1, script);
+  for (Background* b : {&node0, &node1}) {
+    EXPECT_EQ(b->WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << b->err();
+    const std::string err = b->err();
+    EXPECT_NE(err.find("reel launch: round 1 (1 restart(s)): node rank "), std::string::npos)
+        << err;
+    EXPECT_NE(err.find(": rank 1 exited with status 75 after 1 restart(s), the most "
+                       "--max-restarts allows; every failure: round 0: node "),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(err.find("round 2"), std::string::npos) << err;
+  }
+  EXPECT_EQ(node1.out(), "[rank 1] round 0\n[rank 1] round 1\n") << node1.err();
+  fs::remove_all(dir);
+}
+
+// The coordinator node's launcher SIGKILLed (its rank goes with it) while node 1's rank runs:
+// node 1's rank then fails as a rank that lost a peer does, and its launcher, which can join no
+// round any more, ends naming the lost rendezvous, with the rank's status.
+TEST(LaunchElasticTest, ALostCoordinatorNodeEndsTheOthersWhenTheyNeedARound) {
+  const std::string dir = ScratchDir("launch_elastic_coordinator");
+  Nodes nodes(dir, {"--nnodes", "1:2", "--max-restarts", "3", "--rdzv-last-call-seconds", "30",
+                    "--rdzv-timeout-seconds", "120"});
+  const std::string script = "echo $PPID > " + dir + "/launcher.$REEL_NODE_RANK; while [ ! -e " +
+                             dir + "/gone ]; do sleep 0.05; done; exit 75";
+  nodes.Start(0, script);
+  Background& node1 = nodes.Start(1, script);
+  ASSERT_TRUE(WaitForPath(dir + "/launcher.0") && WaitForPath(dir + "/launcher.1"));
+  ASSERT_EQ(::kill(std::stoi(ReadFile(dir + "/launcher.0")), SIGKILL), 0);
+  WriteFile(dir + "/gone", "");
+  EXPECT_EQ(node1.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << node1.err();
+  EXPECT_NE(node1.err().find("reel launch: UNAVAILABLE: the rendezvous at " + nodes.coordinator() +
+                             " is lost"),
+            std::string::npos)
+      << node1.err();
+  fs::remove_all(dir);
+}
+
 // `reel train --config run.pbtxt` for a round after the first, through one epoch.
 std::string EpochCommand(const TrainRun& run) {
   return std::string("exec '") + REEL_EXE + "' train --config '" + run.config() +
