@@ -17,6 +17,11 @@
 // identity JOB.restart-K (none added for the first), so that no rank of an earlier attempt can
 // join a later one; `reel train` resumes when K > 0. Other failures end the launch at once: a
 // restart would repeat them (docs/distributed.md, "Restarts").
+// `--nnodes MIN:MAX` (torchrun's elastic size): the nodes meet in rounds of a rendezvous that the
+// --coordinator node's launcher serves (rendezvous_server.h); each round gives this node its node
+// rank, the number of nodes and the ranks' coordinator port, and its ranks the job identity
+// JOB.restart-R and REEL_RESTART_COUNT=R for round R. A failure here, or a new round opened by
+// another node's failure or a newcomer, stops the ranks and joins the next round.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,19 +30,25 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include "args.h"
 #include "cli.h"
 #include "rank_supervisor.h"
 #include "reel/job_id.h"
+#include "rendezvous_client.h"
+#include "rendezvous_server.h"
 
 namespace reel::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "reel launch -n N [--nnodes M --node-rank K] [--coordinator HOST:PORT] "
-    "[--grace-seconds S] [--keep-going] [--max-restarts N] -- COMMAND [ARGS...]";
+    "reel launch -n N [--nnodes M --node-rank K | --nnodes MIN:MAX [--rdzv-last-call-seconds S] "
+    "[--rdzv-timeout-seconds S]] [--coordinator HOST:PORT] [--grace-seconds S] [--keep-going] "
+    "[--max-restarts N] -- COMMAND [ARGS...]";
 
 constexpr int64_t kMaxRestarts = 1000;
 
@@ -45,6 +56,11 @@ struct LaunchPlan {
   int64_t local_ranks = 0;
   int64_t nodes = 1;
   int64_t node_rank = 0;
+  // --nnodes MIN:MAX: the nodes meet at the rendezvous (--coordinator) in rounds.
+  bool elastic = false;
+  int64_t min_nodes = 1, max_nodes = 1;
+  double last_call_seconds = 3;
+  double rdzv_timeout_seconds = 600;
   std::string coordinator;
   bool coordinator_given = false;  // else, on one node, a free loopback port for every attempt
   int64_t max_restarts = 0;
@@ -83,6 +99,44 @@ Result<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+// A number of seconds in 0..86400 from flag `name`, into `*out` when the flag is given.
+Status SecondsFlag(const Args& args, const std::string& name, double* out) {
+  if (!args.Has(name)) return Status::Ok();
+  const std::string g = args.Get(name);
+  char* end = nullptr;
+  *out = std::strtod(g.c_str(), &end);
+  if (g.empty() || *end != '\0' || !(*out >= 0) || *out > 86400)
+    return InvalidArgumentError("flag '--" + name + "': '" + g +
+                                "' is not a number of seconds in 0..86400");
+  return Status::Ok();
+}
+
+// `--nnodes MIN:MAX` into the plan.
+Status ParseElasticSize(const Args& args, LaunchPlan& plan) {
+  const std::string v = args.Get("nnodes");
+  const size_t colon = v.find(':');
+  const std::string lo = v.substr(0, colon), hi = v.substr(colon + 1);
+  char *end_lo = nullptr, *end_hi = nullptr;
+  plan.min_nodes = std::strtoll(lo.c_str(), &end_lo, 10);
+  plan.max_nodes = std::strtoll(hi.c_str(), &end_hi, 10);
+  if (lo.empty() || hi.empty() || *end_lo != '\0' || *end_hi != '\0' || plan.min_nodes < 1 ||
+      plan.max_nodes < plan.min_nodes || plan.max_nodes > 65536)
+    return InvalidArgumentError("flag '--nnodes': '" + v +
+                                "' is not MIN:MAX with 1 <= MIN <= MAX <= 65536");
+  if (args.Has("node-rank"))
+    return InvalidArgumentError("flag '--node-rank' does not go with --nnodes " + v +
+                                ": the rendezvous gives each node its node rank in every round");
+  if (!args.Has("coordinator"))
+    return InvalidArgumentError(
+        "flag '--coordinator' (HOST:PORT of the node whose launcher "
+        "serves the rendezvous) is required with --nnodes " +
+        v);
+  plan.elastic = true;
+  plan.nodes = plan.max_nodes;
+  REEL_RETURN_IF_ERROR(SecondsFlag(args, "rdzv-last-call-seconds", &plan.last_call_seconds));
+  return SecondsFlag(args, "rdzv-timeout-seconds", &plan.rdzv_timeout_seconds);
+}
+
 Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   auto dashes = std::find(words.begin(), words.end(), "--");
   if (dashes == words.end())
@@ -98,6 +152,7 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   Args args;
   args.Value("nproc-per-node").Value("nnodes").Value("node-rank").Value("coordinator");
   args.Value("grace-seconds").Value("max-restarts").Switch("keep-going");
+  args.Value("rdzv-last-call-seconds").Value("rdzv-timeout-seconds");
   REEL_RETURN_IF_ERROR(args.Parse(flags));
   plan.keep_going = args.Has("keep-going");
   if (!args.positional().empty())
@@ -106,7 +161,15 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   if (!args.Has("nproc-per-node"))
     return InvalidArgumentError("flag '-n' (ranks on this node) is required");
   REEL_ASSIGN_OR_RETURN(plan.local_ranks, args.GetInt("nproc-per-node", 0));
-  REEL_ASSIGN_OR_RETURN(plan.nodes, args.GetInt("nnodes", 1));
+  if (args.Get("nnodes").find(':') != std::string::npos) {
+    REEL_RETURN_IF_ERROR(ParseElasticSize(args, plan));
+  } else {
+    for (const char* f : {"rdzv-last-call-seconds", "rdzv-timeout-seconds"})
+      if (args.Has(f))
+        return InvalidArgumentError("flag '--" + std::string(f) +
+                                    "' goes with --nnodes MIN:MAX only");
+    REEL_ASSIGN_OR_RETURN(plan.nodes, args.GetInt("nnodes", 1));
+  }
   REEL_ASSIGN_OR_RETURN(plan.node_rank, args.GetInt("node-rank", 0));
   REEL_ASSIGN_OR_RETURN(plan.max_restarts, args.GetInt("max-restarts", 0));
   if (plan.max_restarts < 0 || plan.max_restarts > kMaxRestarts)
@@ -121,14 +184,7 @@ Result<LaunchPlan> ParsePlan(const std::vector<std::string>& words) {
   if (plan.node_rank < 0 || plan.node_rank >= plan.nodes)
     return InvalidArgumentError("flag '--node-rank': " + std::to_string(plan.node_rank) +
                                 " is not in 0.." + std::to_string(plan.nodes - 1));
-  if (args.Has("grace-seconds")) {
-    const std::string g = args.Get("grace-seconds");
-    char* end = nullptr;
-    plan.grace_seconds = std::strtod(g.c_str(), &end);
-    if (g.empty() || *end != '\0' || !(plan.grace_seconds >= 0) || plan.grace_seconds > 86400)
-      return InvalidArgumentError("flag '--grace-seconds': '" + g +
-                                  "' is not a number of seconds in 0..86400");
-  }
+  REEL_RETURN_IF_ERROR(SecondsFlag(args, "grace-seconds", &plan.grace_seconds));
   if (args.Has("coordinator")) {
     plan.coordinator_given = true;
     plan.coordinator = args.Get("coordinator");
@@ -166,7 +222,8 @@ Result<std::string> LaunchJobId(const LaunchPlan& plan, const std::string& trans
   REEL_ASSIGN_OR_RETURN(std::string id,
                         JobIdFromEnvironment([](const char* name) { return std::getenv(name); }));
   if (!id.empty()) return id;
-  if (plan.nodes > 1 && transport == "tcp")
+  // The rendezvous of --nnodes MIN:MAX compares it whatever the transport.
+  if (plan.nodes > 1 && (transport == "tcp" || plan.elastic))
     return InvalidArgumentError(
         "REEL_JOB_ID is not set: ranks on " + std::to_string(plan.nodes) +
         " nodes must share one job identity (so that a process left from an earlier run is "
@@ -200,17 +257,19 @@ struct Attempt {
   std::string own_secret;  // "" when the environment's REEL_SECRET reaches the ranks
 };
 
-std::vector<RankSpec> RankSpecs(const LaunchPlan& plan, const Attempt& a) {
+// The ranks of node `node_rank` of `nodes` (the plan's, or a rendezvous round's).
+std::vector<RankSpec> RankSpecs(const LaunchPlan& plan, const Attempt& a, int64_t node_rank,
+                                int64_t nodes) {
   std::vector<RankSpec> ranks;
   for (int64_t i = 0; i < plan.local_ranks; ++i) {
     RankSpec spec;
-    spec.rank = static_cast<int>(plan.node_rank * plan.local_ranks + i);
+    spec.rank = static_cast<int>(node_rank * plan.local_ranks + i);
     spec.environment = {
         "REEL_RANK=" + std::to_string(spec.rank),
-        "REEL_WORLD_SIZE=" + std::to_string(plan.nodes * plan.local_ranks),
+        "REEL_WORLD_SIZE=" + std::to_string(nodes * plan.local_ranks),
         "REEL_LOCAL_RANK=" + std::to_string(i),
         "REEL_LOCAL_WORLD_SIZE=" + std::to_string(plan.local_ranks),
-        "REEL_NODE_RANK=" + std::to_string(plan.node_rank),
+        "REEL_NODE_RANK=" + std::to_string(node_rank),
         "REEL_COORDINATOR=" + a.coordinator,
         "REEL_TRANSPORT=" + a.transport,
         "REEL_JOB_ID=" + a.job_id,
@@ -248,6 +307,120 @@ std::string EveryFailure(const std::vector<AttemptFailure>& failures) {
   return text;
 }
 
+// This launcher's name at the rendezvous: its host and process, unique among the nodes.
+std::string NodeName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "host");
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+// `--nnodes MIN:MAX`: rounds of the rendezvous, each running this node's ranks at the size it
+// assigns, until the ranks end well, a failure is not one to restart, or the rendezvous ends the
+// job (fewer than MIN nodes, --max-restarts spent).
+Status LaunchElastic(CliEnv& env, const LaunchPlan& plan, SuperviseOptions options, Attempt attempt,
+                     const std::string& job_id, const std::string& secret) {
+  const size_t colon = plan.coordinator.rfind(':');
+  const std::string host = plan.coordinator.substr(0, colon);
+  const std::string port = plan.coordinator.substr(colon + 1);
+  const std::string node = NodeName();
+  std::unique_ptr<RendezvousServer> server;
+  if (int fd = ListenForRendezvous(host, port); fd >= 0) {
+    RendezvousOptions o;
+    o.job_id = job_id;
+    o.secret = secret;
+    o.own_node = node;
+    o.min_nodes = plan.min_nodes;
+    o.max_nodes = plan.max_nodes;
+    o.max_restarts = plan.max_restarts;
+    o.last_call = std::chrono::milliseconds(static_cast<int64_t>(plan.last_call_seconds * 1000));
+    o.join_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(plan.rdzv_timeout_seconds * 1000));
+    REEL_ASSIGN_OR_RETURN(server, RendezvousServer::Start(fd, std::move(o)));
+    env.err << "reel launch: serving the rendezvous at " << plan.coordinator << " (node " << node
+            << ")" << std::endl;
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(plan.rdzv_timeout_seconds * 1000));
+  REEL_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> rdzv,
+                        RendezvousClient::Connect(host, port, job_id, secret, node, deadline));
+  std::string failure;  // what failed on this node in the last round
+  int64_t round = -1;
+  while (true) {
+    REEL_RETURN_IF_ERROR(rdzv->Join(failure));
+    env.err << "reel launch: node " << node << " joins the next round at " << plan.coordinator
+            << std::endl;
+    REEL_ASSIGN_OR_RETURN(std::optional<RoundAssignment> a, rdzv->AwaitAssignment(round));
+    if (!a) {  // another node's ranks all ended well: the job is done
+      if (!failure.empty())
+        return UnavailableError(failure + " in round " + std::to_string(round) +
+                                ", after another node's ranks had finished the job");
+      env.err << "reel launch: the job finished on another node before this node was given a "
+                 "round"
+              << std::endl;
+      return Status::Ok();
+    }
+    round = a->round;
+    attempt.restart = round;
+    attempt.job_id = JobIdOfAttempt(job_id, round);
+    if (attempt.job_id.size() > kMaxJobIdBytes)
+      return InvalidArgumentError(
+          "job identity '" + attempt.job_id + "' of round " + std::to_string(round) + " is over " +
+          std::to_string(kMaxJobIdBytes) + " bytes; give a shorter REEL_JOB_ID");
+    attempt.coordinator = host + ":" + std::to_string(a->port);
+    env.err << "reel launch: round " << round << " (" << a->restarts << " restart(s)): node rank "
+            << a->node_rank << " of " << a->nodes << " (" << a->members << "), world size "
+            << a->nodes * plan.local_ranks << "; starting " << plan.local_ranks
+            << " rank(s) (REEL_RESTART_COUNT=" << round << ")" << std::endl;
+    options.ranks = RankSpecs(plan, attempt, a->node_rank, a->nodes);
+    options.watch_fd = rdzv->fd();
+    options.on_watch = [&rdzv, &env, round] {
+      if (rdzv->StopRequested(round)) {
+        env.err << "reel launch: "
+                << (rdzv->abort_reason().empty() ? "round " + std::to_string(round + 1) +
+                                                       " opens (" + rdzv->new_round_reason() + ")"
+                                                 : "the rendezvous ends the job")
+                << ": stopping this node's ranks" << std::endl;
+        return WatchVerdict::kStop;
+      }
+      return rdzv->lost() ? WatchVerdict::kForget : WatchVerdict::kGoOn;
+    };
+    env.out.flush();
+    env.err.flush();
+    REEL_ASSIGN_OR_RETURN(SuperviseOutcome outcome, SuperviseRanks(options));
+    // A failure's exit code is the launch's, even when the rendezvous ends the job after it;
+    // ranks stopped for a new round exit with none.
+    env.exit_code = outcome.first_failure ? outcome.exit_code : -1;
+    if (!rdzv->abort_reason().empty()) return UnavailableError(rdzv->abort_reason());
+    if (outcome.stopped_on_request) {
+      env.err << "reel launch: stopped the ranks of round " << round << " for the next"
+              << std::endl;
+      failure.clear();
+      continue;
+    }
+    if (!outcome.first_failure) {
+      if (outcome.interrupted_by != 0)
+        return CancelledError("interrupted; every rank has finished");
+      if (outcome.exit_code != 0 && !outcome.stranded.empty()) {
+        env.exit_code = outcome.exit_code;
+        return UnavailableError(Stranded(outcome.stranded));
+      }
+      rdzv->Done();
+      return Status::Ok();
+    }
+    const AttemptFailure f{round, *outcome.first_failure, outcome.stopped_at_failure};
+    if (outcome.interrupted_by != 0)
+      return UnavailableError(f.Describe() + "; interrupted, not restarted");
+    if (!RestartMayCure(f.exit))
+      return UnavailableError(
+          f.Describe() + " in round " + std::to_string(round) +
+          "; not restarted: a restart would repeat it (only a rank killed by a signal or exiting " +
+          "with status " + std::to_string(kExitUnavailable) +
+          ", a lost peer or service, is restarted)");
+    failure = f.Describe();
+  }
+}
+
 Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   REEL_ASSIGN_OR_RETURN(LaunchPlan plan, ParsePlan(words));
   SuperviseOptions options;
@@ -261,6 +434,12 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
   attempt.transport = transport && *transport ? transport : "tcp";
   // Ranks on several nodes cannot share a secret made here; without one each would start and
   // then fail at formation, so refuse before starting any (docs/reliability.md).
+  if (!has_secret && plan.elastic)
+    return InvalidArgumentError("REEL_SECRET is not set: the rendezvous of --nnodes " +
+                                std::to_string(plan.min_nodes) + ":" +
+                                std::to_string(plan.max_nodes) +
+                                " admits the nodes that hold it; export the same value on every "
+                                "node, e.g. export REEL_SECRET=$(openssl rand -hex 32)");
   if (!has_secret && plan.nodes > 1 && attempt.transport == "tcp")
     return InvalidArgumentError("REEL_SECRET is not set: ranks on " + std::to_string(plan.nodes) +
                                 " nodes must share one; export the same value on every node, e.g. "
@@ -275,6 +454,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
                                 std::to_string(plan.max_restarts) + ": the last attempt's, '" +
                                 last_id + "', would be over " + std::to_string(kMaxJobIdBytes) +
                                 " bytes; give a shorter REEL_JOB_ID");
+  if (plan.elastic) return LaunchElastic(env, plan, options, attempt, job_id, secret);
   std::vector<AttemptFailure> failures;
   for (attempt.restart = 0;; ++attempt.restart) {
     attempt.coordinator = plan.coordinator;
@@ -284,7 +464,7 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
       attempt.coordinator = "127.0.0.1:" + std::to_string(port);
     }
     attempt.job_id = JobIdOfAttempt(job_id, attempt.restart);
-    options.ranks = RankSpecs(plan, attempt);
+    options.ranks = RankSpecs(plan, attempt, plan.node_rank, plan.nodes);
     env.out.flush();
     env.err.flush();
     REEL_ASSIGN_OR_RETURN(SuperviseOutcome outcome, SuperviseRanks(options));
@@ -321,7 +501,10 @@ Status Launch(CliEnv& env, const std::vector<std::string>& words) {
 }  // namespace
 
 CliCommand LaunchCliCommand() {
-  return {"launch", "start N local ranks of a command (e.g. reel train) with their environment",
+  return {"launch",
+          "start N local ranks of a command (e.g. reel train) with their environment; with "
+          "--nnodes MIN:MAX the nodes meet at the --coordinator's rendezvous and go on at the size "
+          "that is left (docs/distributed.md, \"Restarts\")",
           kUsage, Launch};
 }
 

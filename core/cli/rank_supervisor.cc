@@ -127,6 +127,8 @@ class Supervisor {
   void Signal(int sig);  // to every running rank's process group
   // Ranks stopped while every other rank has ended would never end: name and end them.
   void EndStranded();
+  // on_watch said kStop: stop the ranks; what they exit with is no failure.
+  void StopOnRequest();
   bool IsStranded(int rank) const;
   void Say(const std::string& line) { WriteAll(o_.err_fd, "reel launch: " + line + "\n"); }
   int Running() const;
@@ -147,6 +149,8 @@ class Supervisor {
   std::vector<RankExit> tolerated_;  // keep_going: ranks != 0 that failed
   std::vector<RankStop> stranded_;   // stopped when every other rank had ended; ended by us
   int interrupted_by_ = 0;
+  bool stop_requested_ = false;
+  int watch_fd_ = -1;                         // o_.watch_fd until on_watch says kForget
   std::optional<Clock::time_point> kill_at_;  // when stopping ranks get SIGKILL
 };
 
@@ -186,6 +190,7 @@ Status Supervisor::Start() {
   forward_.emplace(stop_pipe_[1]);
   children_.reserve(o_.ranks.size());
   for (const RankSpec& spec : o_.ranks) REEL_RETURN_IF_ERROR(Spawn(spec));
+  watch_fd_ = o_.on_watch ? o_.watch_fd : -1;
   return Status::Ok();
 }
 
@@ -289,7 +294,8 @@ void Supervisor::OnExit(Child& c, int status) {
   RankExit e{c.rank, WIFSIGNALED(status),
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
   // Ended by us (EndStranded): the outcome names it as stopped, however it exited.
-  if (e.ok() || interrupted_by_ != 0 || first_failure_ || IsStranded(c.rank)) return;
+  if (e.ok() || interrupted_by_ != 0 || first_failure_ || stop_requested_ || IsStranded(c.rank))
+    return;
   if (o_.keep_going && e.rank != 0) {
     tolerated_.push_back(e);
     Say("rank " + std::to_string(e.rank) + " " + e.Describe() + "; the other " +
@@ -304,6 +310,18 @@ void Supervisor::OnExit(Child& c, int status) {
     pending_failure_ = e;
     settle_until_ = Clock::now() + kSettle;
   }
+}
+
+void Supervisor::StopOnRequest() {
+  if (first_failure_ || interrupted_by_ != 0 || stop_requested_) return;
+  if (pending_failure_) return Fail(*pending_failure_);  // it failed first
+  stop_requested_ = true;
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.1f", static_cast<double>(o_.grace.count()) / 1000.0);
+  Say("stopping the " + std::to_string(Running()) + " rank(s) (SIGTERM, then SIGKILL after " +
+      grace + " s)");
+  Signal(SIGTERM);
+  kill_at_ = Clock::now() + o_.grace;
 }
 
 void Supervisor::Fail(const RankExit& e) {
@@ -338,7 +356,9 @@ bool Supervisor::IsStranded(int rank) const {
 // under keep_going) has nobody left to work with and nothing to continue it: without this,
 // launch would wait for it forever. Only once: a stranded rank continues when it is signalled.
 void Supervisor::EndStranded() {
-  if (first_failure_ || pending_failure_ || interrupted_by_ != 0 || !stranded_.empty()) return;
+  if (first_failure_ || pending_failure_ || interrupted_by_ != 0 || stop_requested_ ||
+      !stranded_.empty())
+    return;
   const int running = Running();
   if (running == 0 || running == static_cast<int>(children_.size())) return;
   for (const Child& c : children_)
@@ -382,7 +402,8 @@ void Supervisor::Reap() {
 
 SuperviseOutcome Supervisor::Wait() {
   while (Running() > 0) {
-    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    std::vector<pollfd> fds{
+        {signal_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}, {watch_fd_, POLLIN, 0}};
     std::vector<OutputPipe*> pipes;
     for (Child& c : children_)
       for (OutputPipe* p : {&c.out, &c.err})
@@ -409,8 +430,13 @@ SuperviseOutcome Supervisor::Wait() {
       Signal(SIGKILL);
       kill_at_.reset();
     }
-    for (size_t i = 2; n > 0 && i < fds.size(); ++i)
-      if (fds[i].revents != 0) pipes[i - 2]->Pump();
+    for (size_t i = 3; n > 0 && i < fds.size(); ++i)
+      if (fds[i].revents != 0) pipes[i - 3]->Pump();
+    if (n > 0 && watch_fd_ >= 0 && fds[2].revents != 0) {
+      const WatchVerdict v = o_.on_watch();
+      if (v == WatchVerdict::kStop) StopOnRequest();
+      if (v != WatchVerdict::kGoOn) watch_fd_ = -1;
+    }
     if (n > 0 && fds[0].revents != 0) {
       signalfd_siginfo info;  // SIGCHLD: reaped below, whatever woke us
       while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -437,6 +463,7 @@ SuperviseOutcome Supervisor::Wait() {
   outcome.tolerated = tolerated_;
   outcome.stranded = stranded_;
   outcome.interrupted_by = interrupted_by_;
+  outcome.stopped_on_request = stop_requested_ && !first_failure_;
   const bool has_rank0 =
       std::any_of(o_.ranks.begin(), o_.ranks.end(), [](const RankSpec& r) { return r.rank == 0; });
   const bool stranded_fails =

@@ -32,6 +32,7 @@
 #define REEL_CORE_CLI_RANK_SUPERVISOR_H_
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ struct RankSpec {
   std::vector<std::string> environment;  // "NAME=value" entries set on top of ours
 };
 
+// What a watched descriptor (SuperviseOptions::watch_fd) asks for.
+enum class WatchVerdict {
+  kGoOn,    // nothing for the ranks
+  kStop,    // stop them as after a failure (SIGTERM, SIGKILL after the grace period); their
+            // exits are then no failure (SuperviseOutcome::stopped_on_request)
+  kForget,  // the descriptor has nothing more to say: stop watching it
+};
+
 struct SuperviseOptions {
   std::vector<std::string> command;  // argv of every rank; command[0] is searched on PATH
   std::vector<RankSpec> ranks;
@@ -52,6 +61,10 @@ struct SuperviseOptions {
   bool keep_going = false;                 // failures of ranks other than 0 stop nobody
   int out_fd = 1;                          // where the ranks' prefixed stdout goes
   int err_fd = 2;                          // where their stderr and our own messages go
+  // Another reason to stop the ranks (`reel launch --nnodes MIN:MAX`: the rendezvous' connection):
+  // when `watch_fd` is readable, `on_watch` reads it and says what to do. -1: none.
+  int watch_fd = -1;
+  std::function<WatchVerdict()> on_watch;
 };
 
 struct RankExit {
@@ -82,6 +95,7 @@ struct SuperviseOutcome {
   std::vector<RankExit> tolerated;  // with keep_going: ranks != 0 that failed
   std::vector<RankStop> stranded;   // ranks stopped when every other rank had ended
   int interrupted_by = 0;           // SIGINT or SIGTERM when one was forwarded
+  bool stopped_on_request = false;  // on_watch said kStop before anything failed
 };
 
 // " while rank 2 was stopped by signal 19 (SIGSTOP)" for every stopped rank; "" for none.
