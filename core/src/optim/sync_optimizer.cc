@@ -26,8 +26,7 @@ constexpr char kMagic[4] = {'R', 'S', 'Y', 'N'};
 constexpr uint32_t kVersion = 1;
 // bucket_mb's default: bench/journal/overlap.md (4 and 25 MiB measured alike there).
 constexpr double kDefaultBucketMb = 4.0;
-// error_feedback's default: off until bench/compression/gap.py's GAP shows it pays
-// (docs/distributed.md, "Compression on the wire").
+// error_feedback's default: bench/journal/compression.md (no GAP gain measured for its cost).
 constexpr bool kDefaultErrorFeedback = false;
 
 // Reads the moment counts out of a rule state that UpdateRule::RestoreState already accepted.
