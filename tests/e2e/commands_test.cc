@@ -280,6 +280,27 @@ TEST_F(CommandsTest, ABadTransportOptionIsNamedOnce) {
   EXPECT_EQ(r.err.find("transport 'tcp': transport 'tcp'"), std::string::npos) << r.err;
 }
 
+// The sync optimizer's compression (docs/distributed.md, "Compression on the wire"): a word
+// outside its values is refused before anything is written, naming the option and the values; two
+// ranks train with the gradient in bf16 on the wire.
+TEST_F(CommandsTest, CompressionOnTheWire) {
+  RunResult r = RefusedRun("bilstm_audio", {"optimizer.options.compression=fp8"});
+  EXPECT_NE(r.err.find("option 'compression': 'fp8' is not one of none, bf16, fp16"),
+            std::string::npos)
+      << r.err;
+  r = RefusedRun("bilstm_audio", {"optimizer.options.error_feedback=maybe"});
+  EXPECT_NE(r.err.find("error_feedback"), std::string::npos) << r.err;
+  const std::string run = ScratchDir("compressed");
+  auto args = Small("bilstm_audio", run, 4);
+  args.insert(args.end(),
+              {"--set", "trainer.local_ranks=2", "--set", "optimizer.options.compression=bf16",
+               "--set", "optimizer.options.error_feedback=true"});
+  r = Reel(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 4 steps (128 examples"), std::string::npos) << r.out;
+  fs::remove_all(run);
+}
+
 TEST_F(CommandsTest, PatternMatchingNoFileIsAClearError) {
   const std::string run = ScratchDir("nofile");
   ASSERT_EQ(Reel(Small("bilstm_audio", run, 1)).code, 0);

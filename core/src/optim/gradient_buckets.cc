@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace reel::core {
 
@@ -21,10 +22,11 @@ std::vector<GradientRange> BucketLayout(const ParamArena& arena, int64_t bucket_
 }
 
 GradientBuckets::GradientBuckets(ParamArena& arena, Communicator& comm, int64_t bucket_bytes,
-                                 int64_t timeout_ms)
+                                 int64_t timeout_ms, BucketReducer reducer)
     : arena_(arena),
       comm_(comm),
       timeout_ms_(timeout_ms),
+      reducer_(std::move(reducer)),
       layout_(BucketLayout(arena, bucket_bytes)) {
   const auto& blocks = arena.blocks();
   bucket_of_block_.resize(blocks.size());
@@ -110,9 +112,9 @@ void GradientBuckets::Run() {
           timeout_ms_ == 0 ? NoDeadline() : DeadlineIn(std::chrono::milliseconds(timeout_ms_));
       // Backward runs beside it on this rank's cores: no busy waiting for the peers.
       comm_.SetComputeAlongside(true);
-      s = comm_.AllReduce(arena_.grads().subspan(static_cast<size_t>(r.begin),
-                                                 static_cast<size_t>(r.end - r.begin)),
-                          ReduceOp::kSum, deadline);
+      std::span<float> bucket = arena_.grads().subspan(static_cast<size_t>(r.begin),
+                                                       static_cast<size_t>(r.end - r.begin));
+      s = reducer_ ? reducer_(bucket, deadline) : comm_.AllReduce(bucket, ReduceOp::kSum, deadline);
       comm_.SetComputeAlongside(false);
       if (!s.ok())
         s = s.WithContext("reducing gradient bucket [" + std::to_string(r.begin) + ", " +

@@ -19,6 +19,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -38,11 +39,17 @@ struct GradientRange {
 // offsets first; together they cover [0, total_size()) without overlap.
 std::vector<GradientRange> BucketLayout(const ParamArena& arena, int64_t bucket_bytes);
 
+// How a bucket is summed over the ranks, on the communication thread: the communicator's
+// AllReduce unless the owner gives another (the sync optimizer's compressed ring).
+using BucketReducer = std::function<Status(std::span<float> bucket, Deadline deadline)>;
+
 // See the file comment.
 class GradientBuckets final : public GradientSink {
  public:
-  // `timeout_ms`: each bucket's deadline, counted from its start (0: none).
-  GradientBuckets(ParamArena& arena, Communicator& comm, int64_t bucket_bytes, int64_t timeout_ms);
+  // `timeout_ms`: each bucket's deadline, counted from its start (0: none). `reducer`: see
+  // BucketReducer (empty: the communicator's AllReduce).
+  GradientBuckets(ParamArena& arena, Communicator& comm, int64_t bucket_bytes, int64_t timeout_ms,
+                  BucketReducer reducer = nullptr);
   // Waits for the buckets handed over (each to its end or its deadline; none after a failure),
   // so ranks that handed over the same buckets leave their collectives in step.
   ~GradientBuckets() override;
@@ -67,6 +74,7 @@ class GradientBuckets final : public GradientSink {
   ParamArena& arena_;
   Communicator& comm_;
   const int64_t timeout_ms_;
+  const BucketReducer reducer_;
   const std::vector<GradientRange> layout_;
   std::vector<int> bucket_of_block_;    // per arena block
   std::vector<int> missing_;            // per bucket: blocks not reported in this step

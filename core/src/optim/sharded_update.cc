@@ -36,9 +36,11 @@ ShardRange ShardOfRank(size_t total, const Communicator& comm) {
 }
 
 Result<double> ShardedStep(Communicator& comm, UpdateRule& rule, std::span<float> values,
-                           std::span<float> grads, float lr, double clip_norm, Deadline deadline) {
+                           std::span<float> grads, float lr, double clip_norm, Deadline deadline,
+                           const ShardReducer& reducer) {
   REEL_RETURN_IF_ERROR(
-      comm.ReduceScatter(grads, ReduceOp::kSum, deadline).WithContext("reduce-scattering"));
+      (reducer ? reducer(grads, deadline) : comm.ReduceScatter(grads, ReduceOp::kSum, deadline))
+          .WithContext("reduce-scattering"));
   const ShardRange mine = ShardOfRank(grads.size(), comm);
   std::span<float> g = grads.subspan(mine.offset, mine.length);
   std::span<float> p = values.subspan(mine.offset, mine.length);

@@ -8,6 +8,7 @@
 #ifndef REEL_CORE_SRC_OPTIM_SHARDED_UPDATE_H_
 #define REEL_CORE_SRC_OPTIM_SHARDED_UPDATE_H_
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,12 +23,18 @@ namespace reel::core {
 // This rank's shard of `total` floats.
 ShardRange ShardOfRank(size_t total, const Communicator& comm);
 
-// One step: ReduceScatter (sum) of `grads`, this rank's shard scaled by 1 / size(), clipped by
-// the global norm when clip_norm > 0 (the shards' squared norms gathered and summed in rank
-// order, on every rank alike), `rule` applied to this shard of `values`, then AllGatherShards of
-// `values`. Returns the global norm before clipping. Failures name the phase that failed.
+// How the gradient is reduce-scattered (summed, this rank's shard complete): the communicator's
+// ReduceScatter unless the caller gives another (the sync optimizer's compressed ring).
+using ShardReducer = std::function<Status(std::span<float> grads, Deadline deadline)>;
+
+// One step: ReduceScatter (sum) of `grads` (or `reducer`, when given), this rank's shard scaled by
+// 1 / size(), clipped by the global norm when clip_norm > 0 (the shards' squared norms gathered and
+// summed in rank order, on every rank alike), `rule` applied to this shard of `values`, then
+// AllGatherShards of `values`. Returns the global norm before clipping. Failures name the phase
+// that failed.
 Result<double> ShardedStep(Communicator& comm, UpdateRule& rule, std::span<float> values,
-                           std::span<float> grads, float lr, double clip_norm, Deadline deadline);
+                           std::span<float> grads, float lr, double clip_norm, Deadline deadline,
+                           const ShardReducer& reducer = nullptr);
 
 // Every rank: the whole rule state (UpdateRule::SaveState's format, moments over all `total`
 // floats) gathered from every rank's shard-sized `rule`; the same bytes an unsharded rule that

@@ -5,6 +5,7 @@
 //   (reel/update_rule.h: int64 steps, then per moment uint64 count + floats).
 #include "optim/sync_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "builtins.h"
+#include "comm/compressed_ring.h"
 #include "optim/gradient_buckets.h"
 #include "optim/sharded_update.h"
 #include "reel/core/schedule.h"
@@ -24,6 +26,8 @@ constexpr char kMagic[4] = {'R', 'S', 'Y', 'N'};
 constexpr uint32_t kVersion = 1;
 // bucket_mb's default: bench/journal/overlap.md (4 and 25 MiB measured alike there).
 constexpr double kDefaultBucketMb = 4.0;
+// error_feedback's default: bench/journal/compression.md (no GAP gain measured for its cost).
+constexpr bool kDefaultErrorFeedback = false;
 
 // Reads the moment counts out of a rule state that UpdateRule::RestoreState already accepted.
 std::vector<uint64_t> MomentCounts(std::string_view rule_state) {
@@ -38,15 +42,27 @@ std::vector<uint64_t> MomentCounts(std::string_view rule_state) {
   return counts;
 }
 
+// The option's words, in the order of their codes (compared between ranks at Setup).
+constexpr const char* kCompressionWords[] = {"none", "bf16", "fp16"};
+
+struct SyncSettings {
+  bool sharded = false;      // zero_stage 1
+  int64_t bucket_bytes = 0;  // 0: one exchange of the whole gradient in Step()
+  int compression = 0;       // index into kCompressionWords
+  bool error_feedback = false;
+};
+
 class SyncOptimizer final : public Optimizer {
  public:
   SyncOptimizer(UpdateRuleConfig config, std::unique_ptr<UpdateRule> rule, int64_t timeout_ms,
-                bool sharded, int64_t bucket_bytes)
+                SyncSettings settings)
       : config_(std::move(config)),
         rule_(std::move(rule)),
         timeout_ms_(timeout_ms),
-        sharded_(sharded),
-        bucket_bytes_(bucket_bytes) {}
+        sharded_(settings.sharded),
+        bucket_bytes_(settings.bucket_bytes),
+        compression_(settings.compression),
+        error_feedback_(settings.error_feedback) {}
 
   // Clipping the averaged gradient, not each rank's own, keeps N ranks x batch B equal to one
   // rank x batch N*B: every rank holds the same average, so all clip alike.
@@ -69,9 +85,23 @@ class SyncOptimizer final : public Optimizer {
       if (!s.ok()) return s.WithContext("sync optimizer: broadcasting rank 0's initial parameters");
     }
     buckets_.reset();
+    ring_.reset();
+    residual_.clear();
+    if (comm.size() > 1 && compression_ != 0) {
+      ring_ = std::make_unique<CompressedRing>(Wire(), kCompressedRingTag);
+      // Not in checkpoints: a resumed run starts it from zero (docs/distributed.md).
+      if (error_feedback_) residual_.assign(arena.grads().size(), 0.0f);
+    }
     // zero_stage 1 reduce-scatters after backward: its halves are not overlapped (yet).
-    if (comm.size() > 1 && bucket_bytes_ > 0 && !sharded_)
-      buckets_ = std::make_unique<GradientBuckets>(arena, comm, bucket_bytes_, timeout_ms_);
+    if (comm.size() > 1 && bucket_bytes_ > 0 && !sharded_) {
+      BucketReducer reducer;
+      if (ring_)
+        reducer = [this](std::span<float> bucket, Deadline deadline) {
+          return Compressed(bucket, ring::Part::kAllReduce, deadline);
+        };
+      buckets_ = std::make_unique<GradientBuckets>(arena, comm, bucket_bytes_, timeout_ms_,
+                                                   std::move(reducer));
+    }
     return Status::Ok();
   }
 
@@ -82,8 +112,13 @@ class SyncOptimizer final : public Optimizer {
     std::span<float> grads = arena_->grads();
     if (Sharded()) {
       const int64_t step = rule_->steps() + 1;  // before the rule counts it
-      Result<double> norm =
-          ShardedStep(*comm_, *rule_, arena_->values(), grads, lr, clip_norm_, NextDeadline());
+      ShardReducer reducer;
+      if (ring_)
+        reducer = [this](std::span<float> g, Deadline deadline) {
+          return Compressed(g, ring::Part::kReduceScatter, deadline);
+        };
+      Result<double> norm = ShardedStep(*comm_, *rule_, arena_->values(), grads, lr, clip_norm_,
+                                        NextDeadline(), reducer);
       if (!norm.ok())
         return norm.status().WithContext("sync optimizer (zero_stage 1): step " +
                                          std::to_string(step));
@@ -91,8 +126,9 @@ class SyncOptimizer final : public Optimizer {
       return Status::Ok();
     }
     if (comm_->size() > 1) {
-      Status s =
-          buckets_ ? buckets_->Finish() : comm_->AllReduce(grads, ReduceOp::kSum, NextDeadline());
+      Status s = buckets_ ? buckets_->Finish()
+                 : ring_  ? Compressed(grads, ring::Part::kAllReduce, NextDeadline())
+                          : comm_->AllReduce(grads, ReduceOp::kSum, NextDeadline());
       if (!s.ok())
         return s.WithContext("sync optimizer: step " + std::to_string(rule_->steps() + 1));
       const float inv = 1.0f / static_cast<float>(comm_->size());
@@ -184,25 +220,49 @@ class SyncOptimizer final : public Optimizer {
     return rule_->RestoreState(part);
   }
 
+  WireFormat Wire() const { return compression_ == 2 ? WireFormat::kFp16 : WireFormat::kBf16; }
+
+  // Sums `part` of the arena's gradient over the ranks on the compressed ring. With error
+  // feedback, what this rank's roundings took away in the last step is added back first, and the
+  // ring collects this step's (compressed_ring.h); on the communication thread while buckets
+  // are in flight, each bucket's part of the residual is its own.
+  Status Compressed(std::span<float> part, ring::Part which, Deadline deadline) {
+    std::span<float> lost;
+    if (!residual_.empty()) {
+      const size_t at = static_cast<size_t>(part.data() - arena_->grads().data());
+      lost = std::span<float>(residual_).subspan(at, part.size());
+      for (size_t i = 0; i < part.size(); ++i) part[i] += lost[i];
+      std::fill(lost.begin(), lost.end(), 0.0f);
+    }
+    return ring_->Run(*comm_, part, which, deadline, lost);
+  }
+
   Deadline NextDeadline() const {
     return timeout_ms_ == 0 ? NoDeadline() : DeadlineIn(std::chrono::milliseconds(timeout_ms_));
   }
 
-  // Every rank must hold the same layout, or the fused allreduce would mix unrelated floats.
+  // Every rank must hold the same layout, or the fused allreduce would mix unrelated floats, and
+  // the same wire, or the compressed ring's messages would not match.
   Status CheckSameLayout() {
     const int n = comm_->size();
     if (n == 1) return Status::Ok();
-    int64_t mine = arena_->total_size();
-    std::vector<int64_t> all(static_cast<size_t>(n));
-    Status s = comm_->AllGather(std::as_bytes(std::span<const int64_t>(&mine, 1)),
+    const int64_t mine[2] = {arena_->total_size(), compression_};
+    std::vector<int64_t> all(2 * static_cast<size_t>(n));
+    Status s = comm_->AllGather(std::as_bytes(std::span<const int64_t>(mine)),
                                 std::as_writable_bytes(std::span<int64_t>(all)), NextDeadline());
     if (!s.ok()) return s.WithContext("sync optimizer: comparing parameter counts");
-    for (int r = 0; r < n; ++r)
-      if (all[r] != mine)
+    for (size_t r = 0; r < static_cast<size_t>(n); ++r) {
+      if (all[2 * r] != mine[0])
         return InvalidArgumentError("sync optimizer: rank " + std::to_string(comm_->rank()) +
-                                    " has " + std::to_string(mine) + " parameter floats, rank " +
-                                    std::to_string(r) + " has " + std::to_string(all[r]) +
+                                    " has " + std::to_string(mine[0]) + " parameter floats, rank " +
+                                    std::to_string(r) + " has " + std::to_string(all[2 * r]) +
                                     " (different models?)");
+      if (all[2 * r + 1] != mine[1])
+        return InvalidArgumentError(
+            "sync optimizer: every rank must use the same compression (rank " +
+            std::to_string(comm_->rank()) + ": " + kCompressionWords[mine[1]] + ", rank " +
+            std::to_string(r) + ": " + kCompressionWords[all[2 * r + 1]] + ")");
+    }
     return Status::Ok();
   }
 
@@ -229,6 +289,12 @@ class SyncOptimizer final : public Optimizer {
   Communicator* comm_ = nullptr;  // not owned; outlives this optimizer
   std::vector<uint64_t> restored_counts_;
   const int64_t bucket_bytes_;  // 0: one allreduce of the whole gradient in Step()
+  const int compression_;       // index into kCompressionWords
+  const bool error_feedback_;
+  // The compressed exchange (compression_ != 0, several ranks) and the error feedback's residual
+  // over the whole arena (empty without it).
+  std::unique_ptr<CompressedRing> ring_;
+  std::vector<float> residual_;
   // Reduces buckets during backward (bucket_bytes_ > 0, several ranks); destroyed first, so its
   // thread ends before the communicator may go.
   std::unique_ptr<GradientBuckets> buckets_;
@@ -253,6 +319,15 @@ OptionSchema SyncOptimizerOptions() {
       "size of the gradient buckets reduced while backward goes on, in MiB (docs/distributed.md, "
       "\"Overlapping the exchange with backward\"); 0 reduces the whole gradient after backward; "
       "not used with zero_stage 1, whose reduce-scatter runs after backward"));
+  schema.push_back(StringOption(
+      "compression", "none",
+      "the gradient on the wire: none (fp32), bf16 or fp16 (with a scale per message); summed in "
+      "fp32, every rank ends with the same bits; with zero_stage 1 only the reduce-scatter is "
+      "compressed (docs/distributed.md, \"Compression on the wire\")"));
+  schema.push_back(BoolOption(
+      "error_feedback", kDefaultErrorFeedback,
+      "with compression: carry each rank's rounding error into its next step's gradient "
+      "(docs/distributed.md, \"Compression on the wire\"); ignored without compression"));
   return schema;
 }
 
@@ -271,9 +346,20 @@ Result<std::unique_ptr<Optimizer>> MakeSyncOptimizer(const Options& options) {
   if (!(bucket_mb >= 0.0 && bucket_mb <= 2048.0))
     return InvalidArgumentError("option 'bucket_mb': " + std::to_string(bucket_mb) +
                                 " is outside [0, 2048]");
+  const std::string compression = options.GetString("compression");
+  const auto* word = std::find(std::begin(kCompressionWords), std::end(kCompressionWords),
+                               std::string_view(compression));
+  if (word == std::end(kCompressionWords))
+    return InvalidArgumentError("option 'compression': '" + compression +
+                                "' is not one of none, bf16, fp16");
+  SyncSettings settings{
+      .sharded = zero_stage == 1,
+      .bucket_bytes = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0),
+      .compression = static_cast<int>(word - std::begin(kCompressionWords)),
+      .error_feedback = options.GetBool("error_feedback"),
+  };
   return std::unique_ptr<Optimizer>(
-      new SyncOptimizer(std::move(config), std::move(rule), timeout_ms, zero_stage == 1,
-                        static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0)));
+      new SyncOptimizer(std::move(config), std::move(rule), timeout_ms, settings));
 }
 
 Status RegisterSyncOptimizer(Registrar& registrar) {

@@ -1,9 +1,8 @@
 // bfloat16 for the shared layers (ModelContext::precision kBf16): float to bf16 conversion, and
 // row-major products of bf16 matrices accumulated in float on oneDNN's matmul primitive.
 //
-// A bf16 value is the upper half of a float (8 exponent bits, 7 stored mantissa bits), held here
-// as uint16_t. Conversions round to nearest even; NaN stays NaN; as the hardware instruction
-// (vcvtneps2bf16) does, denormal floats become zero of the same sign.
+// bf16 values and the scalar conversion (round to nearest even, NaN kept, denormals to zero):
+// reel/bf16.h; the vector conversions below give the same bits.
 //
 // Thread-safety: reentrant. GemmBf16 keeps one primitive per transpose/accumulate combination
 // for the process (built on first use, runtime shapes), and runs it with the calling thread's
@@ -12,27 +11,15 @@
 #define REEL_LAYERS_BF16_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "reel/bf16.h"
 
 namespace reel::layers {
 
-using bf16_t = uint16_t;
-
-// One value, rounded to nearest even (the reference for the vector paths below).
-inline bf16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16_t>((u >> 16) | 0x40u);  // NaN
-  if ((u & 0x7f800000u) == 0) return static_cast<bf16_t>((u >> 16) & 0x8000u);  // zero, denormal
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<bf16_t>(u >> 16);
-}
-inline float FromBf16(bf16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+// The scalar conversions live in reel/bf16.h (the core's gradient wire uses them too).
+using reel::bf16_t;
+using reel::FromBf16;
+using reel::ToBf16;
 
 // True where oneDNN runs bf16 products natively (AVX-512 BF16; AMX CPUs have it too).
 bool CpuHasBf16();
