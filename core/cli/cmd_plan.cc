@@ -95,6 +95,32 @@ Result<int64_t> IntOption(const std::map<std::string, std::string>& options, con
   return static_cast<int64_t>(v);
 }
 
+// How the sync optimizer exchanges the gradient (docs/distributed.md): bucket_mb (default 4,
+// as the optimizer's), zero_stage, and compression ("none"; "bf16" and "fp16" put 16 bits a
+// gradient on the wire), each refused naming it when the optimizer would refuse it.
+Status ReadExchange(const std::map<std::string, std::string>& opt, plan::Training& t) {
+  if (auto it = opt.find("bucket_mb"); it != opt.end()) {
+    char* end = nullptr;
+    const double mb = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || !(mb >= 0 && mb <= 2048))
+      return InvalidArgumentError("optimizer.options.bucket_mb: '" + it->second +
+                                  "' is not a size in MiB in [0, 2048]");
+    t.bucket_bytes = mb * 1048576;
+  }
+  REEL_ASSIGN_OR_RETURN(const int64_t zero, IntOption(opt, "zero_stage", 0, "optimizer"));
+  if (zero != 0 && zero != 1)
+    return InvalidArgumentError(
+        fmt::format("optimizer.options.zero_stage: {} is not 0 or 1", zero));
+  t.sharded_update = zero == 1;
+  const auto compression = opt.find("compression");
+  const std::string word = compression == opt.end() ? "none" : compression->second;
+  if (word != "none" && word != "bf16" && word != "fp16")
+    return InvalidArgumentError("optimizer.options.compression: '" + word +
+                                "' is not none, bf16 or fp16");
+  t.compressed = word != "none";
+  return Status::Ok();
+}
+
 // The model, its shape and the optimizer from a training config.
 struct FromConfig {
   ModelSpec model;
@@ -130,6 +156,7 @@ Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args,
     f.training.servers = static_cast<int>(servers);
     f.training.overlap = opt.count("overlap") && opt.at("overlap") == "true";
   }
+  if (!f.training.async) REEL_RETURN_IF_ERROR(ReadExchange(opt, f.training));
   const std::string& rule = f.model.rule;
   f.training.state_floats_per_param = rule == "adam" ? 2 : rule == "sgd" ? 0 : 1;
   f.training.batch_per_rank = f.model.batch;
@@ -213,9 +240,13 @@ void PrintJson(CliEnv& env, const std::vector<std::pair<int, Plan>>& plans, cons
   o << fmt::format(
       "{{\"model\": \"{}\", \"optimizer\": \"{}\", \"videos\": {}, \"bytes\": {:.6g}, "
       "\"mean_frames\": {}, \"files\": {}, \"storage\": \"{}\", \"cores_per_node\": {}, "
-      "\"link_bytes_per_s\": {:.6g}, \"plans\": [",
+      "\"link_bytes_per_s\": {:.6g}, ",
       model, t.async ? "async_sgd" : "sync", d.videos, d.bytes, d.mean_frames, d.files,
       d.storage == plan::Storage::kS3 ? "s3" : "local", c.cores_per_node, c.link_bytes_per_s);
+  if (!t.async)
+    o << fmt::format("\"bucket_mb\": {:.6g}, \"zero_stage\": {}, \"compressed\": {}, ",
+                     t.bucket_bytes / 1048576, t.sharded_update ? 1 : 0, t.compressed);
+  o << "\"plans\": [";
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& [nodes, p] = plans[i];
     o << (i ? ", " : "")

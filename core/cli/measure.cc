@@ -76,16 +76,27 @@ Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
   REEL_ASSIGN_OR_RETURN(auto comms, LocalRanks(1));
   REEL_ASSIGN_OR_RETURN(const double setup,
                         Time([&] { return optimizer->Setup(arena, *comms[0]); }));
+  // The step's parts in the repetition being timed: backward, and the update after it.
+  double backward_s = 0, update_s = 0;
   auto step = [&](const Batch& input) -> Status {
     REEL_ASSIGN_OR_RETURN(Tensor logits, model->Forward(input, Mode::kTrain));
     REEL_ASSIGN_OR_RETURN(core::LossResult loss, core::SigmoidCrossEntropy(logits, input));
+    const auto backward_start = std::chrono::steady_clock::now();
     REEL_RETURN_IF_ERROR(model->Backward(input, loss.dlogits));
+    const auto update_start = std::chrono::steady_clock::now();
+    backward_s += std::chrono::duration<double>(update_start - backward_start).count();
+    const auto update_done = [&] {
+      update_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - update_start).count();
+    };
     // The trainer's pass over the gradient before the step: a finiteness check where the
     // optimizer clips (else the norm it takes answers it).
     if (inputs.stop_on_nonfinite && optimizer_clips && !core::AllFinite(arena.grads()))
       return DataLossError("a gradient is not finite on the batch being timed");
     if (!optimizer_clips) core::ClipByGlobalNorm(arena.grads(), inputs.clip_norm);
-    return optimizer->Step(1e-3f);
+    const Status stepped = optimizer->Step(1e-3f);
+    update_done();
+    return stepped;
   };
   // One repetition steps over every batch in turn (the data's spread of lengths), as an epoch.
   auto steps = [&]() -> Status {
@@ -103,8 +114,11 @@ Result<ModelTimes> TimeModel(core::Registry& registry, const std::string& name,
   out.params = arena.total_size();
   const double n = static_cast<double>(batches.size());
   for (int r = 0; r < reps; ++r) {  // alternated
+    backward_s = update_s = 0;
     REEL_ASSIGN_OR_RETURN(double s, Time(steps));
     out.step.push_back(s / n);
+    out.backward_share.push_back(backward_s / s);
+    out.update_share.push_back(update_s / s);
     REEL_ASSIGN_OR_RETURN(double f, Time(forward));
     out.forward.push_back(f / n);
   }

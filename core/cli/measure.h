@@ -47,6 +47,9 @@ struct ModelTimes {
   double mean_frames = 0;   // that feature's valid frames per video; 0: none
   double startup = 0;       // Initialize + optimizer Setup + the cold first step, seconds
   Times step, forward;      // per repetition, seconds per batch (over `inputs`, when given)
+  // Per repetition, the shares of its steps' time in backward, and in the update (what follows
+  // backward: the trainer's clip or check, the optimizer's step); forward and loss are the rest.
+  Times backward_share, update_share;
 };
 // How the trainer steps (core/src/train/trainer.cc, TrainStep): the batches to step over in turn
 // (none: one synthetic batch of `frames` frames), the gradient clip (trainer.clip_norm) and

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "component_flags.h"
 #include "measure.h"
@@ -147,6 +148,24 @@ Status TransportRates(CliEnv& env, const MeasureSizes& z, int reps, plan::Rates&
   return Status::Ok();
 }
 
+// One thread's copy of z.copy_bytes between two buffers: bytes read + written per second, the
+// memory speed of a pass that converts a gradient (docs/capacity.md, "The machine profile").
+Result<double> CopyRate(const MeasureSizes& z, int reps) {
+  std::vector<char> from(static_cast<size_t>(z.copy_bytes), 1), to(from.size());
+  std::memcpy(to.data(), from.data(), from.size());  // first touch
+  Times t;
+  for (int i = 0; i < reps; ++i) {
+    REEL_ASSIGN_OR_RETURN(double s, Time([&] {
+                            std::memcpy(to.data(), from.data(), from.size());
+                            return to[from.size() / 2] == from[from.size() / 2]
+                                       ? Status::Ok()
+                                       : InternalError("the copy differs");
+                          }));
+    t.push_back(s);
+  }
+  return 2 * z.copy_bytes / Median(t);
+}
+
 // Parameters per second per core that the update rule applies (the sync optimizer on one rank).
 Result<double> RuleRate(CliEnv& env, const std::string& rule, const MeasureSizes& z, int reps) {
   REEL_ASSIGN_OR_RETURN(auto comms, LocalRanks(1));
@@ -213,6 +232,7 @@ Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
   r.disk_write_bytes = disk.second;
   REEL_RETURN_IF_ERROR(TransportRates(env, z, reps, r));
   REEL_ASSIGN_OR_RETURN(r.apply_params_per_core, RuleRate(env, rule, z, reps));
+  REEL_ASSIGN_OR_RETURN(r.memory_bytes, CopyRate(z, reps));
   if (!s3_prefix.empty()) {
     REEL_ASSIGN_OR_RETURN(r.s3_bytes_per_connection, S3Rate(env, s3_prefix, z, reps));
   }
@@ -276,6 +296,8 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
   m.step_examples_per_core = per_batch / Median(t.step) / cores;
   m.forward_examples_per_core = per_batch / Median(t.forward) / cores;
   m.startup_s = t.startup;
+  m.backward_fraction = Median(t.backward_share);
+  m.update_fraction = Median(t.update_share);
   return m;
 }
 

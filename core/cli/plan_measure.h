@@ -48,22 +48,25 @@ struct MeasureSizes {
   int64_t rule_params = 10'000'000;
   int frame_videos = 192;  // of 300 frames
   int video_videos = 8192;
-  int step_batches = 6;  // of the config's data, stepped over in turn
+  int step_batches = 6;                    // of the config's data, stepped over in turn
+  int64_t copy_bytes = int64_t{64} << 20;  // one thread's copy, beyond the caches
   static MeasureSizes Full() { return {}; }
   static MeasureSizes Quick() {
-    return {int64_t{16} << 20, int64_t{1} << 20, int64_t{4} << 20, 625'000, 12, 512, 3};
+    return {int64_t{16} << 20, int64_t{1} << 20, int64_t{4} << 20, 625'000, 12, 512, 3,
+            int64_t{16} << 20};
   }
 };
 
 // Node rates: decoding (frame and video level, one thread, on shards `synth` writes into
 // `scratch`), local disk write and cold read in `scratch`, the tcp transport's allreduce,
 // point-to-point rate and latency between two ranks on loopback, the update rule over 10M
-// parameters; S3 read rate of one connection when `s3_prefix` (s3://bucket/prefix) is given.
+// parameters, one thread's memory copy; S3 read rate of one connection when `s3_prefix`
+// (s3://bucket/prefix) is given.
 Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
                                 const std::string& s3_prefix, const std::string& rule,
                                 const MeasureSizes& sizes, int reps);
 
-// One model's step and forward rate per core at its shape.
+// One model's step and forward rate per core at its shape, and the step's split (backward, update).
 Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int reps,
                                       int step_batches = 1);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,66 @@ TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
   ASSERT_EQ(async.code, 0) << async.err;
   EXPECT_NE(async.out.find("\"optimizer\": \"async_sgd\""), std::string::npos) << async.out;
   EXPECT_GT(JsonField(async.out, "servers_seconds"), 0) << async.out;
+}
+
+// The sync optimizer's exchange as it runs (docs/capacity.md, "The model"): the profile splits
+// the step, the plan shows the update and the exposed exchange apart, and the optimizer's
+// options change them: zero_stage 1 halves the update on 2 nodes, compression shrinks the
+// exchange after backward, an unknown compression is refused naming it.
+TEST_F(PlanTest, TheUpdateAndTheExposedExchangeArePlannedAsTheOptimizerRuns) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  const std::string profile = ReadFile(Profile());
+  for (const char* key : {"memory_bytes", " backward_fraction=", " update_fraction="})
+    EXPECT_NE(profile.find(key), std::string::npos) << key << "\n" << profile;
+  const std::vector<std::string> two = {"--videos", "200000", "--bytes", "1GB",   "--nodes",
+                                        "2",        "--link", "1Gbit/s", "--json"};
+  auto plan = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), two.begin(), two.end());
+    return Plan(sets);
+  };
+  RunResult plain = plan({});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_DOUBLE_EQ(JsonField(plain.out, "bucket_mb"), 4) << plain.out;
+  EXPECT_GT(JsonField(plain.out, "update_seconds"), 0) << plain.out;
+  EXPECT_GT(JsonField(plain.out, "exchange_seconds"), 0) << plain.out;
+  RunResult sharded = plan({"--set", "optimizer.options.zero_stage=1"});
+  ASSERT_EQ(sharded.code, 0) << sharded.err;
+  EXPECT_DOUBLE_EQ(JsonField(sharded.out, "zero_stage"), 1) << sharded.out;
+  EXPECT_NEAR(JsonField(sharded.out, "update_seconds"), JsonField(plain.out, "update_seconds") / 2,
+              1e-5 * JsonField(plain.out, "update_seconds"));
+  RunResult after = plan({"--set", "optimizer.options.bucket_mb=0"});
+  RunResult bf16 = plan(
+      {"--set", "optimizer.options.bucket_mb=0", "--set", "optimizer.options.compression=bf16"});
+  ASSERT_EQ(after.code, 0) << after.err;
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find("\"compressed\": true"), std::string::npos) << bf16.out;
+  EXPECT_LT(JsonField(bf16.out, "exchange_seconds"), JsonField(after.out, "exchange_seconds"));
+  RunResult int8 = plan({"--set", "optimizer.options.compression=int8"});
+  EXPECT_EQ(int8.code, 1);
+  EXPECT_NE(int8.err.find("optimizer.options.compression: 'int8' is not none, bf16 or fp16"),
+            std::string::npos)
+      << int8.err;
+  // A profile an older reel wrote (no split, no copy rate): the exchange after backward still
+  // plans; the overlapped one is refused saying to measure again, and the file is left as it was.
+  std::string text;
+  std::istringstream lines(profile);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("memory_bytes", 0) == 0) continue;
+    if (const size_t at = line.find(" backward_fraction="); at != std::string::npos) line.erase(at);
+    text += line + "\n";
+  }
+  WriteFile(*dir_ + "/older.txt", text);
+  RunResult refused =
+      Plan({"--videos", "200000", "--bytes", "1GB", "--nodes", "2", "--link", "1Gbit/s"},
+           *dir_ + "/older.txt");
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("measure again with `reel plan --measure`"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(ReadFile(*dir_ + "/older.txt"), text);
+  RunResult planned = Plan({"--set", "optimizer.options.bucket_mb=0", "--videos", "200000",
+                            "--bytes", "1GB", "--nodes", "2", "--link", "1Gbit/s"},
+                           *dir_ + "/older.txt");
+  EXPECT_EQ(planned.code, 0) << planned.err;
 }
 
 // The step is measured in the config's trainer.precision as this CPU resolves it: a bf16 plan

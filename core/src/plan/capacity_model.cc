@@ -157,11 +157,46 @@ Status Validate(const Dataset& d, const Cluster& c, const Training& t, const Rat
     REEL_RETURN_IF_ERROR(Positive(r.forward_examples_per_core, "the profile's forward rate"));
   if (c.nodes > 1 && !t.async)
     REEL_RETURN_IF_ERROR(Positive(r.reduce_bytes, "the profile's allreduce rate"));
+  if (!(t.bucket_bytes >= 0)) return InvalidArgumentError("the bucket size cannot be negative");
+  const bool split = r.backward_fraction >= 0 && r.update_fraction >= 0;
+  if (split && !(r.backward_fraction + r.update_fraction <= 1))
+    return InvalidArgumentError(
+        fmt::format("the step's backward ({}) and update ({}) shares add up to more than 1",
+                    r.backward_fraction, r.update_fraction));
+  if (c.nodes > 1 && !t.async && (t.sharded_update || t.bucket_bytes > 0) && !split)
+    return InvalidArgumentError(fmt::format(
+        "the profile's measurement of the model does not split its step into forward, backward "
+        "and update (an older reel measured it), which {} needs: measure again with `reel plan "
+        "--measure`",
+        t.sharded_update ? "the sharded update (zero_stage 1)"
+                         : "the exchange overlapped with backward (bucket_mb > 0)"));
+  if (c.nodes > 1 && !t.async && t.compressed)
+    REEL_RETURN_IF_ERROR(Positive(r.memory_bytes,
+                                  "the profile's memory copy rate, which compression's conversion "
+                                  "pass needs (measure again with `reel plan --measure`)"));
   if (t.async) {
     REEL_RETURN_IF_ERROR(Positive(r.transfer_bytes, "the profile's transfer rate"));
     REEL_RETURN_IF_ERROR(Positive(r.apply_params_per_core, "the profile's update-rule rate"));
   }
   return Status::Ok();
+}
+
+// One step's exchange of the gradient on c.nodes > 1 ranks that the step waits for
+// (capacity_model.h, "sync"), given the step's backward seconds.
+double ExposedExchange(const Cluster& c, const Training& t, const Rates& r, double grad_bytes,
+                       double backward) {
+  const double n = c.nodes, bw = std::min(c.link_bytes_per_s * c.link_payload, r.reduce_bytes);
+  const double latency = 2 * (n - 1) * (c.link_latency_s + r.message_latency_s);
+  // The bytes each rank sends, and 16-bit gradients' conversion to and from fp32 (read 4 write 2,
+  // read 2 write 4 bytes a gradient) at one thread's copy rate.
+  const double wire = 2 * (n - 1) / n * grad_bytes * (t.compressed ? 0.5 : 1) / bw;
+  const double convert = t.compressed ? 3 * grad_bytes / r.memory_bytes : 0;
+  if (t.sharded_update || t.bucket_bytes <= 0) return wire + convert + latency;
+  const double buckets = std::ceil(grad_bytes / t.bucket_bytes);
+  const double whole = wire + convert + buckets * latency;
+  const double last =
+      std::min(t.bucket_bytes, grad_bytes) / grad_bytes * (wire + convert) + latency;
+  return std::max(whole - backward, last);
 }
 
 // The part that sets the time among `candidates` (the largest).
@@ -224,12 +259,37 @@ void Assume(Plan& p, const Dataset& d, const Cluster& c, const Training& t, cons
   if (c.nodes > 1 || t.async)
     a.push_back(fmt::format("the link's TCP payload: {:.1f}% of its {} (MTU overheads)",
                             100 * c.link_payload, Rate(c.link_bytes_per_s)));
-  if (!t.async && c.nodes > 1)
+  const bool split = r.backward_fraction >= 0 && r.update_fraction >= 0;
+  if (!t.async && split)
+    a.push_back(fmt::format(
+        "the step's split as measured: forward {:.0f}%, backward {:.0f}%, update {:.0f}%{}",
+        100 * (1 - r.backward_fraction - r.update_fraction), 100 * r.backward_fraction,
+        100 * r.update_fraction,
+        t.sharded_update && c.nodes > 1
+            ? fmt::format("; the sharded update (zero_stage 1) divides the update by {}", c.nodes)
+            : std::string()));
+  else if (!t.async)
     a.push_back(
-        fmt::format("ring allreduce of {:.1f} MB per step over min(link payload {}, transport {}), "
-                    "latency {:.0f} us + {:.0f} us per message; not overlapped with the step",
-                    t.params * 4 / 1e6, Rate(c.link_bytes_per_s * c.link_payload),
-                    Rate(r.reduce_bytes), c.link_latency_s * 1e6, r.message_latency_s * 1e6));
+        "the profile does not split the step (an older reel measured it): the update is counted "
+        "in the step");
+  if (!t.async && c.nodes > 1) {
+    const bool overlapped = t.bucket_bytes > 0 && !t.sharded_update;
+    a.push_back(fmt::format(
+        "{} of {:.1f} MB per step{} over min(link payload {}, transport {}), latency {:.0f} us + "
+        "{:.0f} us per message{}; {}",
+        t.sharded_update ? "ring reduce-scatter and all-gather" : "ring allreduce",
+        t.params * 4 / 1e6 * (t.compressed ? 0.5 : 1),
+        t.compressed ? " (16 bits a gradient on the wire)" : "",
+        Rate(c.link_bytes_per_s * c.link_payload), Rate(r.reduce_bytes), c.link_latency_s * 1e6,
+        r.message_latency_s * 1e6,
+        t.compressed ? fmt::format(", a conversion pass of {:.1f} MB at {} (one thread's copy)",
+                                   t.params * 12 / 1e6, Rate(r.memory_bytes))
+                     : std::string(),
+        overlapped ? fmt::format("in buckets of {:.1f} MiB overlapped with backward: exposed is "
+                                 "what backward does not hide, at least the last bucket's",
+                                 t.bucket_bytes / 1048576)
+                   : "after backward, not overlapped with the step"));
+  }
   if (t.async)
     a.push_back(fmt::format(
         "async_sgd: {} server node(s), {} worker(s); a step pushes and pulls {:.1f} MB over "
@@ -265,21 +325,29 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
     const Share share = ShareOf(d, c.nodes, k.bytes_per_example);
     const double examples = share.examples;
     p.steps = static_cast<int64_t>(std::ceil(examples / B));
-    const double decode = examples * k.decode_cs / cores, step = examples * k.step_cs / cores;
+    const double decode = examples * k.decode_cs / cores, whole = examples * k.step_cs / cores;
+    const bool split = r.backward_fraction >= 0 && r.update_fraction >= 0;
+    double update = split ? whole * r.update_fraction : 0;
+    const double step = whole - update;  // forward and backward
+    if (t.sharded_update) update /= c.nodes;
     const double read = share.read_bytes / k.io_rate;
-    double exchange = 0;
-    if (c.nodes > 1) {
-      const double n = c.nodes, bw = std::min(c.link_bytes_per_s * c.link_payload, r.reduce_bytes);
-      exchange = p.steps * (2 * (n - 1) / n * grad_bytes / bw +
-                            2 * (n - 1) * (c.link_latency_s + r.message_latency_s));
-    }
+    const double exchange =
+        c.nodes > 1 ? p.steps * ExposedExchange(c, t, r, grad_bytes,
+                                                split ? whole * r.backward_fraction / p.steps : 0)
+                    : 0;
     const double prefetch = examples * k.decode_cs;  // one prefetch thread decodes
-    train = std::max({read, prefetch, decode + step + exchange});
-    p.parts = {{"reading", read}, {"decoding", decode}, {"step", step}, {"exchange", exchange}};
-    if (train > decode + step + exchange)
+    const double cpu = decode + step + update + exchange;
+    train = std::max({read, prefetch, cpu});
+    p.parts = {{"reading", read},
+               {"decoding", decode},
+               {"step", step},
+               {"update", update},
+               {"exchange", exchange}};
+    if (train > cpu)
       p.bottleneck = read >= prefetch ? "reading" : "decoding (one prefetch thread)";
     else
-      p.bottleneck = Largest({{"decoding", decode}, {"step", step}, {"exchange", exchange}});
+      p.bottleneck = Largest(
+          {{"decoding", decode}, {"step", step}, {"update", update}, {"exchange", exchange}});
   } else {
     const double S = t.servers;
     const Share share = ShareOf(d, workers, k.bytes_per_example);

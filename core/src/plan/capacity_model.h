@@ -3,12 +3,18 @@
 // (machine_profile.h). Per training rank (one per node, its cores the rank's threads):
 //   share   = the busiest rank's videos: the tfrecord source gives ranks whole files (file i to
 //             rank i mod R) when F >= R, so ceil(F / R) x V / F; with fewer files V / R.
-//   cpu     = share x (decode + step core-seconds per example) / cores (they share the cores).
+//   cpu     = share x (decode + step core-seconds per example) / cores (they share the cores);
+//             the step's measured split (forward, backward, update) parts it into step
+//             (forward + backward) and update (the clip and the rule's pass).
 //   read    = the share's bytes / min(storage rate, node link); overlapped with the steps, as is
 //             the prefetch thread's own decoding (one thread decodes).
-//   sync    : exchange = steps x (2(N-1)/N x gradient bytes G over the slower of the link's
-//             payload rate and the transport's, + 2(N-1) latencies), after backward, so
-//             epoch = max(read, prefetch, cpu + exchange) + evaluation + checkpoints.
+//   sync    : a step's exchange X = 2(N-1)/N x the wire's bytes (the gradient G, half with
+//             compression) over the slower of the link's payload rate and the transport's,
+//             + 2(N-1) latencies per bucket, + with compression a conversion pass of 3G bytes at
+//             the copy rate. In buckets (bucket_bytes > 0, not sharded) it overlaps backward:
+//             exposed = max(X - backward, the last bucket's X); else all of X is exposed.
+//             Sharded (zero_stage 1): the update / N, the same bytes, nothing overlapped. So
+//             epoch = max(read, prefetch, cpu + exposed exchange) + evaluation + checkpoints.
 //   async   : S servers, W = N - S workers; a worker step is cpu + one pipelined push+pull (or
 //             the larger with `overlap`); the job's steps per second are capped by the servers'
 //             links (S x link / G) and update rules (S x apply rate / P), shared by the workers
@@ -64,6 +70,12 @@ struct Training {
   double params = 0;                  // float32 parameters
   double state_floats_per_param = 2;  // the update rule's state (adam: 2)
   int64_t checkpoints_per_epoch = 0;
+  // sync (docs/distributed.md): the gradient's buckets reduced while backward runs, this many
+  // bytes each (0: the whole gradient after backward); the sharded update (zero_stage 1); a
+  // 16-bit gradient on the wire (bf16 or fp16).
+  double bucket_bytes = 4 * 1048576.0;
+  bool sharded_update = false;
+  bool compressed = false;
 };
 
 // Rates of one node, as machine_profile.h stores them (per second).
@@ -82,10 +94,16 @@ struct Rates {
   double disk_read_bytes = 0;
   double disk_write_bytes = 0;
   double s3_bytes_per_connection = 0;
+  double memory_bytes = 0;  // one thread's copy: bytes read + written per second
+  // The training step's split (its shares of the step's time): backward, and the update (the
+  // clip and the update rule's pass); the forward and loss are the rest. < 0: not measured (a
+  // profile of an older reel), so the update stays in the step and overlap cannot be planned.
+  double backward_fraction = -1;
+  double update_fraction = -1;
 };
 
 struct Part {
-  std::string name;    // "reading", "decoding", "step", "exchange", ...
+  std::string name;    // "reading", "decoding", "step", "update", "exchange", ...
   double seconds = 0;  // busy time over the epoch, per node
 };
 
@@ -101,7 +119,8 @@ struct Plan {
 };
 
 // The plan, or InvalidArgument naming the input that makes it impossible (no nodes, a link of 0,
-// fewer videos than one batch per rank, async with no worker, a rate the profile lacks).
+// fewer videos than one batch per rank, async with no worker, a rate the profile lacks, a step
+// without its split where overlap or the sharded update needs it: measure again).
 Result<Plan> PlanEpoch(const Dataset& data, const Cluster& cluster, const Training& training,
                        const Rates& rates);
 

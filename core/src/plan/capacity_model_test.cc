@@ -13,7 +13,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // 1000 videos of 1 MB at 300 frames on local disk; 1M parameters (4 MB of gradients); batch 10.
-// The node: 2 cores; 0.01 core-s to decode and 0.1 core-s to step one example.
+// The node: 2 cores; 0.01 core-s to decode and 0.1 core-s to step one example. The gradient is
+// reduced whole after backward (bucket_mb 0), and the step is not split, unless a test says so.
 struct Case {
   Dataset data{.videos = 1000, .bytes = 1e9, .mean_frames = 300};
   Cluster cluster{.nodes = 2,
@@ -21,7 +22,7 @@ struct Case {
                   .link_bytes_per_s = 125e6,
                   .link_payload = 1,  // the sums below take the link's whole rate as payload
                   .link_latency_s = 0};
-  Training training{.batch_per_rank = 10, .params = 1e6};
+  Training training{.batch_per_rank = 10, .params = 1e6, .bucket_bytes = 0};
   Rates rates{.cores = 2,
               .decode_bytes_per_core = 1e8,
               .step_examples_per_core = 10,
@@ -61,6 +62,133 @@ TEST(CapacityModelTest, SyncRingOnTwoNodes) {
   // One node alone: min(2 cores / 0.11 core-s, 1 GB/s / 1 MB, 1 / 0.01) = 18.18 examples/s.
   EXPECT_NEAR(p->scaling_efficiency, (1000 / 29.1) / (2 * 2 / 0.11), 1e-9);
   EXPECT_FALSE(p->assumptions.empty());
+}
+
+// The step of SyncRingOnTwoNodes (25 s, 0.5 s a step) measured as forward 30%, backward 50%,
+// update 20%: step 20 s, update 5 s, 0.25 s of backward a step.
+Case SplitCase() {
+  Case c;
+  c.rates.backward_fraction = 0.5;
+  c.rates.update_fraction = 0.2;
+  return c;
+}
+
+TEST(CapacityModelTest, BucketsHideTheExchangeUpToBackwardsShare) {
+  Case c = SplitCase();
+  c.training.bucket_bytes = 1048576;  // 4e6 B of gradient: 4 buckets, the last 0.262 of it
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // A step's exchange, 0.032 s, is under its 0.25 s of backward: what shows is the last bucket's,
+  // 1048576 / 4e6 x 0.032 = 0.008388608 s a step, 0.4194304 s over 50 steps.
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 20);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "update"), 5);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 0.4194304, 1e-12);
+  EXPECT_NEAR(p->epoch_seconds, 2.5 + 20 + 5 + 0.4194304, 1e-9);
+  EXPECT_EQ(p->bottleneck, "step");
+
+  // At 10 MB/s a step's exchange is 0.4 s, + 4 buckets x 2 x 1 ms of latency = 0.408 s; backward
+  // hides 0.25 s of it: 0.158 s a step (the last bucket's 0.1048576 + 0.002 s is less), 7.9 s.
+  c.cluster.link_bytes_per_s = 1e7;
+  c.cluster.link_latency_s = 1e-3;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(PartOf(*p, "exchange"), 50 * 0.158, 1e-9);
+
+  // bucket_mb 0: one message after backward, 0.4 + 0.002 s a step, none of it hidden.
+  c.training.bucket_bytes = 0;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(PartOf(*p, "exchange"), 50 * 0.402, 1e-9);
+  EXPECT_NEAR(p->epoch_seconds, 2.5 + 20 + 5 + 50 * 0.402, 1e-9);
+}
+
+TEST(CapacityModelTest, TheShardedUpdateDividesTheUpdateNotTheBytes) {
+  Case c = SplitCase();
+  c.training.sharded_update = true;
+  c.training.bucket_bytes = 4 * 1048576.0;  // not used: the reduce-scatter runs after backward
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Update 5 s / 2 ranks; reduce-scatter + all-gather carry the allreduce's 0.032 s a step.
+  EXPECT_DOUBLE_EQ(PartOf(*p, "update"), 2.5);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 1.6, 1e-12);
+  EXPECT_NEAR(p->epoch_seconds, 2.5 + 20 + 2.5 + 1.6, 1e-9);
+  EXPECT_THAT(p->assumptions, ::testing::Contains(HasSubstr("divides the update by 2")));
+
+  c.cluster.nodes = 4;  // 250 examples, 25 steps: update 12.5 s x 0.2 / 4, exchange 2 x 3/4 x 32 ms
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(PartOf(*p, "update"), 0.625);
+  EXPECT_NEAR(PartOf(*p, "exchange"), 25 * 0.048, 1e-12);
+}
+
+TEST(CapacityModelTest, CompressionHalvesTheBytesAndAddsAConversionPass) {
+  Case c;
+  c.training.compressed = true;
+  c.rates.memory_bytes = 1.2e9;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Half of the 0.032 s a step on the wire, + 3 x 4e6 B / 1.2e9 B/s = 0.01 s of conversion.
+  EXPECT_NEAR(PartOf(*p, "exchange"), 50 * (0.016 + 0.01), 1e-12);
+
+  c.rates.memory_bytes = 0;  // a profile without the copy rate
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("memory copy rate"));
+  EXPECT_THAT(p.status().message(), HasSubstr("reel plan --measure"));
+}
+
+TEST(CapacityModelTest, OneRankExchangesNothing) {
+  Case c = SplitCase();
+  c.cluster.nodes = 1;
+  c.training.bucket_bytes = 4 * 1048576.0;
+  c.training.sharded_update = true;
+  c.training.compressed = true;  // no copy rate needed: nothing is converted
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // 1000 examples, 100 steps: decoding 5 s; of the step's 50 s, 40 s forward and backward and
+  // the whole update, 10 s.
+  EXPECT_DOUBLE_EQ(PartOf(*p, "exchange"), 0);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "update"), 10);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 40);
+  EXPECT_NEAR(p->epoch_seconds, 55, 1e-9);
+}
+
+TEST(CapacityModelTest, TheUpdateAndTheExposedExchangeArePartsOfTheirOwn) {
+  Case c = SplitCase();
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::string> names;
+  for (const Part& part : p->parts) names.push_back(part.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("reading", "decoding", "step", "update", "exchange",
+                                            "evaluation", "checkpoints", "startup"));
+  // The update can set the epoch: an update rule that takes 90% of the step.
+  c.rates.backward_fraction = 0.05;
+  c.rates.update_fraction = 0.9;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->bottleneck, "update");
+}
+
+TEST(CapacityModelTest, AProfileWithoutTheStepsSplitPlansOnlyWhatNeedsNone) {
+  Case c;  // backward_fraction and update_fraction -1: an older reel's profile
+  c.training.bucket_bytes = 4 * 1048576.0;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("bucket_mb > 0"));
+  EXPECT_THAT(p.status().message(), HasSubstr("measure again with `reel plan --measure`"));
+  c.training.bucket_bytes = 0;
+  c.training.sharded_update = true;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("zero_stage 1"));
+  // After backward, or on one node, it plans: the update counted in the step, as measured.
+  c.training.sharded_update = false;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(PartOf(*p, "step"), 25);
+  EXPECT_DOUBLE_EQ(PartOf(*p, "update"), 0);
+  EXPECT_THAT(p->assumptions, ::testing::Contains(HasSubstr("the update is counted in the step")));
 }
 
 TEST(CapacityModelTest, ASlowLinkMakesTheExchangeTheBottleneck) {
@@ -256,6 +384,12 @@ TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
       {[](Case& c) { c.cluster.link_payload = PayloadFraction(40); }, "payload share"},
       {[](Case& c) { c.data.files = 1001; }, "a file holds at least one"},
       {[](Case& c) { c.rates.startup_seconds = -1; }, "startup must be 0 or more seconds"},
+      {[](Case& c) { c.training.bucket_bytes = -1; }, "bucket size cannot be negative"},
+      {[](Case& c) {
+         c.rates.backward_fraction = 0.7;
+         c.rates.update_fraction = 0.4;
+       },
+       "add up to more than 1"},
   };
   for (const Bad& b : bad) {
     Case c;

@@ -23,6 +23,7 @@ const std::vector<std::pair<const char*, double Rates::*>>& NodeKeys() {
       {"message_latency_s", &Rates::message_latency_s},
       {"apply_params_per_core", &Rates::apply_params_per_core},
       {"s3_bytes_per_connection", &Rates::s3_bytes_per_connection},
+      {"memory_bytes", &Rates::memory_bytes},
   };
   return keys;
 }
@@ -54,7 +55,9 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
                                                 "params",
                                                 "step_examples_per_core",
                                                 "forward_examples_per_core",
-                                                "startup_s"};
+                                                "startup_s",
+                                                "backward_fraction",
+                                                "update_fraction"};
     if (!kKeys.count(key)) return InvalidArgumentError(where + ": unknown model key '" + key + "'");
     REEL_ASSIGN_OR_RETURN(const double v, Number(value, where + " (" + key + ")"));
     if (key == "batch")
@@ -69,12 +72,21 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
       m.step_examples_per_core = v;
     else if (key == "startup_s")
       m.startup_s = v;
+    else if (key == "backward_fraction")
+      m.backward_fraction = v;
+    else if (key == "update_fraction")
+      m.update_fraction = v;
     else
       m.forward_examples_per_core = v;
   }
   if (m.batch < 1 || m.classes < 1 || !(m.step_examples_per_core > 0))
     return InvalidArgumentError(where + ": model " + m.name +
                                 " needs batch, classes and step_examples_per_core");
+  if ((m.backward_fraction >= 0) != (m.update_fraction >= 0) ||
+      m.backward_fraction + m.update_fraction > 1)
+    return InvalidArgumentError(where + ": model " + m.name +
+                                " needs backward_fraction and update_fraction together, adding "
+                                "up to at most 1");
   return m;
 }
 
@@ -104,6 +116,8 @@ Rates RatesFor(const MachineProfile& profile, const ModelRates& model) {
   r.forward_examples_per_core = model.forward_examples_per_core;
   r.frames = model.frames;
   r.startup_seconds = model.startup_s;
+  r.backward_fraction = model.backward_fraction;
+  r.update_fraction = model.update_fraction;
   if (model.frames <= 1) r.decode_bytes_per_core = profile.node.decode_video_bytes_per_core;
   return r;
 }
@@ -118,9 +132,12 @@ std::string FormatProfile(const MachineProfile& p) {
   for (const ModelRates& m : p.models)
     out += fmt::format(
         "model {} options={} batch={} classes={} frames={:.6g} params={:.10g} "
-        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g} startup_s={:.6g}\n",
+        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g} startup_s={:.6g}{}\n",
         m.name, m.options, m.batch, m.classes, m.frames, m.params, m.step_examples_per_core,
-        m.forward_examples_per_core, m.startup_s);
+        m.forward_examples_per_core, m.startup_s,
+        m.backward_fraction >= 0 ? fmt::format(" backward_fraction={:.4f} update_fraction={:.4f}",
+                                               m.backward_fraction, m.update_fraction)
+                                 : std::string());
   return out;
 }
 

@@ -30,6 +30,10 @@ struct ModelRates {
   double step_examples_per_core = 0;
   double forward_examples_per_core = 0;
   double startup_s = 0;  // model setup, optimizer setup and cold first step over a warm step
+  // The step's split, as shares of its time (Rates::backward_fraction); -1: a line written by an
+  // older reel, which did not measure it.
+  double backward_fraction = -1;
+  double update_fraction = -1;
 };
 
 struct MachineProfile {

@@ -24,6 +24,7 @@ MachineProfile Sample() {
   p.node.transfer_bytes = 4e9;
   p.node.message_latency_s = 31e-6;
   p.node.apply_params_per_core = 4e8;
+  p.node.memory_bytes = 9.5e9;
   p.Put({.name = "bilstm_video",
          .options = "hidden=256",
          .batch = 32,
@@ -32,7 +33,9 @@ MachineProfile Sample() {
          .params = 6480390,
          .step_examples_per_core = 12.5,
          .forward_examples_per_core = 40.25,
-         .startup_s = 0.75});
+         .startup_s = 0.75,
+         .backward_fraction = 0.625,
+         .update_fraction = 0.125});
   p.Put({.name = "moe",
          .options = "",
          .batch = 64,
@@ -55,6 +58,7 @@ TEST(MachineProfileTest, WhatIsWrittenIsReadBack) {
   EXPECT_DOUBLE_EQ(back->node.decode_bytes_per_core, 1.25e9);
   EXPECT_DOUBLE_EQ(back->node.message_latency_s, 31e-6);
   EXPECT_DOUBLE_EQ(back->node.apply_params_per_core, 4e8);
+  EXPECT_DOUBLE_EQ(back->node.memory_bytes, 9.5e9);
   ASSERT_EQ(back->models.size(), 2u);
   const ModelRates* m = back->Find("bilstm_video", "hidden=256", 32, 3862);
   ASSERT_NE(m, nullptr);
@@ -66,6 +70,10 @@ TEST(MachineProfileTest, WhatIsWrittenIsReadBack) {
   EXPECT_DOUBLE_EQ(r.step_examples_per_core, 12.5);
   EXPECT_DOUBLE_EQ(r.frames, 300);
   EXPECT_DOUBLE_EQ(r.startup_seconds, 0.75);
+  EXPECT_DOUBLE_EQ(r.backward_fraction, 0.625);
+  EXPECT_DOUBLE_EQ(r.update_fraction, 0.125);
+  // moe's line was put without a split: none is written, and none is read back.
+  EXPECT_DOUBLE_EQ(RatesFor(*back, *back->Find("moe", "", 64, 3862)).backward_fraction, -1);
   EXPECT_DOUBLE_EQ(r.reduce_bytes, 2.5e9);
   EXPECT_DOUBLE_EQ(r.decode_bytes_per_core, 1.25e9);  // frame level
   EXPECT_DOUBLE_EQ(RatesFor(*back, *back->Find("moe", "", 64, 3862)).decode_bytes_per_core, 0.5e9);
@@ -91,6 +99,11 @@ TEST(MachineProfileTest, AModelLineWithoutStartupPlansWithNone) {
       "reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=10\n", "p.txt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).startup_seconds, 0);
+  // Nor the step's split or the copy rate: unmeasured (-1, 0), which the plan names where it
+  // needs them (capacity_model_test.cc).
+  EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).backward_fraction, -1);
+  EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).update_fraction, -1);
+  EXPECT_DOUBLE_EQ(p->node.memory_bytes, 0);
 }
 
 TEST(MachineProfileTest, AnotherFormatVersionIsRefusedSayingWhatToDo) {
@@ -114,6 +127,12 @@ TEST(MachineProfileTest, MalformedProfilesAreRefusedNamingTheLine) {
       {"reel_machine_profile 1\nmodel moe batch=64\n", "needs batch, classes"},
       {"reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=1 color=red\n",
        "unknown model key 'color'"},
+      {"reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=1 "
+       "backward_fraction=0.5\n",
+       "backward_fraction and update_fraction together"},
+      {"reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=1 "
+       "backward_fraction=0.7 update_fraction=0.4\n",
+       "at most 1"},
   };
   for (const auto& [text, says] : bad) {
     Result<MachineProfile> p = ParseProfile(text, "p.txt");
