@@ -892,7 +892,36 @@ def restart_time():
     return out
 
 
+def compression_gap():
+    """GAP with the gradient compressed against the same seed's uncompressed run; the series of
+    the journal's run 1 (its larger synthetic set, stopped after one run, left out)."""
+    runs = [r for r in records("compression_gap_2026-12-07_06bc00f.jsonl")
+            if r["model"] == "moe" or "--videos 1000 " in r["command"]]
+    out = {"load": span([r["load_1min_before"] for r in runs], f1)}
+    for key, model in (("moe", "moe"), ("bv", "bilstm_video")):
+        mine = [r for r in runs if r["model"] == model]
+        none = {r["seed"]: r["gap"] for r in mine if r["setting"] == "none"}
+        dev = max(abs(r["gap"] - none[r["seed"]]) for r in mine if r["setting"] != "none")
+        out.update({f"{key}_none": f"{statistics.median(none.values()):.4f}",
+                    f"{key}_bf16": f"{statistics.median(r['gap'] for r in mine if r['setting'] == 'bf16'):.4f}",
+                    f"{key}_dev": f"{dev:.4f}", f"{key}_v": verdict(dev <= 0.005),
+                    f"{key}_steps": str(mine[0]["steps"])})
+    return out
+
+
+def plan_two_hosts():
+    runs = records("plan_two_hosts_2026-12-07_4fdd3ac.jsonl")
+    out = {}
+    for r in runs:
+        out.setdefault(f"{r['model']}_{r['program'].removeprefix('reel_')}", []).append(r["ratio"])
+    loads = [float(r["load_before_profile"].split()[0]) for r in runs]
+    return {k: f"{f2(statistics.median(v))} ({span(v)})" for k, v in out.items()} | \
+        {"load": span(loads, f1), "reps": str(max(r["run"] for r in runs))}
+
+
 DERIVE = {
+    "compression on the wire: held-out GAP@20 with the gradient in 16 bits (`optimizer.options.compression`), 2 ranks on loopback, 3 seeds": compression_gap,
+    "`reel plan` on 2 simulated hosts x 1 process at 1 Gbit/s against bench/ddp's measured whole jobs, profile re-measured per rep": plan_two_hosts,
     "time lost per failure: one of 2 ranks SIGKILLed mid-epoch, restarted by the launcher from the newest saved state, bilstm_video, 1 host": restart_time,
     "bf16 against fp32 (`trainer.precision`), the BiLSTM step at full length (B 32, T 300) and whole `reel train` jobs": bf16,
     "`reel plan` at YouTube-8M's scale (prediction, not a measurement)": plan_seed_scale,

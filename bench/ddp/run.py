@@ -29,7 +29,8 @@ in place of plain reel, alternated with the others and each with its ratios agai
 (e.g. `--reel-set overlap:optimizer.options.bucket_mb=4 --reel-set
 after:optimizer.options.bucket_mb=0`); `--torch-threads none` leaves PyTorch out (no ratios).
 `--torch-bucket-cap-mb 25,100` runs DDP at each bucket size as a program of its own (DDP always
-with gradient_as_bucket_view), the ratios against the fastest.
+with gradient_as_bucket_view), the ratios against the fastest; `--torch-comm-hook none,fp16` the
+same for DDP's fp16 compression hook (gloo has no bf16 sums, so PyTorch's bf16 hook cannot run).
 """
 import argparse
 import glob
@@ -122,9 +123,9 @@ def run_reel(args, ranks, sets=()):
             "time": time_line.group(1) if time_line else None}
 
 
-def run_torch(args, ranks, threads, bucket_mb):
+def run_torch(args, ranks, threads, bucket_mb, hook="none"):
     script = [os.path.join(ROOT, "bench", "ddp", "torch_ddp.py"), "--model", args.model,
-              "--bucket-cap-mb", str(bucket_mb), "--gradient-as-bucket-view"]
+              "--bucket-cap-mb", str(bucket_mb), "--gradient-as-bucket-view", "--comm-hook", hook]
     if args.model == "moe":
         script += ["--files", ",".join(os.path.join(ROOT, "data", "yt8m",
                                                     f"validate000{i}.tfrecord") for i in (0, 1)),
@@ -185,6 +186,9 @@ def main():
                     help="2: each rank on a simulated host of its own (network namespaces, "
                     "tests/netns/netns.sh), links limited to --rate, one thread per process")
     ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--torch-comm-hook", default="none",
+                    help="DDP's communication hook, a list: each value a program of its own "
+                    "(none; fp16: PyTorch's fp16_compress_hook, gradients in fp16 on the wire)")
     ap.add_argument("--reel-set", action="append", default=[], metavar="NAME:KEY=VALUE",
                     help="a reel program of its own, reel_NAME, with this --set (repeatable; "
                     "several for one NAME add up); given, they replace plain reel, and each "
@@ -226,8 +230,11 @@ def run_all(args, ranks):
         for t in (int(v) for v in args.torch_threads.split(",")):
             if t == 0 or t != cores:
                 for mb in (float(v) for v in args.torch_bucket_cap_mb.split(",")):
-                    name = "torch_ddp" if t == 0 else f"torch_ddp_{t}t"
-                    out.append((name + ("" if mb == 25 else f"_b{mb:g}"), (t, mb)))
+                    for hook in args.torch_comm_hook.split(","):
+                        name = "torch_ddp" if t == 0 else f"torch_ddp_{t}t"
+                        name += ("" if mb == 25 else f"_b{mb:g}") + \
+                            ("" if hook == "none" else f"_{hook}")
+                        out.append((name, (t, mb, hook)))
         return out
 
     reels = args.reel_programs or {"reel": []}  # program -> its --set settings

@@ -43,6 +43,7 @@ import sys  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
 
@@ -263,6 +264,8 @@ def main():
     # allreduce works in, and gradients kept as views into the buckets (one copy less per step).
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
+    ap.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
+                    help="fp16: DDP's fp16_compress_hook (the gradient in fp16 on the wire)")
     # TorchElastic's snapshot pattern (restart_time.py): rank 0 saves model, optimizer and step
     # every K steps; a (re)started worker loads the snapshot and goes on from its step.
     ap.add_argument("--snapshot", default="", help="frame level: the snapshot file")
@@ -296,6 +299,8 @@ def main():
     model = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=args.bucket_cap_mb,
         gradient_as_bucket_view=args.gradient_as_bucket_view)
+    if args.comm_hook == "fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr or lr)
     steps_per_epoch = share // args.batch  # every rank the same number of steps
     if level == "frame" and args.steps:
