@@ -919,7 +919,22 @@ def plan_two_hosts():
         {"load": span(loads, f1), "reps": str(max(r["run"] for r in runs))}
 
 
+def ddp_moe_2hosts_bf16():
+    # Against DDP's fastest program (its fp16 hook or none); rates per example of each side's
+    # own count, as ddp_moe: PyTorch drops partial batches.
+    name = "ddp_moe_2hosts_2026-12-07_3d724ed.json"
+    out = exchange_2hosts(name, {"bf": "reel_bf16", "ov": "reel_overlap", "bz": "reel_bf16zero1"},
+                          2.0, equal_work=False)
+    rate = load(name)["examples_per_sec"]
+    plain = rate["torch_ddp/2"]["median"]
+    ov = rate["reel_overlap/2"]["median"] / plain
+    out.update({"plain": f"{plain:.1f}", "bf_xp": f2(rate["reel_bf16/2"]["median"] / plain),
+                "ov_xp": f2(ov), "ov_v145": verdict(ov >= 1.45)})
+    return out
+
+
 DERIVE = {
+    "whole-job training, moe, 2 simulated hosts x 1 process, 1 Gbit/s, the gradient in bf16 on the wire": ddp_moe_2hosts_bf16,
     "compression on the wire: held-out GAP@20 with the gradient in 16 bits (`optimizer.options.compression`), 2 ranks on loopback, 3 seeds": compression_gap,
     "`reel plan` on 2 simulated hosts x 1 process at 1 Gbit/s against bench/ddp's measured whole jobs, profile re-measured per rep": plan_two_hosts,
     "time lost per failure: one of 2 ranks SIGKILLed mid-epoch, restarted by the launcher from the newest saved state, bilstm_video, 1 host": restart_time,
