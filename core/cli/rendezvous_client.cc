@@ -63,27 +63,10 @@ Result<rdzv::Message> ReadMessage(int fd, std::string& buffer,
 
 // A connected socket to host:port, or -1 with errno (ECONNREFUSED: nobody listens yet).
 int ConnectOnce(const std::string& host, const std::string& port, std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string bare =
-      host.size() > 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : host;
-  if (int rc = ::getaddrinfo(bare.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    *error = ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      *error = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  return fd;
+  return rdzv::FirstTcpSocket(
+      host, port,
+      [](int fd, const sockaddr* addr, socklen_t len) { return ::connect(fd, addr, len) == 0; },
+      error);
 }
 
 }  // namespace

@@ -437,25 +437,15 @@ RendezvousServer::~RendezvousServer() {
 }
 
 int ListenForRendezvous(const std::string& host, const std::string& port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string bare =
-      host.size() > 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : host;
-  if (::getaddrinfo(bare.c_str(), port.c_str(), &hints, &found) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    const int one = 1;
-    if (fd >= 0 && (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-                    ::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0)) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  return fd;
+  std::string error;
+  return rdzv::FirstTcpSocket(
+      host, port,
+      [](int fd, const sockaddr* addr, socklen_t len) {
+        const int one = 1;
+        return ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+               ::bind(fd, addr, len) == 0 && ::listen(fd, 128) == 0;
+      },
+      &error);
 }
 
 }  // namespace reel::cli

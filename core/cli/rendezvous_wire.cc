@@ -2,12 +2,15 @@
 #include "rendezvous_wire.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace reel::cli::rdzv {
 namespace {
@@ -122,6 +125,32 @@ std::string NodeMac(std::string_view secret, std::string_view role, std::string_
 
 bool SameMac(std::string_view a, std::string_view b) {
   return !a.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+int FirstTcpSocket(const std::string& host, const std::string& port,
+                   const std::function<bool(int fd, const sockaddr* addr, socklen_t len)>& use,
+                   std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string bare =
+      host.size() > 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : host;
+  if (int rc = ::getaddrinfo(bare.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    *error = ::gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && !use(fd, a->ai_addr, a->ai_addrlen)) {
+      *error = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  return fd;
 }
 
 }  // namespace reel::cli::rdzv

@@ -19,8 +19,11 @@
 #ifndef REEL_CORE_CLI_RENDEZVOUS_WIRE_H_
 #define REEL_CORE_CLI_RENDEZVOUS_WIRE_H_
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,6 +71,13 @@ std::string NodeMac(std::string_view secret, std::string_view role, std::string_
 
 // Constant-time comparison of two MACs in hex; false when either is empty.
 bool SameMac(std::string_view a, std::string_view b);
+
+// The first TCP socket (close-on-exec) of host:port's addresses ("[v6]" brackets stripped) that
+// `use` accepts (connects, or binds and listens); -1 when none did, with the resolver's error or
+// the last socket's errno text in `*error`. A rejected socket is closed here.
+int FirstTcpSocket(const std::string& host, const std::string& port,
+                   const std::function<bool(int fd, const sockaddr* addr, socklen_t len)>& use,
+                   std::string* error);
 
 }  // namespace reel::cli::rdzv
 
