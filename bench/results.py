@@ -287,33 +287,6 @@ def ddp_moe_2hosts():
                            equal_work=False)
 
 
-def ddp_unequal(name, n):
-    """reel's whole job against PyTorch DDP when the two trained unequal work (reel every example,
-    PyTorch capped at --torch-steps). The equal-work whole-job ratio is bounded by the file:
-    at least reel's whole job over PyTorch's loop alone (PyTorch can go no faster per example),
-    at most reel's over PyTorch's whole job of its fewer examples (more examples would spread its
-    start thinner). PyTorch at its best: the faster of its thread counts."""
-    d = load(name)
-    rate = d["examples_per_sec"]
-    reel = rate[f"reel/{n}"]["median"]
-    progs = [k for k in rate if k.startswith("torch") and k.endswith(f"/{n}")]
-    whole = max(rate[k]["median"] for k in progs)
-    loop = max(rate[k + " loop"]["median"] for k in progs)
-    ex = [r["examples"] for k in progs for r in d["runs"][k]]
-    lo, hi = reel / loop, reel / whole
-    return {"reel": f"{reel:.1f}", "loop": f"{loop:.1f}", "lo": f2(lo), "hi": f2(hi),
-            "ex": f"{statistics.median(r['examples'] for r in d['runs'][f'reel/{n}']):,.0f}",
-            "tex": span(ex, lambda x: f"{x:,.0f}"), "cap": str(d["torch_steps"]),
-            "v": "met" if lo >= 4 else "**missed**" if hi < 4 else "undecided until re-measured"}
-
-
-def ddp_rows(files):
-    out = {}
-    for key, (name, n) in files.items():
-        out.update({f"{key}_{k}": v for k, v in ddp_unequal(name, n).items()})
-    return out
-
-
 def ddp_equal(name, n):
     """reel's whole job against PyTorch DDP's faster thread count when both trained every example
     (the file's default, equal work): medians of examples/s start to exit; the work checked."""
@@ -349,12 +322,8 @@ def ddp_two_stream_1host():
 
 
 def ddp_two_stream_2hosts():
-    name = "ddp_two_stream_2hosts_2026-12-05_fadf20e.json"
-    out = ddp_rows({"t": (name, 2)})
-    shares = [int(re.search(r"update [0-9.]+ s \((\d+)%\)", r["time"]).group(1))
-              for r in load(name)["runs"]["reel/2"]]
-    out["t_upd"] = span(shares, str)
-    return out
+    return exchange_2hosts("ddp_two_stream_2hosts_2026-12-07_b484977.json",
+                           {"ov": "reel_overlap", "af": "reel_after"}, 3)
 
 
 def overlap_bilstm_2hosts():
@@ -971,7 +940,7 @@ DERIVE = {
     "async_sgd training on loopback, hard synthetic data, 150 steps, GAP 0.2 fixed before the runs, same processes": async_train,
     "whole-job training, bilstm_video (frame level, 1,024 videos, 1 epoch), 1 host, equal work": ddp_bilstm_1host,
     "whole-job training, two_stream (both BiLSTMs, frame level, 1,024 videos, 1 epoch), 1 host, equal work": ddp_two_stream_1host,
-    "whole-job training, two_stream, 2 simulated hosts x 1 process, 1 Gbit/s, before the exchange overlapped with backward": ddp_two_stream_2hosts,
+    "whole-job training, two_stream (both BiLSTMs, frame level, 2,048 videos, 1 epoch), 2 simulated hosts x 1 process, 1 Gbit/s: the exchange overlapped with backward": ddp_two_stream_2hosts,
     "whole-job training, bilstm_video (frame level, 2,048 videos, 1 epoch), 2 simulated hosts x 1 process, 1 Gbit/s: the exchange overlapped with backward": overlap_bilstm_2hosts,
     "CI: `scripts/test.sh`, the whole suite on a fresh clone": ci_timings,
     "`reel plan` on one node against `reel train`'s epoch, 5 configs x 2 scales, profile re-measured before each rep (`--quick --profile-each-rep`)": plan_one_node,
