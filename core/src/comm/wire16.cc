@@ -1,5 +1,5 @@
-// The 16-bit gradient wire (see wire16.h). The vector paths (AVX-512 BF16's vcvtneps2bf16 for
-// bf16, as libs/layers' bf16 conversion uses; F16C for fp16) give the scalar references' bits.
+// The 16-bit gradient wire (see wire16.h). bf16 converts with reel/bf16.h's ToBf16 (AVX-512
+// BF16 where present); fp16's vector paths (F16C) give the scalar reference's bits.
 #include "comm/wire16.h"
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "reel/bf16.h"
-#include "reel/cpu_bf16.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -20,14 +19,12 @@ namespace reel::core {
 namespace {
 
 struct WireCpu {
-  bool bf16 = false;  // AVX-512 BF16
   bool f16c = false;  // F16C and AVX2, with the AVX state saved by the OS
 };
 
 WireCpu DetectWireCpu() {
   WireCpu cpu;
 #if defined(__x86_64__)
-  cpu.bf16 = ReadCpuBf16Features().avx512_bf16;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && ((ecx >> 27) & 1u) && ((ecx >> 29) & 1u)) {
     uint32_t lo = 0, hi = 0;
@@ -44,16 +41,6 @@ const WireCpu& Cpu() {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void WireToBf16Avx512(
-    const float* in, size_t n, uint16_t* out) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(v));
-  }
-  for (; i < n; ++i) out[i] = ToBf16(in[i]);
-}
-
 __attribute__((target("avx2,f16c"))) void WireToFp16F16c(const float* in, size_t n, float inv,
                                                          uint16_t* out) {
   const __m256 s = _mm256_set1_ps(inv);
@@ -143,13 +130,7 @@ void EncodeChunk(WireFormat format, std::span<const float> in, std::span<std::by
   std::memcpy(out.data(), &scale, sizeof scale);
   // The header keeps the values 2-byte aligned wherever `out` is.
   uint16_t* v = reinterpret_cast<uint16_t*>(out.data() + kWireHeaderBytes);
-  if (format == WireFormat::kBf16) {
-#if defined(__x86_64__)
-    if (Cpu().bf16) return WireToBf16Avx512(in.data(), n, v);
-#endif
-    for (size_t i = 0; i < n; ++i) v[i] = ToBf16(in[i]);
-    return;
-  }
+  if (format == WireFormat::kBf16) return ToBf16(in.data(), static_cast<int64_t>(n), v);
   const float inv = 1.0f / scale;  // a power of two: exact
 #if defined(__x86_64__)
   if (Cpu().f16c) return WireToFp16F16c(in.data(), n, inv, v);

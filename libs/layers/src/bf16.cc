@@ -1,32 +1,12 @@
 #include "reel/layers/bf16.h"
 
-#include <immintrin.h>
-
 #include <array>
 #include <dnnl.hpp>
 #include <mutex>
 #include <optional>
 
-#include "reel/cpu_bf16.h"
-
 namespace reel::layers {
 namespace {
-
-// 16 floats at a time with vcvtneps2bf16, which rounds to nearest even and flushes denormals.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void ToBf16Avx512(const float* in,
-                                                                                  int64_t n,
-                                                                                  bf16_t* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(v));
-  }
-  if (i < n) {
-    const __mmask16 rest = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(rest, in + i));
-    _mm256_mask_storeu_epi16(out + i, rest, reinterpret_cast<const __m256i&>(v));
-  }
-}
 
 // One matmul primitive per (trans_a, trans_b, accumulate) for the process, every dimension and
 // stride given at execution: the packed batch changes the row count at every step and every
@@ -89,15 +69,7 @@ class Matmuls {
 
 }  // namespace
 
-bool CpuHasBf16() {
-  static const bool has = ReadCpuBf16Features().avx512_bf16;
-  return has;
-}
-
-void ToBf16(const float* in, int64_t n, bf16_t* out) {
-  if (CpuHasBf16()) return ToBf16Avx512(in, n, out);
-  for (int64_t i = 0; i < n; ++i) out[i] = ToBf16(in[i]);
-}
+bool CpuHasBf16() { return CpuConvertsBf16(); }
 
 void ToBf16Rows(const float* in, int64_t ld_in, int64_t rows, int64_t cols, bf16_t* out,
                 int64_t ld_out) {

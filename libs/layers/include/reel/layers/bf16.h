@@ -16,7 +16,8 @@
 
 namespace reel::layers {
 
-// The scalar conversions live in reel/bf16.h (the core's gradient wire uses them too).
+// The conversions live in reel/bf16.h (the core's gradient wire uses them too): one value, and
+// ToBf16(in, n, out) for n values.
 using reel::bf16_t;
 using reel::FromBf16;
 using reel::ToBf16;
@@ -24,8 +25,6 @@ using reel::ToBf16;
 // True where oneDNN runs bf16 products natively (AVX-512 BF16; AMX CPUs have it too).
 bool CpuHasBf16();
 
-// out[i] = ToBf16(in[i]) for n values (AVX-512 BF16's conversion where the CPU has it).
-void ToBf16(const float* in, int64_t n, bf16_t* out);
 // The same for a [rows, cols] block read with row stride ld_in and written with ld_out.
 void ToBf16Rows(const float* in, int64_t ld_in, int64_t rows, int64_t cols, bf16_t* out,
                 int64_t ld_out);
