@@ -851,13 +851,13 @@ def restart_time():
     d = load("restart_time_2026-12-07_531d878.json")
     out = {"load": f1(d["load_average"][0]), "every": str(d["every"]),
            "kill": str(d["kill_after"]), "videos": f"{d['videos']:,}"}
+    median = {}
     for key, prog in (("r", "reel"), ("t", "torch_ddp")):
         lost = [r["lost_s"] for r in d["runs"][prog]]
-        out.update({key: f1(statistics.median(lost)), f"{key}_span": span(lost, f1),
+        median[key] = statistics.median(lost)
+        out.update({key: f1(median[key]), f"{key}_span": span(lost, f1),
                     f"{key}_again": span([r["steps_again"] for r in d["runs"][prog]], str)})
-    x = statistics.median(r["lost_s"] for r in d["runs"]["torch_ddp"]) / \
-        statistics.median(r["lost_s"] for r in d["runs"]["reel"])
-    out["x"] = f2(x)
+    out["x"] = f2(median["t"] / median["r"])
     return out
 
 

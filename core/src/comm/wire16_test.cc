@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,12 +16,6 @@
 
 namespace reel::core {
 namespace {
-
-float WireBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 constexpr float kWireInf = std::numeric_limits<float>::infinity();
 
@@ -39,7 +34,8 @@ TEST(Wire16, Fp16RoundsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_EQ(ToFp16(kWireInf), 0x7c00);
   EXPECT_EQ(ToFp16(-kWireInf), 0xfc00);
   EXPECT_TRUE(std::isnan(FromFp16(ToFp16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isnan(FromFp16(ToFp16(WireBits(0x7f800001u)))));  // a NaN with a tiny payload
+  EXPECT_TRUE(std::isnan(
+      FromFp16(ToFp16(std::bit_cast<float>(0x7f800001u)))));  // a NaN with a tiny payload
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) continue;  // NaNs
     ASSERT_EQ(ToFp16(FromFp16(static_cast<uint16_t>(h))), static_cast<uint16_t>(h))
