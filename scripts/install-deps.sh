@@ -12,7 +12,7 @@ build_packages=(
   libboost-dev libboost-filesystem-dev libeigen3-dev libdnnl-dev
   libprotobuf-dev protobuf-compiler libfmt-dev zlib1g-dev libcurl4-openssl-dev
   libopenmpi-dev openmpi-bin
-  libssl-dev  # s3 plugin: SHA-256 of request payloads (OpenSSL EVP)
+  libssl-dev  # s3 plugin: SHA-256 of request payloads; reel launch --nnodes: the rendezvous' HMAC
   pybind11-dev python3-dev python3-numpy python3-pandas  # the Python module (python/)
   libgtest-dev libgmock-dev  # `reel plugins check` runs the transport conformance suite
 )
