@@ -49,7 +49,8 @@ FIELDS = ["config", "scale", "videos", "run", "predicted_seconds", "measured_sec
           "plan_parts", "plan_bottleneck", "run_parts", "run_largest", "cpu_family", "cpu_model",
           "cpu_name", "load", "commit", "profile"]
 PARTS = ["reading_seconds", "decoding_seconds", "step_seconds", "update_seconds",
-         "exchange_seconds", "evaluation_seconds", "checkpoints_seconds", "startup_seconds"]
+         "exchange_seconds", "evaluation_seconds", "checkpoints_seconds", "fill_seconds",
+         "startup_seconds"]
 
 
 def run(cmd, **kw):
@@ -107,11 +108,12 @@ def check(rec):
         sys.exit(f"record of {rec.get('config')} lacks {missing}")
     p = rec["plan_parts"]
     # One node: the epoch is max(reading, prefetch, decoding + step + update + exchange) +
-    # evaluation + checkpoints + startup (docs/capacity.md, "The model"); when the cores set it,
-    # the parts add up.
+    # evaluation + checkpoints + fill + startup (docs/capacity.md, "The model"); when the cores
+    # set it, the parts add up.
     train = max(p["reading_seconds"], p["decoding_seconds"] + p["step_seconds"]
                 + p["update_seconds"] + p["exchange_seconds"])
-    parts = train + p["evaluation_seconds"] + p["checkpoints_seconds"] + p["startup_seconds"]
+    parts = (train + p["evaluation_seconds"] + p["checkpoints_seconds"] + p.get("fill_seconds", 0)
+             + p["startup_seconds"])
     if rec["plan_bottleneck"] in ("step", "update", "decoding", "exchange") and \
             abs(parts - rec["predicted_seconds"]) > 1e-3 * rec["predicted_seconds"] + 1e-4:
         sys.exit(f"{rec['config']}: the plan's parts {p} add up to {parts}, "

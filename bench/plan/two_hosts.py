@@ -34,7 +34,7 @@ sys.path.insert(0, HERE)
 from one_node import commit, cpu, parse_breakdown, run  # noqa: E402
 
 PARTS = ["reading_seconds", "decoding_seconds", "step_seconds", "update_seconds",
-         "exchange_seconds", "startup_seconds"]
+         "exchange_seconds", "fill_seconds", "startup_seconds"]
 
 
 def ddp_run_module():
@@ -132,7 +132,8 @@ def main():
                          "--link", raw["rate"] + "/s", "--link-latency-us", "100",
                          "--checkpoints-per-epoch", "0", "--json"], env=env))
                     p = plan["plans"][0]
-                    train = videos / p["examples_per_s"]  # one epoch's training, no startup
+                    # One epoch's training and its first batch's fill; the startup once.
+                    train = videos / p["examples_per_s"] + p.get("fill_seconds", 0)
                     seconds = epochs * train + p["startup_seconds"]
                     predicted = epochs * videos / seconds
                     rec = {"model": raw["model"], "program": program, "settings": settings,

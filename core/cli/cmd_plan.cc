@@ -172,6 +172,9 @@ Result<FromConfig> ReadConfig(const core::ConfigFile& cfg, const Args& args,
     f.model.data = c.data().name();
     f.model.data_options =
         core::ComponentOptions(registry, ComponentKind::kDataSource, c.data(), c);
+    // The records read before an epoch's first batch (docs/capacity.md, "fill").
+    REEL_ASSIGN_OR_RETURN(f.training.shuffle_buffer,
+                          IntOption(f.model.data_options, "shuffle_buffer", 0, "data"));
   }
   f.checkpoints = !c.trainer().checkpoint_dir().empty();
   return f;

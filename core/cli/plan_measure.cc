@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -242,9 +243,12 @@ Result<plan::Rates> MeasureNode(CliEnv& env, const std::string& scratch,
 namespace {
 
 // Up to `n` batches of the config's training data, as the trainer's source gives them; none
-// (and why on `err`) when it names no data or yields none here.
-std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n) {
+// (and why on `err`) when it names no data or yields none here. `fill_s_per_record`: the wait for
+// the first batch over the records the source had read by then (0 when none came).
+std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n,
+                               double* fill_s_per_record) {
   std::vector<Batch> out;
+  *fill_s_per_record = 0;
   if (spec.data.empty()) return out;
   DataSourceContext ctx{{0, 1}, spec.seed, &env.host.storage()};
   auto why = [&](const Status& s) {
@@ -256,11 +260,18 @@ std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n) {
     why(source.status());
     return out;
   }
+  const auto start = std::chrono::steady_clock::now();
   while (static_cast<int>(out.size()) < n) {
     Result<Batch> b = (*source)->Next();
     if (!b.ok()) {
       if (out.empty()) why(b.status());
       break;
+    }
+    if (out.empty()) {
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const int64_t records = (*source)->stats().records;
+      *fill_s_per_record = waited / static_cast<double>(std::max<int64_t>(records, b->size()));
     }
     out.push_back(std::move(*b));
   }
@@ -273,8 +284,9 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
                                       int step_batches) {
   core::ConformanceOptions shape;
   shape.num_classes = spec.classes;
-  StepInputs inputs{DataBatches(env, spec, step_batches), spec.clip_norm, spec.stop_on_nonfinite,
-                    spec.precision};
+  double fill_s_per_record = 0;
+  StepInputs inputs{DataBatches(env, spec, step_batches, &fill_s_per_record), spec.clip_norm,
+                    spec.stop_on_nonfinite, spec.precision};
   int64_t videos = 0;
   for (const Batch& b : inputs.batches) videos += b.size();
   const double per_batch = inputs.batches.empty()
@@ -296,6 +308,7 @@ Result<plan::ModelRates> MeasureModel(CliEnv& env, const ModelSpec& spec, int re
   m.step_examples_per_core = per_batch / Median(t.step) / cores;
   m.forward_examples_per_core = per_batch / Median(t.forward) / cores;
   m.startup_s = t.startup;
+  m.fill_s_per_record = fill_s_per_record;
   m.backward_fraction = Median(t.backward_share);
   m.update_fraction = Median(t.update_share);
   return m;

@@ -151,6 +151,13 @@ Status Validate(const Dataset& d, const Cluster& c, const Training& t, const Rat
   if (!(r.startup_seconds >= 0) || !std::isfinite(r.startup_seconds))
     return InvalidArgumentError(
         fmt::format("the profile's startup must be 0 or more seconds, not {}", r.startup_seconds));
+  if (!(r.fill_seconds_per_record >= 0) || !std::isfinite(r.fill_seconds_per_record))
+    return InvalidArgumentError(
+        fmt::format("the profile's fill must be 0 or more seconds a record, not {}",
+                    r.fill_seconds_per_record));
+  if (t.shuffle_buffer < 0)
+    return InvalidArgumentError(
+        fmt::format("the shuffle buffer cannot be negative ({})", t.shuffle_buffer));
   REEL_RETURN_IF_ERROR(Positive(r.decode_bytes_per_core, "the profile's decode rate"));
   REEL_RETURN_IF_ERROR(Positive(r.step_examples_per_core, "the profile's step rate"));
   if (d.eval_videos > 0)
@@ -297,6 +304,11 @@ void Assume(Plan& p, const Dataset& d, const Cluster& c, const Training& t, cons
         t.servers, c.nodes - t.servers, t.params * 4 / 1e6,
         Rate(c.link_bytes_per_s * c.link_payload), Rate(r.transfer_bytes),
         t.overlap ? ", overlapped with the next step" : "", r.apply_params_per_core / 1e6));
+  if (r.fill_seconds_per_record > 0)
+    a.push_back(fmt::format(
+        "fill: before an epoch's first batch a rank reads min(shuffle buffer {} + batch, its "
+        "share) records at {:.3g} ms each (the profile's wait for the first batch), nothing beside",
+        t.shuffle_buffer, r.fill_seconds_per_record * 1e3));
   if (r.startup_seconds > 0)
     a.push_back(fmt::format(
         "startup: {:.2f} s once per run (model and optimizer setup, the cold first step), "
@@ -321,9 +333,11 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
   const double V = static_cast<double>(d.videos), B = static_cast<double>(t.batch_per_rank);
   Plan p;
   double train = 0;
+  double rank_examples = 0;  // the busiest training rank's (sync) or worker's (async)
   if (!t.async) {
     const Share share = ShareOf(d, c.nodes, k.bytes_per_example);
     const double examples = share.examples;
+    rank_examples = examples;
     p.steps = static_cast<int64_t>(std::ceil(examples / B));
     const double decode = examples * k.decode_cs / cores, whole = examples * k.step_cs / cores;
     const bool split = r.backward_fraction >= 0 && r.update_fraction >= 0;
@@ -351,6 +365,7 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
   } else {
     const double S = t.servers;
     const Share share = ShareOf(d, workers, k.bytes_per_example);
+    rank_examples = share.examples;
     const double per_step_decode = B * k.decode_cs / cores, per_step_step = B * k.step_cs / cores;
     const double per_step_read = share.read_bytes / share.examples * B / k.io_rate;
     const double worker_bw = std::min(c.link_bytes_per_s * c.link_payload, r.transfer_bytes);
@@ -402,12 +417,17 @@ Result<Plan> PlanEpoch(const Dataset& d, const Cluster& c, const Training& t, co
       t.checkpoints_per_epoch > 0 ? t.checkpoints_per_epoch * checkpoint_bytes / k.write_rate : 0;
   // Startup: a run's setup and cold first step, paid once, before its first epoch's steps.
   const double startup = r.startup_seconds;
+  // Fill: the records read before the epoch's first batch, with nothing beside them.
+  const double fill =
+      r.fill_seconds_per_record *
+      std::min(static_cast<double>(t.shuffle_buffer) + B, std::max(rank_examples, B));
   p.parts.push_back({"evaluation", eval});
   p.parts.push_back({"checkpoints", checkpoints});
+  p.parts.push_back({"fill", fill});
   p.parts.push_back({"startup", startup});
   if (eval > train || checkpoints > train)
     p.bottleneck = eval > checkpoints ? "evaluation" : "checkpoints";
-  p.epoch_seconds = train + eval + checkpoints + startup;
+  p.epoch_seconds = train + eval + checkpoints + fill + startup;
   p.examples_per_s = V / train;
   p.node_hours = p.epoch_seconds / 3600 * c.nodes;
   // One node alone: its cores decode and step, its storage reads, nothing is exchanged.

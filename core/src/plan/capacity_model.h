@@ -20,6 +20,9 @@
 //             links (S x link / G) and update rules (S x apply rate / P), shared by the workers
 //             still running (each the lesser of its own rate and cap / k), so the busiest
 //             worker's last steps run alone.
+//   fill    = before an epoch's first batch a rank's source reads and parses min(shuffle buffer +
+//             batch, its share) records on one thread with nothing to overlap: their count x the
+//             profile's wait per record;
 //   evaluation = the eval videos decoded and forwarded on every rank's share;
 //   checkpoints = parameters and the rule's state written by one rank.
 // Every rate is the profile's, scaled linearly by cores and frames; Plan::assumptions lists them.
@@ -67,6 +70,9 @@ struct Training {
   int servers = 1;       // async: server nodes (the others train)
   bool overlap = false;  // async: push+pull overlaps the next step
   int64_t batch_per_rank = 32;
+  // Records the data source reads before its first batch of an epoch beyond the batch itself
+  // (the tfrecord source's shuffle_buffer; 0: a batch's).
+  int64_t shuffle_buffer = 0;
   double params = 0;                  // float32 parameters
   double state_floats_per_param = 2;  // the update rule's state (adam: 2)
   int64_t checkpoints_per_epoch = 0;
@@ -91,6 +97,8 @@ struct Rates {
   double message_latency_s = 0;            // one message of the transport, one way
   double apply_params_per_core = 0;        // the update rule's parameters per core
   double startup_seconds = 0;  // a run's model and optimizer setup and cold first step, once
+  // The data source's wait for an epoch's first batch per record read by then (ModelRates).
+  double fill_seconds_per_record = 0;
   double disk_read_bytes = 0;
   double disk_write_bytes = 0;
   double s3_bytes_per_connection = 0;

@@ -160,7 +160,7 @@ TEST(CapacityModelTest, TheUpdateAndTheExposedExchangeArePartsOfTheirOwn) {
   std::vector<std::string> names;
   for (const Part& part : p->parts) names.push_back(part.name);
   EXPECT_THAT(names, ::testing::ElementsAre("reading", "decoding", "step", "update", "exchange",
-                                            "evaluation", "checkpoints", "startup"));
+                                            "evaluation", "checkpoints", "fill", "startup"));
   // The update can set the epoch: an update rule that takes 90% of the step.
   c.rates.backward_fraction = 0.05;
   c.rates.update_fraction = 0.9;
@@ -362,6 +362,33 @@ TEST(CapacityModelTest, StartupIsPaidOnceAndNamesTheBottleneckOnlyWhenItIsTheEpo
   EXPECT_DOUBLE_EQ(PartOf(*without, "startup"), 0);
 }
 
+TEST(CapacityModelTest, AnEpochsFirstBatchWaitsForTheShuffleBuffersFillOnEveryRank) {
+  Case c;  // 2 nodes of 500 videos each, batch 10
+  Result<Plan> none = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  c.rates.fill_seconds_per_record = 0.002;
+  c.training.shuffle_buffer = 90;
+  Result<Plan> p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(none.ok() && p.ok()) << p.status();
+  // The buffer and the first batch: 100 records at 2 ms, beside nothing, once per epoch; the
+  // training's rate is not diluted by it.
+  EXPECT_DOUBLE_EQ(PartOf(*none, "fill"), 0);
+  EXPECT_NEAR(PartOf(*p, "fill"), 0.2, 1e-12);
+  EXPECT_NEAR(p->epoch_seconds - none->epoch_seconds, 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(p->examples_per_s, none->examples_per_s);
+  EXPECT_THAT(p->assumptions,
+              ::testing::Contains(HasSubstr("fill: before an epoch's first batch")));
+  // A buffer larger than a rank's share holds the share: every record is read before step 1.
+  c.training.shuffle_buffer = 100000;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(PartOf(*p, "fill"), 500 * 0.002, 1e-12);
+  // On one node the share is every video.
+  c.cluster.nodes = 1;
+  p = PlanEpoch(c.data, c.cluster, c.training, c.rates);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(PartOf(*p, "fill"), 1000 * 0.002, 1e-12);
+}
+
 TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
   struct Bad {
     std::function<void(Case&)> change;
@@ -384,6 +411,8 @@ TEST(CapacityModelTest, ImpossibleInputsAreRefusedNamingThem) {
       {[](Case& c) { c.cluster.link_payload = PayloadFraction(40); }, "payload share"},
       {[](Case& c) { c.data.files = 1001; }, "a file holds at least one"},
       {[](Case& c) { c.rates.startup_seconds = -1; }, "startup must be 0 or more seconds"},
+      {[](Case& c) { c.rates.fill_seconds_per_record = -1; }, "fill must be 0 or more seconds"},
+      {[](Case& c) { c.training.shuffle_buffer = -1; }, "shuffle buffer cannot be negative"},
       {[](Case& c) { c.training.bucket_bytes = -1; }, "bucket size cannot be negative"},
       {[](Case& c) {
          c.rates.backward_fraction = 0.7;

@@ -56,6 +56,7 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
                                                 "step_examples_per_core",
                                                 "forward_examples_per_core",
                                                 "startup_s",
+                                                "fill_s_per_record",
                                                 "backward_fraction",
                                                 "update_fraction"};
     if (!kKeys.count(key)) return InvalidArgumentError(where + ": unknown model key '" + key + "'");
@@ -72,6 +73,8 @@ Result<ModelRates> ParseModel(std::istringstream& words, const std::string& wher
       m.step_examples_per_core = v;
     else if (key == "startup_s")
       m.startup_s = v;
+    else if (key == "fill_s_per_record")
+      m.fill_s_per_record = v;
     else if (key == "backward_fraction")
       m.backward_fraction = v;
     else if (key == "update_fraction")
@@ -116,6 +119,7 @@ Rates RatesFor(const MachineProfile& profile, const ModelRates& model) {
   r.forward_examples_per_core = model.forward_examples_per_core;
   r.frames = model.frames;
   r.startup_seconds = model.startup_s;
+  r.fill_seconds_per_record = model.fill_s_per_record;
   r.backward_fraction = model.backward_fraction;
   r.update_fraction = model.update_fraction;
   if (model.frames <= 1) r.decode_bytes_per_core = profile.node.decode_video_bytes_per_core;
@@ -132,9 +136,11 @@ std::string FormatProfile(const MachineProfile& p) {
   for (const ModelRates& m : p.models)
     out += fmt::format(
         "model {} options={} batch={} classes={} frames={:.6g} params={:.10g} "
-        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g} startup_s={:.6g}{}\n",
+        "step_examples_per_core={:.6g} forward_examples_per_core={:.6g} startup_s={:.6g}{}{}\n",
         m.name, m.options, m.batch, m.classes, m.frames, m.params, m.step_examples_per_core,
         m.forward_examples_per_core, m.startup_s,
+        m.fill_s_per_record > 0 ? fmt::format(" fill_s_per_record={:.6g}", m.fill_s_per_record)
+                                : std::string(),
         m.backward_fraction >= 0 ? fmt::format(" backward_fraction={:.4f} update_fraction={:.4f}",
                                                m.backward_fraction, m.update_fraction)
                                  : std::string());

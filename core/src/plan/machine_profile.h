@@ -30,6 +30,10 @@ struct ModelRates {
   double step_examples_per_core = 0;
   double forward_examples_per_core = 0;
   double startup_s = 0;  // model setup, optimizer setup and cold first step over a warm step
+  // The config's data source's wait for its first batch, per record it had read by then (the
+  // shuffle buffer's fill, read and parsed on one thread); 0: not measured (no data, or an older
+  // reel's line).
+  double fill_s_per_record = 0;
   // The step's split, as shares of its time (Rates::backward_fraction); -1: a line written by an
   // older reel, which did not measure it.
   double backward_fraction = -1;

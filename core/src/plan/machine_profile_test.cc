@@ -34,6 +34,7 @@ MachineProfile Sample() {
          .step_examples_per_core = 12.5,
          .forward_examples_per_core = 40.25,
          .startup_s = 0.75,
+         .fill_s_per_record = 0.00025,
          .backward_fraction = 0.625,
          .update_fraction = 0.125});
   p.Put({.name = "moe",
@@ -70,6 +71,7 @@ TEST(MachineProfileTest, WhatIsWrittenIsReadBack) {
   EXPECT_DOUBLE_EQ(r.step_examples_per_core, 12.5);
   EXPECT_DOUBLE_EQ(r.frames, 300);
   EXPECT_DOUBLE_EQ(r.startup_seconds, 0.75);
+  EXPECT_DOUBLE_EQ(r.fill_seconds_per_record, 0.00025);
   EXPECT_DOUBLE_EQ(r.backward_fraction, 0.625);
   EXPECT_DOUBLE_EQ(r.update_fraction, 0.125);
   // moe's line was put without a split: none is written, and none is read back.
@@ -99,6 +101,7 @@ TEST(MachineProfileTest, AModelLineWithoutStartupPlansWithNone) {
       "reel_machine_profile 1\nmodel moe batch=64 classes=2 step_examples_per_core=10\n", "p.txt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).startup_seconds, 0);
+  EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).fill_seconds_per_record, 0);
   // Nor the step's split or the copy rate: unmeasured (-1, 0), which the plan names where it
   // needs them (capacity_model_test.cc).
   EXPECT_DOUBLE_EQ(RatesFor(*p, p->models[0]).backward_fraction, -1);
