@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -244,7 +245,10 @@ namespace {
 
 // Up to `n` batches of the config's training data, as the trainer's source gives them; none
 // (and why on `err`) when it names no data or yields none here. `fill_s_per_record`: the wait for
-// the first batch over the records the source had read by then (0 when none came).
+// the first batch over the records the source had read by then (0 when none came): with a
+// `shuffle_buffer` of S, S + the first batch's, or every record when the data holds fewer (counted
+// by taking batches on until then). Timed on a second source after a first one warmed the page
+// cache, as reading is planned apart.
 std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n,
                                double* fill_s_per_record) {
   std::vector<Batch> out;
@@ -255,25 +259,41 @@ std::vector<Batch> DataBatches(CliEnv& env, const ModelSpec& spec, int n,
     env.err << "reel plan: timing the step on a synthetic batch (frame-level features of "
             << spec.frames << " frames): the config's data gave none (" << s.ToString() << ")\n";
   };
-  auto source = env.host.registry().CreateDataSource(spec.data, spec.data_options, ctx);
-  if (!source.ok()) {
-    why(source.status());
-    return out;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  while (static_cast<int>(out.size()) < n) {
-    Result<Batch> b = (*source)->Next();
-    if (!b.ok()) {
-      if (out.empty()) why(b.status());
-      break;
+  const auto buffer = spec.data_options.find("shuffle_buffer");
+  const int64_t shuffle_buffer =
+      buffer == spec.data_options.end() ? 0 : std::max(0LL, std::atoll(buffer->second.c_str()));
+  for (int pass = 0; pass < 2; ++pass) {
+    out.clear();
+    auto source = env.host.registry().CreateDataSource(spec.data, spec.data_options, ctx);
+    if (!source.ok()) {
+      why(source.status());
+      return out;
     }
-    if (out.empty()) {
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const int64_t records = (*source)->stats().records;
-      *fill_s_per_record = waited / static_cast<double>(std::max<int64_t>(records, b->size()));
+    const auto start = std::chrono::steady_clock::now();
+    while (static_cast<int>(out.size()) < n) {
+      Result<Batch> b = (*source)->Next();
+      if (!b.ok()) {
+        if (out.empty()) why(b.status());
+        break;
+      }
+      if (out.empty()) {
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const int64_t fill = shuffle_buffer + b->size();
+        int64_t records = b->size();
+        out.push_back(std::move(*b));
+        while (records < fill) {  // how many the buffer held: the data may have fewer
+          Result<Batch> more = (*source)->Next();
+          if (!more.ok()) break;
+          records += more->size();
+          if (static_cast<int>(out.size()) < n) out.push_back(std::move(*more));
+        }
+        *fill_s_per_record = waited / static_cast<double>(std::min(records, fill));
+        continue;
+      }
+      out.push_back(std::move(*b));
     }
-    out.push_back(std::move(*b));
+    if (out.empty()) return out;
   }
   return out;
 }

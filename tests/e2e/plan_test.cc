@@ -19,15 +19,34 @@ const std::string kRepo = REEL_SOURCE_DIR;
 
 class PlanTest : public ::testing::Test {
  protected:
-  // One quick measurement shared by the tests, the logistic model at 3862 classes, in the one
-  // command a user on a fresh machine runs: measure, then plan for 1 and 2 nodes.
+  // One quick measurement shared by the tests, the logistic model at 3862 classes on the
+  // repository's real shards, in the one command a user on a fresh machine runs: measure, then
+  // plan for 1 and 2 nodes.
   static void SetUpTestSuite() {
     dir_ = new std::string(ScratchDir("plan"));
-    measured_ =
-        new RunResult(Reel({"plan", "--measure", "--quick", "--reps", "1", "--config", Config(),
-                            "--set", "trainer.num_classes=3862", "--profile", Profile(), "--videos",
-                            "200000", "--bytes", "1GB", "--nodes", "1,2", "--link", "1Gbit/s"}));
+    measured_ = new RunResult(Reel({"plan",
+                                    "--measure",
+                                    "--quick",
+                                    "--reps",
+                                    "1",
+                                    "--config",
+                                    Config(),
+                                    "--set",
+                                    "trainer.num_classes=3862",
+                                    "--set",
+                                    "data.options.files=" + kRepo + kTrainShards,
+                                    "--profile",
+                                    Profile(),
+                                    "--videos",
+                                    "200000",
+                                    "--bytes",
+                                    "1GB",
+                                    "--nodes",
+                                    "1,2",
+                                    "--link",
+                                    "1Gbit/s"}));
   }
+  static constexpr const char* kTrainShards = "/data/yt8m/validate000[01].tfrecord";
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
@@ -75,6 +94,30 @@ TEST_F(PlanTest, WithoutTheConfigsDataTheStepIsTimedOnASyntheticBatchSayingSo) {
   const std::string text = ReadFile(profile);
   EXPECT_NE(text.find("model logistic "), std::string::npos) << text;
   EXPECT_NE(text.find(" startup_s="), std::string::npos) << text;
+  EXPECT_EQ(text.find(" fill_s_per_record="), std::string::npos) << text;  // no source to time
+}
+
+// An epoch's first batch waits for the source's shuffle buffer (docs/capacity.md, "fill"): the
+// profile times it on the config's own data, and the plan counts the config's buffer.
+TEST_F(PlanTest, AnEpochsFirstBatchWaitsForTheShuffleBuffersFill) {
+  ASSERT_EQ(measured_->code, 0) << measured_->err;
+  const std::string profile = ReadFile(Profile());
+  ASSERT_NE(profile.find(" fill_s_per_record="), std::string::npos) << profile;
+  auto fill = [&](const std::string& buffer) {
+    RunResult r = Plan({"--set", "data.options.shuffle_buffer=" + buffer, "--videos", "200000",
+                        "--bytes", "1GB", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return JsonField(r.out, "fill_seconds");
+  };
+  const double none = fill("0"), some = fill("4000"), more = fill("8000");
+  EXPECT_GT(none, 0);
+  EXPECT_GT(some, none);
+  // Linear in the buffer's records (the JSON gives 6 significant digits).
+  EXPECT_NEAR(more - none, 2 * (some - none), 1e-4 * more);
+  RunResult negative =
+      Plan({"--set", "data.options.shuffle_buffer=x", "--videos", "200000", "--bytes", "1GB"});
+  EXPECT_EQ(negative.code, 1);
+  EXPECT_NE(negative.err.find("shuffle_buffer"), std::string::npos) << negative.err;
 }
 
 TEST_F(PlanTest, PlansEveryNodeCountWithItsPartsAndBottleneck) {
