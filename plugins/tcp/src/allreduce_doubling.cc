@@ -109,9 +109,20 @@ Status TcpCommunicator::Doubling(const std::vector<int>& group, std::span<float>
   return Status::Ok();
 }
 
+// Doubling sends the whole buffer ceil(log2 n) times (and twice more where it folds), the ring
+// 2(n-1)/n of it: on 3 and 4 simulated hosts at 1 Gbit/s doubling was faster at 16 KiB and
+// slower at 64 KiB. On 2 ranks both send the buffer once, doubling as one message instead of two
+// and without the ring's pipelining: faster up to 1 MiB, slower from 4 MiB. Hence 32 times the
+// threshold there. Figures: plugins/tcp/README.md.
 Status TcpCommunicator::RingOrDoubling(const std::vector<int>& group, std::span<float> data,
                                        ReduceOp op, uint32_t seq, Deadline deadline) {
-  if (data.size() * sizeof(float) <= options_.allreduce_doubling_bytes && group.size() > 1)
+  // At most 1 GiB in one message, as the option's largest value (wire.h's payload bound).
+  const size_t limit =
+      group.size() == 2
+          ? std::min(options_.allreduce_doubling_bytes * TcpOptions::kDoublingPairFactor,
+                     size_t{1} << 30)
+          : options_.allreduce_doubling_bytes;
+  if (data.size() * sizeof(float) <= limit && group.size() > 1)
     return Doubling(group, data, op, seq, deadline);
   return Ring(group, data, op, seq, deadline);
 }

@@ -74,10 +74,11 @@ OptionSchema TcpOptionSchema() {
                 "the ranks' agreement on its arguments and reduces every rank's data itself, "
                 "instead of agreeing first and running the ring; 0: always the ring"),
       IntOption("allreduce_doubling_bytes", static_cast<int64_t>(TcpOptions::kDefaultDoublingBytes),
-                "an AllReduce of at most this many bytes that allreduce_small_bytes does not "
-                "cover reduces by recursive doubling (log2(ranks) exchanges of the whole buffer) "
-                "instead of the ring (2(ranks-1) steps), across hosts where the layout is "
-                "hierarchical; 0: always the ring. 0 to 2^30"),
+                "an AllReduce of at most this many bytes (32 times as many between 2 ranks, "
+                "or 2 hosts) that allreduce_small_bytes does not cover reduces by recursive "
+                "doubling (log2(ranks) exchanges of the whole buffer) instead of the ring "
+                "(2(ranks-1) steps), across hosts where the layout is hierarchical; 0: always "
+                "the ring. 0 to 2^30"),
       StringOption("allreduce_layout", "auto",
                    "how AllReduce runs: 'hierarchical': the ranks of each host reduce through "
                    "shared memory and one rank per host runs the ring across hosts; 'flat': one "
