@@ -97,11 +97,21 @@ Status TcpCommunicator::Doubling(const std::vector<int>& group, std::span<float>
     combine(/*theirs_lower=*/true);
     place = me / 2;
   }
+  // Partners send to each other at once, each message staged on arrival until its receive is
+  // posted, unless it exceeds the receive budget: then staging stops partway and two partners
+  // blocked in their sends would wait for each other until the deadline. Such messages go one way
+  // after the other instead, the lower place's first, into a receive that waits for them.
+  const bool one_way_first = out.size() > options_.receive_budget_bytes;
   for (size_t mask = 1; mask < p; mask <<= 1) {
     const size_t other = place ^ mask;
     const size_t partner = other < rem ? 2 * other + 1 : other + rem;
-    REEL_RETURN_IF_ERROR(send(partner));
-    REEL_RETURN_IF_ERROR(receive(partner));
+    if (one_way_first && other < place) {
+      REEL_RETURN_IF_ERROR(receive(partner));
+      REEL_RETURN_IF_ERROR(send(partner));
+    } else {
+      REEL_RETURN_IF_ERROR(send(partner));
+      REEL_RETURN_IF_ERROR(receive(partner));
+    }
     combine(/*theirs_lower=*/other < place);
   }
   if (me < 2 * rem) REEL_RETURN_IF_ERROR(send(me - 1));
