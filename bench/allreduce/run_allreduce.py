@@ -55,6 +55,15 @@ PROGRAMS = {  # name -> (links it runs on, description)
     "reel_tcp_system_cc": (("loopback", "netns"), "reel, transport tcp with congestion_control="
                            "system (the system's TCP congestion control on loopback too; the "
                            "default replaces bbr there by reno)"),
+    "reel_tcp_no_doubling": (("loopback", "netns"), "reel, transport tcp with "
+                             "allreduce_doubling_bytes=0 (no recursive doubling: the data with the "
+                             "agreement up to allreduce_small_bytes / (n-1), the ring above)"),
+    "reel_tcp_ring_only": (("loopback", "netns"), "reel, transport tcp with "
+                           "allreduce_doubling_bytes=0 and allreduce_small_bytes=0 (agree, then "
+                           "the ring, at every size)"),
+    "reel_tcp_doubling_only": (("loopback", "netns"), "reel, transport tcp with "
+                               "allreduce_small_bytes=0 and allreduce_doubling_bytes=1073741824 "
+                               "(agree, then recursive doubling, at every size)"),
     "reel_mpi": (("loopback",), "reel, transport mpi (native MPI_Allreduce behind the arrival check)"),
     "reel_mpi_polled": (("loopback",), "reel, transport mpi with polled_allreduce=true "
                         "(one MPI_Iallreduce polled against the deadline, no arrival check)"),
@@ -76,7 +85,9 @@ RATIOS = [("reel_tcp", "mpi"), ("reel_tcp", "reel_tcp_flat"), ("reel_tcp_flat", 
           ("reel_tcp", "reel_tcp_system_cc"), ("reel_tcp_system_cc", "mpi_tcp"), ("reel_mpi", "mpi"),
           ("reel_mpi_polled", "mpi"), ("reel_mpi_blocking", "mpi"),
           ("reel_mpi_blocking", "mpi_mt"), ("mpi_mt", "mpi"), ("reel_mpi_serialized", "mpi"),
-          ("reel_mpi_serialized", "reel_mpi_blocking"), ("reel_tcp", "reel_tcp_base")]
+          ("reel_mpi_serialized", "reel_mpi_blocking"), ("reel_tcp", "reel_tcp_base"),
+          ("reel_tcp", "reel_tcp_no_doubling"), ("reel_tcp_doubling_only", "reel_tcp_ring_only"),
+          ("reel_tcp_doubling_only", "reel_tcp_no_doubling")]
 
 
 def free_port():
@@ -163,6 +174,12 @@ def run(program, n, link, args, netns_name):
                 c += ["--option", "congestion_control=system"]
             if program == "reel_tcp_flat":
                 c += ["--option", "allreduce_layout=flat"]
+            if program in ("reel_tcp_no_doubling", "reel_tcp_ring_only"):
+                c += ["--option", "allreduce_doubling_bytes=0"]
+            if program in ("reel_tcp_ring_only", "reel_tcp_doubling_only"):
+                c += ["--option", "allreduce_small_bytes=0"]
+            if program == "reel_tcp_doubling_only":
+                c += ["--option", "allreduce_doubling_bytes=1073741824"]
         else:
             c = [os.path.join(b, "gloo_allreduce_peer"), "--store", store, "--host", addr(i)]
         commands.append(wrap(i, c + sweep))

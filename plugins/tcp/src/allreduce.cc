@@ -385,7 +385,7 @@ Status TcpCommunicator::AgreeAndReduce(std::span<float> data, ReduceOp op, uint3
     return Status::Ok();
   }
   return host_.shared ? HostAllReduce(data, op, seq, deadline)
-                      : Ring(ring_, data, op, seq, deadline);
+                      : RingOrDoubling(ring_, data, op, seq, deadline);
 }
 
 Status TcpCommunicator::Ring(const std::vector<int>& ring, std::span<float> data, ReduceOp op,

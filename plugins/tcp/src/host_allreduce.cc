@@ -229,11 +229,12 @@ class TcpCommunicator::HostRounds {
 Status TcpCommunicator::HostAllReduce(std::span<float> data, ReduceOp op, uint32_t seq,
                                       Deadline deadline) {
   const bool across = host_.leaders.size() > 1;
-  if (!host_.segment) return Ring(host_.leaders, data, op, seq, deadline);  // alone on its host
+  if (!host_.segment)
+    return RingOrDoubling(host_.leaders, data, op, seq, deadline);  // alone on its host
   HostRounds rounds(*this, deadline);
   Status s = rounds.Reduce(data, op, /*everyone=*/!across);
   if (s.ok() && across) {
-    if (host_.ranks.front() == rank_) s = Ring(host_.leaders, data, op, seq, deadline);
+    if (host_.ranks.front() == rank_) s = RingOrDoubling(host_.leaders, data, op, seq, deadline);
     if (s.ok()) s = rounds.HandOut(data);
   }
   if (!s.ok()) rounds.GiveUp(s);

@@ -115,12 +115,21 @@ class TcpCommunicator final : public Communicator {
   class HostRounds;
 
   // AllReduce across hosts (or without shared memory): agrees on the arguments over TCP, then
-  // reduces (a small call's data came along), through HostAllReduce or the flat ring.
+  // reduces (a small call's data came along), through HostAllReduce or the flat ring (or
+  // recursive doubling, RingOrDoubling).
   // REQUIRES: collective_mu_.
   Status AgreeAndReduce(std::span<float> data, ReduceOp op, uint32_t seq, Deadline deadline);
   // The flat ring over `ring` (ranks in ring order, this one among them): RingAllReduce.
   Status Ring(const std::vector<int>& ring, std::span<float> data, ReduceOp op, uint32_t seq,
               Deadline deadline);
+  // Recursive doubling over `group` (ranks, this one among them, at least 2;
+  // allreduce_doubling.cc).
+  Status Doubling(const std::vector<int>& group, std::span<float> data, ReduceOp op, uint32_t seq,
+                  Deadline deadline);
+  // Once the ranks agreed on the arguments: Doubling for at most allreduce_doubling_bytes, else
+  // Ring.
+  Status RingOrDoubling(const std::vector<int>& group, std::span<float> data, ReduceOp op,
+                        uint32_t seq, Deadline deadline);
 
   // ---- AllReduce within and across hosts (host_allreduce.cc) ----
   // Once formed: where some host runs more than one rank of the group (and allreduce_layout
@@ -268,6 +277,8 @@ class TcpCommunicator final : public Communicator {
   HostLayout host_;        // fixed once formed, but for its round
   // Its received chunks, kept between calls so that no call allocates; guarded by collective_mu_.
   std::vector<float> allreduce_scratch_;
+  // Doubling's message out and in, kept between calls likewise; guarded by collective_mu_.
+  std::vector<std::byte> doubling_out_, doubling_in_;
   // How long AllReduce polls once nothing moves, and whether it yields the core between polls;
   // set by ChooseWaiting() before any call.
   AllReduceWaiting allreduce_waiting_;

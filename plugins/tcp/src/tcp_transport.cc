@@ -73,6 +73,12 @@ OptionSchema TcpOptionSchema() {
                 "an AllReduce of at most this many bytes times (ranks - 1) sends its data with "
                 "the ranks' agreement on its arguments and reduces every rank's data itself, "
                 "instead of agreeing first and running the ring; 0: always the ring"),
+      IntOption("allreduce_doubling_bytes", static_cast<int64_t>(TcpOptions::kDefaultDoublingBytes),
+                "an AllReduce of at most this many bytes (32 times as many between 2 ranks, "
+                "or 2 hosts) that allreduce_small_bytes does not cover reduces by recursive "
+                "doubling (log2(ranks) exchanges of the whole buffer) instead of the ring "
+                "(2(ranks-1) steps), across hosts where the layout is hierarchical; 0: always "
+                "the ring. 0 to 2^30"),
       StringOption("allreduce_layout", "auto",
                    "how AllReduce runs: 'hierarchical': the ranks of each host reduce through "
                    "shared memory and one rank per host runs the ring across hosts; 'flat': one "
@@ -133,6 +139,11 @@ Result<TcpOptions> TcpOptionsFrom(const Options& o) {
     return InvalidArgumentError("tcp option 'allreduce_small_bytes': " + std::to_string(small) +
                                 " is outside [0, 1073741824]");
   t.allreduce_small_bytes = static_cast<size_t>(small);
+  const int64_t doubling = o.GetInt("allreduce_doubling_bytes");
+  if (doubling < 0 || doubling > (int64_t{1} << 30))
+    return InvalidArgumentError("tcp option 'allreduce_doubling_bytes': " +
+                                std::to_string(doubling) + " is outside [0, 1073741824]");
+  t.allreduce_doubling_bytes = static_cast<size_t>(doubling);
   const int64_t budget = o.GetInt("receive_budget_bytes");
   if (budget < static_cast<int64_t>(TcpOptions::kMinReceiveBudgetBytes) ||
       budget > static_cast<int64_t>(TcpOptions::kMaxReceiveBudgetBytes))
@@ -174,7 +185,8 @@ std::string AgreedOptions(const TcpOptions& options) {
                            ? "hierarchical"
                            : "auto";
   return std::string("allreduce_layout=") + layout +
-         ";allreduce_small_bytes=" + std::to_string(options.allreduce_small_bytes);
+         ";allreduce_small_bytes=" + std::to_string(options.allreduce_small_bytes) +
+         ";allreduce_doubling_bytes=" + std::to_string(options.allreduce_doubling_bytes);
 }
 
 std::string OptionsDisagreement(const std::string& mine, int my_rank, const std::string& theirs,

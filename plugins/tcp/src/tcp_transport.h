@@ -42,6 +42,13 @@ struct TcpOptions {
   // with its arguments (the agreement's messages) and reduces every rank's here, instead of
   // agreeing first and then running the ring: one round (on 2 ranks) instead of three. 0: never.
   size_t allreduce_small_bytes = size_t{64} << 10;
+  // An AllReduce of at most this many bytes (kDoublingPairFactor times as many where 2 ranks or
+  // 2 hosts' leaders exchange) that the agreement did not already reduce reduces by recursive
+  // doubling (allreduce_doubling.cc) instead of the ring, over every rank or, where the layout is
+  // hierarchical, over the hosts' leaders. 0: never.
+  size_t allreduce_doubling_bytes = kDefaultDoublingBytes;
+  static constexpr size_t kDefaultDoublingBytes = size_t{32} << 10;
+  static constexpr size_t kDoublingPairFactor = 32;
   // How AllReduce runs (host_allreduce.cc). kAuto: where some host runs more than one rank, the
   // ranks of a host reduce through shared memory and one rank per host runs the ring across
   // hosts (kHierarchical); else, or if a host's shared memory cannot be set up, the ring of every

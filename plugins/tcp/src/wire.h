@@ -170,8 +170,9 @@ constexpr uint32_t kCollectiveSeqMask = 0x7fffffff;
 constexpr size_t kFrameHeaderBytes = 24;
 // No frame's payload may exceed the largest message a Send takes (reel/transport.h); the
 // native collectives' frames stay far below it (ring chunks of 256 KiB, agreements of at most
-// allreduce_small_bytes <= 1 GiB of data). A larger length is a peer breaking the protocol, not a
-// request to allocate or to read that much.
+// allreduce_small_bytes <= 1 GiB of data, recursive doubling's messages of at most
+// allreduce_doubling_bytes <= 1 GiB and a count). A larger length is a peer breaking the protocol,
+// not a request to allocate or to read that much.
 constexpr uint64_t kMaxPayloadBytes = kMaxMessageBytes;
 constexpr uint64_t kMaxNoticeBytes = 4096;
 

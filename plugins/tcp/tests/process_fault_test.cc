@@ -43,9 +43,15 @@ struct Rank {
 [[noreturn]] void RunRank(int rank, int world, const std::string& coordinator, int to_parent,
                           std::chrono::microseconds spin,
                           std::chrono::milliseconds heartbeat_timeout = 1000ms, int calls = 0,
-                          size_t floats = 1 << 20, const std::string& host_id = "") {
+                          size_t floats = 1 << 20, const std::string& host_id = "",
+                          bool doubling = false) {
   TcpOptions options = TestOptions();
   options.host_id = host_id;
+  if (doubling) {  // every call by recursive doubling over TCP (allreduce_doubling.cc)
+    options.allreduce_layout = TcpOptions::Layout::kFlat;
+    options.allreduce_small_bytes = 0;
+    options.allreduce_doubling_bytes = floats * sizeof(float);
+  }
   options.allreduce_spin = spin;
   options.heartbeat = 100ms;
   options.heartbeat_timeout = heartbeat_timeout;
@@ -153,6 +159,40 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
   waitpid(ranks_[kVictim].pid, nullptr, 0);
   ranks_[kVictim].pid = -1;
   EXPECT_EQ(SharedMemoryFiles(), shm_before) << "shared memory was left behind in /dev/shm";
+}
+
+// Recursive doubling on 3 ranks (rank 0 folds into rank 1, which doubles with rank 2) and on 5
+// (ranks 0-1 and 2-3 fold, 1 and 3 double with 4): a rank killed mid-stream is named by every
+// other within the heartbeat timeout, whichever part of the exchange it leaves them in.
+TEST_F(ProcessRanks, DoublingNamesTheKilledRank) {
+  for (const auto& [world, victim] : {std::pair{3, 1}, std::pair{3, 0}, std::pair{5, 3}}) {
+    const std::string coordinator = FreeCoordinator();
+    ranks_.clear();
+    for (int r = 0; r < world; ++r)
+      Start([&](int report) {
+        RunRank(r, world, coordinator, report, 0us, 1000ms, 0, 1000, "", /*doubling=*/true);
+      });
+    for (int r = 0; r < world; ++r)
+      ASSERT_EQ(ReadReport(ranks_[r].from, true, DeadlineIn(60s)), "ready\n") << "rank " << r;
+    std::this_thread::sleep_for(200ms);  // well into the stream of allreduces
+    ASSERT_EQ(kill(ranks_[victim].pid, SIGKILL), 0);
+    const std::string named = "rank " + std::to_string(victim) + " is unavailable";
+    for (int r = 0; r < world; ++r) {
+      if (r == victim) continue;
+      const std::string status =
+          ReadReport(ranks_[r].from, false, DeadlineIn(kCollectiveDeadline + 30s));
+      EXPECT_THAT(status, AllOf(HasSubstr("UNAVAILABLE"), HasSubstr(named)))
+          << world << " ranks, rank " << victim << " killed, rank " << r;
+      waitpid(ranks_[r].pid, nullptr, 0);
+      ranks_[r].pid = -1;
+      close(ranks_[r].from);
+      ranks_[r].from = -1;
+    }
+    waitpid(ranks_[victim].pid, nullptr, 0);
+    ranks_[victim].pid = -1;
+    close(ranks_[victim].from);
+    ranks_[victim].from = -1;
+  }
 }
 
 // A rank of the host that runs as another user gets no segment from the host's leader (its uid

@@ -146,6 +146,7 @@ TEST(TcpReadItself, APeerThatLeavesEndsTheReceive) {
 TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
   TcpOptions ring = TestOptions();  // the ring's connection, not the host's shared memory
   ring.allreduce_layout = TcpOptions::Layout::kFlat;
+  ring.allreduce_doubling_bytes = 0;  // the ring, not recursive doubling (the test below)
   auto comms = Group(2, ring);
   ASSERT_EQ(comms.size(), 2u);
   std::atomic<bool> receive_ended{false};
@@ -169,6 +170,38 @@ TEST(ReadItself, AnAllReduceWaitingForTheConnectionEndsAtItsDeadline) {
   peer.join();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("a receive on another thread is reading"));
+  receiver.join();
+}
+
+// Recursive doubling borrows no connection: its messages reach the Mailbox through whichever
+// thread reads, here a large receive reading rank 1's connection itself, so it completes while
+// that receive goes on waiting for its message.
+TEST(ReadItself, ADoublingAllReduceCompletesWhileAReceiveReadsTheConnection) {
+  TcpOptions doubling = TestOptions();
+  doubling.allreduce_layout = TcpOptions::Layout::kFlat;
+  doubling.allreduce_small_bytes = 0;
+  doubling.allreduce_doubling_bytes = size_t{1} << 20;
+  auto comms = Group(2, doubling);
+  ASSERT_EQ(comms.size(), 2u);
+  std::atomic<bool> receive_ended{false};
+  std::thread receiver([&] {
+    std::vector<std::byte> got(kLarge);
+    Status s = comms[0]->RecvInto(1, 4, got, DeadlineIn(5s));  // rank 1 never sends it
+    receive_ended.store(true);
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  });
+  std::this_thread::sleep_for(200ms);  // the receive is reading rank 1's connection itself
+  constexpr size_t kFloats = size_t{32} << 10;
+  std::thread peer([&] {
+    std::vector<float> theirs(kFloats, 1.0f);
+    EXPECT_TRUE(comms[1]->AllReduce(theirs, ReduceOp::kSum, DeadlineIn(4s)).ok());
+  });
+  std::vector<float> data(kFloats, 1.0f);
+  Status s = comms[0]->AllReduce(data, ReduceOp::kSum, DeadlineIn(4s));
+  EXPECT_FALSE(receive_ended.load()) << "the AllReduce waited for the receive to end";
+  peer.join();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(data, std::vector<float>(kFloats, 2.0f));
   receiver.join();
 }
 
