@@ -43,6 +43,8 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
   o.checkpoint_every_steps = t.checkpoint_every_steps();
   if (t.has_keep_checkpoints()) o.keep_checkpoints = static_cast<int>(t.keep_checkpoints());
   o.checkpoint_dir = t.checkpoint_dir();
+  o.commit_every_steps = t.commit_every_steps();
+  if (!t.commit_dir().empty()) o.commit_dir = t.commit_dir();
   if (t.has_on_checkpoint_failure()) o.on_checkpoint_failure = t.on_checkpoint_failure();
   if (t.has_stop_on_nonfinite()) o.stop_on_nonfinite = t.stop_on_nonfinite();
   if (t.has_precision()) o.precision = t.precision();

@@ -72,6 +72,12 @@ struct TrainerOptions {
   int64_t checkpoint_every_steps = 0;  // 0: only at the end
   int keep_checkpoints = 3;
   std::string checkpoint_dir;  // empty: no checkpoints
+  // In-memory commits every this many steps (0: none), kept in files of `commit_dir` named by
+  // `commit_job` (the launch's job identity, "" if none) and checkpoint_dir; a resume takes the
+  // newest of them and the checkpoints (docs/distributed.md, "In-memory commits").
+  int64_t commit_every_steps = 0;
+  std::string commit_dir = "/dev/shm";
+  std::string commit_job;
   // A failed periodic checkpoint write: "stop" ends the run with the error; "continue" reports
   // it (TrainResult::checkpoint_failures) and trains on. The last checkpoint of a run always
   // stops it with the error.
