@@ -261,5 +261,56 @@ TEST(LaunchCommitTrainTest, AKilledRankIsRestartedFromTheCommitAndEveryExampleTr
   EXPECT_TRUE(CommitFilesIn(commits).empty()) << "the commits outlived a run that ended well";
 }
 
+// At another size: three ranks committing every 2 steps, rank 1 SIGKILLed mid-run, no restart
+// (the launch fails); `reel launch -n 2 ... --resume` of the same job takes the commit, reshards
+// the three ranks' positions over two and ends its epochs having trained each of the 120 videos
+// once an epoch; it leaves no commit, the lost third rank's included.
+TEST(LaunchCommitTrainTest, ACommitResumedOnFewerRanksTrainsEveryExampleOnce) {
+  std::string why;
+  auto run = TrainRun::Make("launch_commit_size", kQuickFaultTransport, &why);
+  if (!run) GTEST_SKIP() << why;
+  const std::string commits = run->dir() + "/shm";
+  ::setenv("REEL_JOB_ID", "commit-test-size", 1);
+  const std::string train = std::string("'") + REEL_EXE + "' train --config '" + run->config() +
+                            "' --set trainer.commit_every_steps=2 --set trainer.commit_dir='" +
+                            commits + "' --set trainer.keep_checkpoints=0 ";
+  {
+    Background launch(run->dir(), {"launch", "-n", "3", "--grace-seconds", "10", "--", "sh", "-c",
+                                   "echo $$ > '" + run->dir() + "/pid.'$REEL_RANK; exec " + train +
+                                       "--set trainer.steps=100000000"});
+    ASSERT_TRUE(launch.started());
+    ASSERT_TRUE(run->WaitForSteps(5)) << launch.err();
+    ASSERT_TRUE(WaitForACommit(commits)) << launch.err();
+    for (int rank = 0; rank < 3; ++rank) ASSERT_EQ(::kill(run->Pid(rank), SIGSTOP), 0);
+    const long epochs = LoggedSteps(run->dir() + "/metrics.jsonl").back() / 10 + 2;
+    WriteFile(run->dir() + "/epochs", std::to_string(epochs) + "\n");
+    ASSERT_EQ(::kill(run->Pid(1), SIGKILL), 0);
+    for (int rank : {0, 2}) ::kill(run->Pid(rank), SIGCONT);
+    EXPECT_NE(WaitForTheEndAfterFault(launch, std::chrono::steady_clock::now()), 0);
+  }
+  EXPECT_TRUE(run->Checkpoints().empty());
+  const long epochs = std::stol(ReadFile(run->dir() + "/epochs"));
+  RunResult r = Reel(
+      {"launch", "-n", "2", "--", "sh", "-c",
+       train + "--resume --set trainer.steps=0 --set trainer.epochs=" + std::to_string(epochs)});
+  ::unsetenv("REEL_JOB_ID");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(StepAfter(r.err, "[rank 0] resumed from commit " + commits + "/reel-commit."), 0)
+      << r.err;
+  const std::string once = " steps (" + std::to_string(120 * epochs) + " examples, epoch " +
+                           std::to_string(epochs) + ")";
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = "[rank " + std::to_string(rank) + "] trained ";
+    int said = 0;
+    for (const std::string& line : Lines(r.out))
+      if (line.rfind(prefix, 0) == 0) {
+        ++said;
+        EXPECT_EQ(line.substr(line.find(" steps ("), once.size()), once) << line;
+      }
+    EXPECT_EQ(said, 1) << r.out;
+  }
+  EXPECT_TRUE(CommitFilesIn(commits).empty()) << "the commits outlived a run that ended well";
+}
+
 }  // namespace
 }  // namespace reel::e2e
