@@ -86,7 +86,7 @@ std::vector<std::string> CommittingTrain(const TrainRun& run, const std::string&
 // trains on and removes it at the end. Then the commit of that kill, put back: older than the
 // checkpoint the resume wrote, it is passed over; a commit newer than the checkpoints but corrupt
 // is refused naming it, and the checkpoint taken. Another job's commit, newer than everything, is
-// never read, nor removed.
+// never read, nor removed; its own job started afresh removes it.
 TEST(LaunchCommitTest, TheNewestOfCommitsAndCheckpointsIsTakenAndBadOrForeignCommitsAreNot) {
   std::string why;
   auto run = TrainRun::Make("launch_commit_single", "", &why);
@@ -161,6 +161,24 @@ TEST(LaunchCommitTest, TheNewestOfCommitsAndCheckpointsIsTakenAndBadOrForeignCom
   EXPECT_NE(r.err.find("starting from scratch"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("resumed from"), std::string::npos) << r.err;
   EXPECT_EQ(CommitFilesIn(commits), std::vector<std::string>{commit});
+
+  // Job a started afresh (no --resume) removes job a's commit before its first step, so that a
+  // restart of it could not take the earlier run's state; it is killed long before a commit of its
+  // own is due.
+  ::setenv("REEL_JOB_ID", "commit-test-a", 1);
+  Background fresh(run->dir(), CommittingTrain(*run, commits,
+                                               {"--set", "trainer.steps=100000000", "--set",
+                                                "trainer.commit_every_steps=100000000"}));
+  ::unsetenv("REEL_JOB_ID");
+  ASSERT_TRUE(fresh.started());
+  bool gone = false;
+  for (int i = 0; i < 3000 && !gone; ++i) {  // generously; not a timing assertion
+    gone = !fs::exists(commit);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fresh.Signal(SIGKILL);
+  EXPECT_EQ(fresh.Wait(), 128 + SIGKILL);
+  EXPECT_TRUE(gone) << "a fresh start kept its job's earlier commit";
 }
 
 // Refused before anything is trained: a negative cadence, one that is not a whole number, and

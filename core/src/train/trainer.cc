@@ -442,6 +442,9 @@ GradientSink* Loop::StepSink(bool loss_finite) {
     return nullptr;
   GradientSink* sink = r_.optimizer->gradient_sink();
   if (sink == nullptr || !o_.stop_on_nonfinite) return sink;
+  // A run that starts afresh abandons what its job committed before: a restart of it must not
+  // take an earlier run's state. (Its first commit comes after a step every rank takes.)
+  if (commits_ && !o_.resume) commits_->RemoveAll();
   if (!checked_sink_) checked_sink_ = std::make_unique<CheckedGradientSink>(*r_.arena, *sink);
   return checked_sink_.get();
 }
