@@ -196,6 +196,10 @@ class Loop {
   // JobExamples() when the window began (its rate counts from there).
   int64_t job_examples_ = 0, window_job_start_ = 0;
   double last_lr_ = 0.0, last_grad_norm_ = 0.0;
+  // The training ranks of the run's first session (a resumed one's from its state), and what
+  // trainer.learning_rate.scaling multiplies the schedule's rate by at this size.
+  int start_world_ = 0;
+  double lr_factor_ = 1.0;
   // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
   // rank's gradient before Step().
   bool optimizer_clips_ = false;
@@ -301,6 +305,7 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   step_ = step;
   epoch_ = epoch;
   examples_ = state->examples_seen;
+  start_world_ = state->start_world_size > 0 ? state->start_world_size : state->world_size;
   prior_seconds_ = state->train_seconds;
   result_.resumed = true;
   progress_.Note("resumed from " + uri + " at step " + std::to_string(step_));
@@ -390,6 +395,15 @@ Status Loop::Init() {
     return InvalidArgumentError(
         "trainer: on_checkpoint_failure must be \"stop\" or \"continue\", got \"" +
         o_.on_checkpoint_failure + "\"");
+  if (o_.lr_scaling != "none" && o_.lr_scaling != "linear")
+    return InvalidArgumentError(
+        "trainer: learning_rate.scaling must be \"none\" or \"linear\", got \"" + o_.lr_scaling +
+        "\"");
+  if (o_.lr_reference_ranks < 0)
+    return InvalidArgumentError(
+        "trainer: learning_rate.reference_ranks must be >= 0 (0: the ranks the run started "
+        "with), got " +
+        std::to_string(o_.lr_reference_ranks));
   if (o_.commit_every_steps < 0)
     return InvalidArgumentError("trainer: commit_every_steps must be >= 0 (0: no commits), got " +
                                 std::to_string(o_.commit_every_steps));
@@ -428,12 +442,26 @@ Status Loop::Init() {
   if (o_.resume) {
     REEL_ASSIGN_OR_RETURN(resumed, ResumeFromCheckpoint());
   }
+  // A run that starts afresh abandons what its job committed before: a restart of it must not
+  // take an earlier run's state. (Its first commit comes after a step every rank takes.)
+  if (commits_ && !o_.resume) commits_->RemoveAll();
   if (!resumed) {
     REEL_RETURN_IF_ERROR(r_.model->Initialize(o_.seed));
     REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   }
   session_start_step_ = epoch_start_step_ = step_;
   session_start_examples_ = examples_;
+  if (start_world_ == 0) start_world_ = world();
+  if (o_.lr_scaling == "linear") {
+    // Said at every start, so each restart at another size shows the rate it trains at.
+    const bool given = o_.lr_reference_ranks > 0;
+    const int64_t reference = given ? o_.lr_reference_ranks : start_world_;
+    lr_factor_ = static_cast<double>(world()) / static_cast<double>(reference);
+    progress_.Note("learning rate x" + Fixed(lr_factor_) +
+                   " (trainer.learning_rate.scaling: linear): " + std::to_string(world()) +
+                   " training ranks against " + std::to_string(reference) +
+                   (given ? " (reference_ranks)" : " (the ranks the run started with)"));
+  }
   return OpenLogs();
 }
 
@@ -442,9 +470,6 @@ GradientSink* Loop::StepSink(bool loss_finite) {
     return nullptr;
   GradientSink* sink = r_.optimizer->gradient_sink();
   if (sink == nullptr || !o_.stop_on_nonfinite) return sink;
-  // A run that starts afresh abandons what its job committed before: a restart of it must not
-  // take an earlier run's state. (Its first commit comes after a step every rank takes.)
-  if (commits_ && !o_.resume) commits_->RemoveAll();
   if (!checked_sink_) checked_sink_ = std::make_unique<CheckedGradientSink>(*r_.arena, *sink);
   return checked_sink_.get();
 }
@@ -546,7 +571,8 @@ Status Loop::CheckParamsFinite() {
 }
 
 float Loop::BeginStep(int64_t examples) {
-  last_lr_ = schedule_->At(roles_ != nullptr ? roles_->ScheduleStep(step_) : step_, epoch_);
+  last_lr_ =
+      schedule_->At(roles_ != nullptr ? roles_->ScheduleStep(step_) : step_, epoch_) * lr_factor_;
   if (roles_ != nullptr) roles_->NoteStep(step_ + 1, examples);
   return static_cast<float>(last_lr_);
 }
@@ -753,6 +779,7 @@ Result<CheckpointState> Loop::StateOfThisStep(RankPositions ranks) {
   s.world_size = world();
   s.wall_time = WallTime();
   s.train_seconds = prior_seconds_ + SecondsSince(start_);
+  s.start_world_size = start_world_;
   return s;
 }
 

@@ -65,7 +65,12 @@ struct TrainerOptions {
   int64_t steps = 0;   // step budget; 0: run `epochs` epochs
   int64_t epochs = 1;  // epoch budget when steps == 0
   uint64_t seed = 0;
-  LrScheduleConfig learning_rate;      // both totals 0: filled from `steps` (or `epochs`)
+  LrScheduleConfig learning_rate;  // both totals 0: filled from `steps` (or `epochs`)
+  // trainer.learning_rate.scaling ("none" or "linear") and reference_ranks (0: the ranks the run
+  // started with): the rate at N training ranks is the schedule's times N / reference under
+  // "linear" (docs/distributed.md, "The learning rate at another size").
+  std::string lr_scaling = "none";
+  int64_t lr_reference_ranks = 0;
   double clip_norm = 1.0;              // global gradient-norm clip; <= 0 disables
   int64_t eval_every_steps = 0;        // 0: evaluate at the end only (when an eval source is given)
   int64_t log_every_steps = 50;        // plain progress lines and metrics-log entries
