@@ -18,17 +18,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using Source = ResumeChoice::Source;
+using ChoiceSource = ResumeChoice::Source;
 
 TEST(CommitChoiceTest, NothingAnywhereIsNone) {
   const ResumeChoice c = ChooseNewest(-1, std::vector<int64_t>{-1, -1});
-  EXPECT_EQ(c.source, Source::kNone);
+  EXPECT_EQ(c.source, ChoiceSource::kNone);
   EXPECT_EQ(c.step, -1);
 }
 
 TEST(CommitChoiceTest, ACommitNewerThanTheDiskIsTakenFromItsLowestHolder) {
   const ResumeChoice c = ChooseNewest(10, std::vector<int64_t>{12, 14, -1, 14});
-  EXPECT_EQ(c.source, Source::kCommit);
+  EXPECT_EQ(c.source, ChoiceSource::kCommit);
   EXPECT_EQ(c.holder, 1);
   EXPECT_EQ(c.step, 14);
 }
@@ -36,7 +36,7 @@ TEST(CommitChoiceTest, ACommitNewerThanTheDiskIsTakenFromItsLowestHolder) {
 TEST(CommitChoiceTest, TheDiskWinsWhenNoCommitIsNewer) {
   for (int64_t commit : {-1, 4, 10}) {  // none, older, the same step
     const ResumeChoice c = ChooseNewest(10, std::vector<int64_t>{commit, commit});
-    EXPECT_EQ(c.source, Source::kDisk) << commit;
+    EXPECT_EQ(c.source, ChoiceSource::kDisk) << commit;
     EXPECT_EQ(c.step, 10) << commit;
     EXPECT_EQ(c.holder, -1) << commit;
   }
@@ -44,7 +44,7 @@ TEST(CommitChoiceTest, TheDiskWinsWhenNoCommitIsNewer) {
 
 TEST(CommitChoiceTest, ACommitWithoutAnyCheckpointIsTaken) {
   const ResumeChoice c = ChooseNewest(-1, std::vector<int64_t>{-1, 6});
-  EXPECT_EQ(c.source, Source::kCommit);
+  EXPECT_EQ(c.source, ChoiceSource::kCommit);
   EXPECT_EQ(c.holder, 1);
   EXPECT_EQ(c.step, 6);
 }
