@@ -181,8 +181,8 @@ TEST(LaunchCommitTest, TheNewestOfCommitsAndCheckpointsIsTakenAndBadOrForeignCom
   EXPECT_TRUE(gone) << "a fresh start kept its job's earlier commit";
 }
 
-// Refused before anything is trained: a negative cadence, one that is not a whole number, and
-// commits without a checkpoint directory.
+// Refused before anything is trained: a negative cadence, one that is not a whole number,
+// commits without a checkpoint directory, and commits of ranks that do not step together.
 TEST(LaunchCommitTest, BadCommitSettingsAreRefusedBeforeTraining) {
   std::string why;
   auto run = TrainRun::Make("launch_commit_bad", "", &why);
@@ -206,6 +206,18 @@ TEST(LaunchCommitTest, BadCommitSettingsAreRefusedBeforeTraining) {
   EXPECT_NE(r.err.find("trainer: commit_every_steps needs trainer.checkpoint_dir"),
             std::string::npos)
       << r.err;
+  // Ranks that do not step together (async_sgd's), when that plugin is built.
+  if (fs::exists(fs::path(REEL_EXE).parent_path().parent_path() /
+                 "lib/reel/plugins/libreel_async_sgd.so")) {
+    r = Reel(CommittingTrain(*run, commits,
+                             {"--set", "optimizer.name=async_sgd", "--set", "trainer.local_ranks=2",
+                              "--set", "trainer.steps=2"}));
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("trainer: commit_every_steps needs ranks that step together; this "
+                         "optimizer's ranks do not"),
+              std::string::npos)
+        << r.err;
+  }
   EXPECT_TRUE(run->Checkpoints().empty());
   EXPECT_FALSE(fs::exists(commits));
   EXPECT_FALSE(fs::exists(run->dir() + "/metrics.jsonl")) << "trained with a bad setting";
