@@ -111,6 +111,7 @@ std::string EncodeCheckpoint(const CheckpointState& s) {
   p.set_world_size(s.world_size);
   p.set_wall_time(s.wall_time);
   p.set_train_seconds(s.train_seconds);
+  p.set_start_world_size(s.start_world_size);
   reel::checkpoint::CheckpointFile f;
   f.set_format_version(kFormatVersion);
   f.set_payload(p.SerializeAsString());
@@ -165,6 +166,7 @@ Result<CheckpointState> DecodeCheckpoint(std::string_view bytes, std::string_vie
   s.world_size = p.world_size();
   s.wall_time = p.wall_time();
   s.train_seconds = p.train_seconds();
+  s.start_world_size = p.start_world_size();
   return s;
 }
 

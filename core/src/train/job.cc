@@ -8,6 +8,7 @@
 #include "reel/core/rank_plan.h"
 #include "reel/core/train_job.h"
 #include "reel/core/trainer_options.h"
+#include "reel/job_id.h"
 #include "train/local_ranks.h"
 #include "train/precision.h"
 #include "train/thread_budget.h"
@@ -119,6 +120,10 @@ Result<TrainResult> RunTrainJob(Host& host, const ConfigFile& cfg, const TrainJo
     for (TransportContext& ctx : plan.ranks) ctx.isolate_failures = true;
   TrainerOptions options = TrainerOptionsFrom(cfg, job);
   options.timeout = plan.timeouts.each;
+  // Commits are the launch's: every attempt of it finds the ones before (train/commits.h).
+  if (options.commit_every_steps > 0) {
+    REEL_ASSIGN_OR_RETURN(options.commit_job, JobIdFromEnvironment(job.env));
+  }
 
   // What the host chose for this process, said first (before it waits for its peers).
   auto say = [&](const std::string& why) {

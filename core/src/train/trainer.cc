@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <iterator>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include "reel/core/checkpoint.h"
 #include "reel/core/evaluator.h"
 #include "reel/core/loss.h"
 #include "reel/core/rank_agreement.h"
+#include "train/commits.h"
 #include "train/gradient_check.h"
 #include "train/independent_ranks.h"
 #include "train/nonfinite.h"
@@ -78,6 +80,9 @@ class Loop {
   // `append`: a rank taking over a lost lead's logs adds to them.
   Status OpenLogs(bool append = false);
   Result<bool> ResumeFromCheckpoint();
+  // The state a resume starts from, named in `uri`: the newest checkpoint, or with commits the
+  // newest of it and every rank's newest commit (train/commits.h).
+  Result<CheckpointState> LoadResumeState(std::string* uri);
   Status TrainStep(const Batch& batch);
   // Where the model reports finished gradient ranges in this step (Model::SetGradientSink): the
   // optimizer's sink (through the non-finite check when it is on) when nothing of the trainer's
@@ -123,6 +128,10 @@ class Loop {
   // The lead's part of SaveCheckpoint, with the ranks' positions: no collective, so the lead
   // alone may redo it.
   Status WriteCheckpoint(RankPositions ranks, bool periodic);
+  // The lead's: the state of this step, as checkpoints and commits hold it.
+  Result<CheckpointState> StateOfThisStep(RankPositions ranks);
+  // trainer.commit_every_steps: every rank keeps the lead's encoding of this step's state.
+  Status Commit();
   // The epoch this rank's data position is in. A run that met its epoch budget counted the
   // epoch's end without starting the next; a resume with a larger budget sees that end again
   // and counts it then (counting it twice would skip a whole epoch).
@@ -163,6 +172,7 @@ class Loop {
   Progress progress_;
   std::optional<LrSchedule> schedule_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<CommitStore> commits_;  // trainer.commit_every_steps > 0
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<EventWriter> events_;
   TrainResult result_;
@@ -186,6 +196,10 @@ class Loop {
   // JobExamples() when the window began (its rate counts from there).
   int64_t job_examples_ = 0, window_job_start_ = 0;
   double last_lr_ = 0.0, last_grad_norm_ = 0.0;
+  // The training ranks of the run's first session (a resumed one's from its state), and what
+  // trainer.learning_rate.scaling multiplies the schedule's rate by at this size.
+  int start_world_ = 0;
+  double lr_factor_ = 1.0;
   // The optimizer clips (e.g. "sync", after its allreduce); otherwise the trainer clips this
   // rank's gradient before Step().
   bool optimizer_clips_ = false;
@@ -216,6 +230,7 @@ Status Loop::AgreeOnSchedule() {
       {"trainer.log_every_steps", std::to_string(o_.log_every_steps)},
       {"trainer.eval_every_steps", std::to_string(o_.eval_every_steps)},
       {"trainer.checkpoint_every_steps", std::to_string(o_.checkpoint_every_steps)},
+      {"trainer.commit_every_steps", std::to_string(o_.commit_every_steps)},
       {"--resume (1) or not (0)", flag(o_.resume)},
       {"trainer.checkpoint_dir set (1) or not (0)", flag(!o_.checkpoint_dir.empty())},
       {"eval_data given (1) or not (0)", flag(r_.eval != nullptr)}};
@@ -241,10 +256,7 @@ Status Loop::OpenLogs(bool append) {
 
 Result<bool> Loop::ResumeFromCheckpoint() {
   std::string uri;
-  // Several ranks resume from what rank 0 reads, so ranks with their own disks cannot diverge.
-  Result<CheckpointState> state =
-      r_.comm->size() == 1 ? checkpoints_->LoadNewest(&uri)
-                           : LoadNewestFromRank0(*checkpoints_, *r_.comm, o_.timeout, &uri);
+  Result<CheckpointState> state = LoadResumeState(&uri);
   if (!state.ok()) {
     if (state.status().code() == StatusCode::kNotFound) {
       progress_.Note("resume: " + state.status().message() + "; starting from scratch");
@@ -293,10 +305,72 @@ Result<bool> Loop::ResumeFromCheckpoint() {
   step_ = step;
   epoch_ = epoch;
   examples_ = state->examples_seen;
+  start_world_ = state->start_world_size > 0 ? state->start_world_size : state->world_size;
   prior_seconds_ = state->train_seconds;
   result_.resumed = true;
   progress_.Note("resumed from " + uri + " at step " + std::to_string(step_));
   return true;
+}
+
+Result<CheckpointState> Loop::LoadResumeState(std::string* uri) {
+  // Several ranks resume from what rank 0 reads, so ranks with their own disks cannot diverge.
+  auto from_disk = [&]() -> Result<CheckpointState> {
+    return r_.comm->size() == 1 ? checkpoints_->LoadNewest(uri)
+                                : LoadNewestFromRank0(*checkpoints_, *r_.comm, o_.timeout, uri);
+  };
+  if (!commits_) return from_disk();
+  // One gather tells every rank rank 0's newest checkpoint on disk and every rank's newest
+  // commit, so all choose alike. A report: "DISK COMMIT\nCODE ERROR\n" and a refused commit a
+  // line.
+  CommitStore::Newest mine = commits_->FindNewest();
+  int64_t disk = -1;
+  Status listed = Status::Ok();
+  if (r_.comm->rank() == 0) {
+    Result<std::vector<std::pair<int64_t, std::string>>> list = checkpoints_->List();
+    if (!list.ok()) listed = list.status();
+    if (list.ok() && !list->empty()) disk = list->back().first;
+  }
+  std::string report = std::to_string(disk) + " " + std::to_string(mine.step) + "\n" +
+                       std::to_string(static_cast<int>(listed.code())) + " " + listed.message() +
+                       "\n";
+  for (const std::string& r : mine.refused) report += r + "\n";
+  REEL_ASSIGN_OR_RETURN(std::vector<std::string> reports,
+                        GatherBytes(*r_.comm, report, o_.timeout));
+  int64_t disk_step = -1;
+  std::vector<int64_t> commit_steps;
+  std::vector<std::string> refused;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    std::istringstream in(reports[r]);
+    int64_t d = -1, c = -1;
+    int code = 0;
+    std::string line;
+    in >> d >> c >> code;
+    std::getline(in, line);  // the error, after the code's space
+    if (r == 0 && code != 0)
+      return Status(static_cast<StatusCode>(code), line.empty() ? line : line.substr(1))
+          .WithContext("resume: rank 0 listing " + o_.checkpoint_dir);
+    if (r == 0) disk_step = d;
+    commit_steps.push_back(c);
+    while (std::getline(in, line))  // ranks of one host read the same files: each named once
+      if (std::find(refused.begin(), refused.end(), line) == refused.end()) refused.push_back(line);
+  }
+  for (const std::string& r : refused)
+    progress_.Note("resume: refused a commit that does not decode (" + r +
+                   "); the next newest state is taken");
+  const ResumeChoice choice = ChooseNewest(disk_step, commit_steps);
+  if (choice.source != ResumeChoice::Source::kCommit) return from_disk();
+  const std::string holder = "rank " + std::to_string(choice.holder);
+  std::string path = mine.path, bytes;
+  if (r_.comm->rank() == choice.holder) bytes = std::move(mine.bytes);
+  REEL_RETURN_IF_ERROR(BroadcastBytes(*r_.comm, path, choice.holder, o_.timeout)
+                           .WithContext("resume: " + holder + "'s commit"));
+  REEL_RETURN_IF_ERROR(BroadcastBytes(*r_.comm, bytes, choice.holder, o_.timeout)
+                           .WithContext("resume: " + holder + "'s commit"));
+  *uri = "commit " + path + " (" + holder + "'s)";
+  progress_.Note("resume: the commit of step " + std::to_string(choice.step) + " is newer than " +
+                 (disk_step < 0 ? std::string("any checkpoint")
+                                : "the newest checkpoint, step " + std::to_string(disk_step)));
+  return DecodeCheckpoint(bytes, *uri);
 }
 
 Status Loop::Init() {
@@ -321,6 +395,32 @@ Status Loop::Init() {
     return InvalidArgumentError(
         "trainer: on_checkpoint_failure must be \"stop\" or \"continue\", got \"" +
         o_.on_checkpoint_failure + "\"");
+  if (o_.lr_scaling != "none" && o_.lr_scaling != "linear")
+    return InvalidArgumentError(
+        "trainer: learning_rate.scaling must be \"none\" or \"linear\", got \"" + o_.lr_scaling +
+        "\"");
+  if (o_.lr_reference_ranks < 0)
+    return InvalidArgumentError(
+        "trainer: learning_rate.reference_ranks must be >= 0 (0: the ranks the run started "
+        "with), got " +
+        std::to_string(o_.lr_reference_ranks));
+  if (o_.commit_every_steps < 0)
+    return InvalidArgumentError("trainer: commit_every_steps must be >= 0 (0: no commits), got " +
+                                std::to_string(o_.commit_every_steps));
+  if (o_.commit_every_steps > 0) {
+    if (o_.checkpoint_dir.empty())
+      return InvalidArgumentError(
+          "trainer: commit_every_steps needs trainer.checkpoint_dir: the checkpoints stay the "
+          "durable state, and a resume takes a commit only when it is newer than them");
+    if (independent || (roles_ != nullptr && roles_->HasServerOnlyRanks()))
+      return InvalidArgumentError(
+          "trainer: commit_every_steps needs ranks that step together; this optimizer's ranks "
+          "do not (its own checkpoints keep its state)");
+    if (o_.commit_dir.empty())
+      return InvalidArgumentError("trainer: commit_every_steps needs a commit_dir");
+    commits_ = std::make_unique<CommitStore>(
+        o_.commit_dir, CommitPrefix(o_.commit_job, o_.checkpoint_dir), r_.comm->rank());
+  }
   if (!independent) REEL_RETURN_IF_ERROR(AgreeOnSchedule());
   LrScheduleConfig lr = o_.learning_rate;
   if (lr.total_steps == 0 && lr.total_epochs == 0) {  // unset: the run's own budget
@@ -342,12 +442,26 @@ Status Loop::Init() {
   if (o_.resume) {
     REEL_ASSIGN_OR_RETURN(resumed, ResumeFromCheckpoint());
   }
+  // A run that starts afresh abandons what its job committed before: a restart of it must not
+  // take an earlier run's state. (Its first commit comes after a step every rank takes.)
+  if (commits_ && !o_.resume) commits_->RemoveAll();
   if (!resumed) {
     REEL_RETURN_IF_ERROR(r_.model->Initialize(o_.seed));
     REEL_RETURN_IF_ERROR(r_.optimizer->Setup(*r_.arena, *r_.comm));
   }
   session_start_step_ = epoch_start_step_ = step_;
   session_start_examples_ = examples_;
+  if (start_world_ == 0) start_world_ = world();
+  if (o_.lr_scaling == "linear") {
+    // Said at every start, so each restart at another size shows the rate it trains at.
+    const bool given = o_.lr_reference_ranks > 0;
+    const int64_t reference = given ? o_.lr_reference_ranks : start_world_;
+    lr_factor_ = static_cast<double>(world()) / static_cast<double>(reference);
+    progress_.Note("learning rate x" + Fixed(lr_factor_) +
+                   " (trainer.learning_rate.scaling: linear): " + std::to_string(world()) +
+                   " training ranks against " + std::to_string(reference) +
+                   (given ? " (reference_ranks)" : " (the ranks the run started with)"));
+  }
   return OpenLogs();
 }
 
@@ -457,7 +571,8 @@ Status Loop::CheckParamsFinite() {
 }
 
 float Loop::BeginStep(int64_t examples) {
-  last_lr_ = schedule_->At(roles_ != nullptr ? roles_->ScheduleStep(step_) : step_, epoch_);
+  last_lr_ =
+      schedule_->At(roles_ != nullptr ? roles_->ScheduleStep(step_) : step_, epoch_) * lr_factor_;
   if (roles_ != nullptr) roles_->NoteStep(step_ + 1, examples);
   return static_cast<float>(last_lr_);
 }
@@ -644,7 +759,7 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
   return WriteCheckpoint(std::move(ranks), periodic);
 }
 
-Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
+Result<CheckpointState> Loop::StateOfThisStep(RankPositions ranks) {
   CheckpointState s;
   s.model_name = o_.model_name;
   // The state first: an optimizer whose state lives on other ranks (parameter servers that
@@ -664,6 +779,37 @@ Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
   s.world_size = world();
   s.wall_time = WallTime();
   s.train_seconds = prior_seconds_ + SecondsSince(start_);
+  s.start_world_size = start_world_;
+  return s;
+}
+
+Status Loop::Commit() {
+  Timed t(time_.checkpoint);
+  REEL_RETURN_IF_ERROR(CheckParamsFinite());
+  REEL_RETURN_IF_ERROR(Refresh("before a commit"));
+  REEL_RETURN_IF_ERROR(r_.optimizer->GatherState().WithContext("before a commit"));
+  REEL_ASSIGN_OR_RETURN(std::string position, r_.train->Position());
+  RankPositions ranks;
+  REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, position, o_.timeout));
+  ranks.epochs.assign(ranks.positions.size(), PositionEpoch());
+  ranks.steps.assign(ranks.positions.size(), step_);
+  // The lead's encoding for every rank: an optimizer may hold its whole state on the lead alone
+  // ("sync" with zero_stage 1), and the ranks' commits of one step are then the same bytes.
+  std::string bytes;
+  if (lead()) {
+    REEL_ASSIGN_OR_RETURN(CheckpointState s, StateOfThisStep(std::move(ranks)));
+    bytes = EncodeCheckpoint(s);
+  }
+  const std::string what = "the commit of step " + std::to_string(step_);
+  REEL_RETURN_IF_ERROR(BroadcastBytes(*group_, bytes, 0, o_.timeout).WithContext(what));
+  // One that cannot be kept (a full tmpfs) leaves the previous one: a restart then loses more.
+  if (Status s = commits_->Write(bytes); !s.ok())
+    progress_.Note(what + " was not kept; training on: " + s.ToString());
+  return Status::Ok();
+}
+
+Status Loop::WriteCheckpoint(RankPositions ranks, bool periodic) {
+  REEL_ASSIGN_OR_RETURN(CheckpointState s, StateOfThisStep(std::move(ranks)));
   Result<std::string> written = checkpoints_->Save(s);
   if (!written.ok()) {
     if (!periodic || o_.on_checkpoint_failure != "continue") return written.status();
@@ -824,6 +970,7 @@ Result<TrainResult> Loop::Run() {
       REEL_ASSIGN_OR_RETURN(std::string pos, r_.train->Position());
       REEL_RETURN_IF_ERROR(SaveCheckpoint(pos, /*periodic=*/true));
     }
+    if (commits_ && step_ % o_.commit_every_steps == 0) REEL_RETURN_IF_ERROR(Commit());
   }
   // Every rank took the same path out of the loop, so these collectives match up.
   if (window_examples_ > 0 || world() > 1) REEL_RETURN_IF_ERROR(LogWindow());
@@ -845,6 +992,13 @@ Result<TrainResult> Loop::Run() {
   }
   // (An independent rank other than the lead finished its optimizer before its final report.)
   if (!independent_ || lead()) REEL_RETURN_IF_ERROR(r_.optimizer->Finish());
+  if (commits_) {
+    // Once the lead has written the last checkpoint (this agreement waits for it), every commit is
+    // older than it: the run's commits go.
+    float written = 1.0f;
+    REEL_RETURN_IF_ERROR(SumOverRanks({&written, 1}).WithContext("after the last checkpoint"));
+    commits_->RemoveAll();
+  }
   progress_.Finish();
   result_.steps = step_;
   result_.steps_this_run = step_ - session_start_step_;

@@ -37,12 +37,16 @@ TrainerOptions TrainerOptionsFrom(const ConfigFile& cfg, const TrainJobOptions& 
   o.learning_rate.warmup_steps = lr.warmup_steps();
   o.learning_rate.total_steps = lr.total_steps();
   o.learning_rate.total_epochs = lr.total_epochs();
+  if (lr.has_scaling()) o.lr_scaling = lr.scaling();
+  o.lr_reference_ranks = lr.reference_ranks();
   if (t.has_clip_norm()) o.clip_norm = t.clip_norm();
   o.eval_every_steps = t.eval_every_steps();
   if (t.has_log_every_steps()) o.log_every_steps = t.log_every_steps();
   o.checkpoint_every_steps = t.checkpoint_every_steps();
   if (t.has_keep_checkpoints()) o.keep_checkpoints = static_cast<int>(t.keep_checkpoints());
   o.checkpoint_dir = t.checkpoint_dir();
+  o.commit_every_steps = t.commit_every_steps();
+  if (!t.commit_dir().empty()) o.commit_dir = t.commit_dir();
   if (t.has_on_checkpoint_failure()) o.on_checkpoint_failure = t.on_checkpoint_failure();
   if (t.has_stop_on_nonfinite()) o.stop_on_nonfinite = t.stop_on_nonfinite();
   if (t.has_precision()) o.precision = t.precision();
@@ -109,6 +113,8 @@ RankSettings SettingsRanksShare(const Registry& registry, const config::RunConfi
   out["trainer.learning_rate.decay_rate"] = exact(lr.decay_rate);
   out["trainer.learning_rate.min_lr"] = exact(lr.min_lr);
   out["trainer.learning_rate.warmup_steps"] = std::to_string(lr.warmup_steps);
+  out["trainer.learning_rate.scaling"] = options.lr_scaling;
+  out["trainer.learning_rate.reference_ranks"] = std::to_string(options.lr_reference_ranks);
   out["trainer.clip_norm"] = exact(options.clip_norm);
   out["trainer.num_classes"] = std::to_string(options.num_classes);
   out["trainer.eval_top_k"] = std::to_string(options.eval_top_k);

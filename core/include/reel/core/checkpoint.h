@@ -44,6 +44,7 @@ struct CheckpointState {
   int world_size = 1;
   double wall_time = 0.0;
   double train_seconds = 0.0;
+  int start_world_size = 0;  // the run's first session's ranks (0: unknown, take world_size)
 
   // Copies every block of `arena` into params.
   void CaptureParams(const ParamArena& arena);

@@ -65,13 +65,24 @@ struct TrainerOptions {
   int64_t steps = 0;   // step budget; 0: run `epochs` epochs
   int64_t epochs = 1;  // epoch budget when steps == 0
   uint64_t seed = 0;
-  LrScheduleConfig learning_rate;      // both totals 0: filled from `steps` (or `epochs`)
+  LrScheduleConfig learning_rate;  // both totals 0: filled from `steps` (or `epochs`)
+  // trainer.learning_rate.scaling ("none" or "linear") and reference_ranks (0: the ranks the run
+  // started with): the rate at N training ranks is the schedule's times N / reference under
+  // "linear" (docs/distributed.md, "The learning rate at another size").
+  std::string lr_scaling = "none";
+  int64_t lr_reference_ranks = 0;
   double clip_norm = 1.0;              // global gradient-norm clip; <= 0 disables
   int64_t eval_every_steps = 0;        // 0: evaluate at the end only (when an eval source is given)
   int64_t log_every_steps = 50;        // plain progress lines and metrics-log entries
   int64_t checkpoint_every_steps = 0;  // 0: only at the end
   int keep_checkpoints = 3;
   std::string checkpoint_dir;  // empty: no checkpoints
+  // In-memory commits every this many steps (0: none), kept in files of `commit_dir` named by
+  // `commit_job` (the launch's job identity, "" if none) and checkpoint_dir; a resume takes the
+  // newest of them and the checkpoints (docs/distributed.md, "In-memory commits").
+  int64_t commit_every_steps = 0;
+  std::string commit_dir = "/dev/shm";
+  std::string commit_job;
   // A failed periodic checkpoint write: "stop" ends the run with the error; "continue" reports
   // it (TrainResult::checkpoint_failures) and trains on. The last checkpoint of a run always
   // stops it with the error.
