@@ -110,7 +110,7 @@ class RendezvousServer::State {
   void Hello(Peer& p, const rdzv::Message& m);
   void Join(Peer& p, const std::string& failure);
   void Tick();
-  void Close(std::vector<Peer*> joined);
+  void Close(std::vector<Peer*> joined, const std::string& left_out);
   void Abort(const std::string& reason);
   void Send(Peer& p, const rdzv::Message& m);
   void Drop(Peer& p, const std::string& why);
@@ -363,28 +363,36 @@ void RendezvousServer::State::Join(Peer& p, const std::string& failure) {
 void RendezvousServer::State::Tick() {
   if (!open_) return;
   std::vector<Peer*> joined;
-  bool own = false, pending = false;
+  bool own = false;
+  std::string pending;  // nodes of the last round still connected that have not joined
   for (Peer& q : peers_) {
     if (!q.authed || q.dead) continue;
     if (q.wants) {
       joined.push_back(&q);
       own = own || q.node == o_.own_node;
     } else if (round_ >= 0 && q.round == round_) {
-      pending = true;  // a node of the last round that is still stopping its ranks
+      // Still stopping its ranks, or not answering at all (a launcher stopped by SIGSTOP).
+      pending += (pending.empty() ? "" : ", ") + q.node;
     }
   }
   std::sort(joined.begin(), joined.end(), [](Peer* a, Peer* b) { return a->seq < b->seq; });
   const auto now = ServerClock::now();
   const int64_t n = static_cast<int64_t>(joined.size());
   const bool timed_out = now - opened_at_ >= o_.join_timeout;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
   if (own && (n >= o_.max_nodes ||
-              (n >= o_.min_nodes && ((!pending && now - last_join_ >= o_.last_call) || timed_out))))
-    return Close(std::move(joined));
+              (n >= o_.min_nodes &&
+               ((pending.empty() && now - last_join_ >= o_.last_call) || timed_out)))) {
+    std::string left_out;  // named, so that whoever looks for the stopped launcher finds it
+    if (timed_out && !pending.empty())
+      left_out = "; without " + pending + " of round " + std::to_string(round_) +
+                 ", connected but not joined within " + secs + " s (--rdzv-timeout-seconds)";
+    return Close(std::move(joined), left_out);
+  }
   if (!timed_out) return;
   std::string names;
   for (Peer* q : joined) names += (names.empty() ? "" : ", ") + q->node;
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
   Abort("rendezvous round " + std::to_string(OpenRound()) + ": " + std::to_string(n) +
         " node(s) joined within " + secs + " s (--rdzv-timeout-seconds), fewer " + "than the " +
         std::to_string(o_.min_nodes) + " --nnodes " + std::to_string(o_.min_nodes) + ":" +
@@ -393,7 +401,7 @@ void RendezvousServer::State::Tick() {
         "; joined: " + (names.empty() ? "none" : names));
 }
 
-void RendezvousServer::State::Close(std::vector<Peer*> joined) {
+void RendezvousServer::State::Close(std::vector<Peer*> joined, const std::string& left_out) {
   Result<int> port = FreePortForRanks();
   if (!port.ok()) return Abort(std::string(port.status().message()));
   std::stable_partition(joined.begin(), joined.end(),
@@ -404,7 +412,8 @@ void RendezvousServer::State::Close(std::vector<Peer*> joined) {
   std::string members;
   for (Peer* q : joined) members += (members.empty() ? "" : ", ") + q->node;
   const std::string n = std::to_string(joined.size());
-  SayRdzv("round " + std::to_string(round_) + " formed with " + n + " node(s): " + members);
+  SayRdzv("round " + std::to_string(round_) + " formed with " + n + " node(s): " + members +
+          left_out);
   for (size_t i = 0; i < joined.size(); ++i) {
     joined[i]->wants = false;
     joined[i]->round = round_;
