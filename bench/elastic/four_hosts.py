@@ -115,7 +115,9 @@ def run_case(command, env, work, step_log, kill_after, timeout=600):
             raise RuntimeError(f"host {h} still runs after {timeout} s: {logs}")
         if p.returncode != 0:
             raise RuntimeError(f"host {h} exited {p.returncode}: {logs}")
-    r = {"seconds": time.time() - begin, "logs_tail": {k: v[-1500:] for k, v in logs.items()}}
+    # The logs' ends, with paths in the tree relative to it (scripts/check-paths.sh).
+    r = {"seconds": time.time() - begin,
+         "logs_tail": {k: v[-1500:].replace(ROOT + "/", "") for k, v in logs.items()}}
     done = steps_logged(step_log)
     r["steps_logged"] = len(done)
     if killed_at:
