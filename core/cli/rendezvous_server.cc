@@ -28,6 +28,7 @@ using ServerClock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto kHelloSeconds = std::chrono::seconds(10);
+constexpr auto kWaitingWord = std::chrono::seconds(1);  // to nodes waiting: still here
 constexpr size_t kMaxUnauthenticated = 64;
 constexpr size_t kMaxNodeName = 255;
 constexpr size_t kMaxQueuedBytes = 64 * 1024;  // a node that reads nothing is dropped past this
@@ -82,7 +83,7 @@ class RendezvousServer::State {
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
       return InternalError("pipe: " + std::string(std::strerror(errno)));
     ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
-    opened_at_ = last_join_ = last_report_ = ServerClock::now();
+    opened_at_ = last_join_ = last_report_ = last_word_ = ServerClock::now();
     // The launcher takes SIGCHLD on its own thread (rank_supervisor.h): never this one.
     sigset_t block, old;
     sigemptyset(&block);
@@ -123,7 +124,7 @@ class RendezvousServer::State {
   std::list<Peer> peers_;
   int64_t round_ = -1;  // the last round that closed
   bool open_ = true;
-  ServerClock::time_point opened_at_, last_join_, last_report_;
+  ServerClock::time_point opened_at_, last_join_, last_report_, last_word_;
   int64_t restarts_ = 0;
   std::vector<std::string> failures_;
   uint64_t next_seq_ = 1;
@@ -153,6 +154,14 @@ void RendezvousServer::State::Run() {
     for (Peer& p : peers_)
       if (!p.authed && !p.dead && now >= p.hello_by) Drop(p, "no proof within 10 s");
     if (!aborted_) Tick();
+    if (!aborted_ && now - last_word_ >= kWaitingWord) {
+      // Sent before any Assign that comes later on the same stream, and only to nodes that wait
+      // for one: no running node reads it as a round to stop for.
+      for (Peer& p : peers_)
+        if (p.authed && !p.dead && !p.closing && p.wants)
+          Send(p, {rdzv::MsgType::kNewRound, {std::to_string(round_), "waiting"}});
+      last_word_ = now;
+    }
     for (Peer& p : peers_)
       if (p.closing && p.out.empty()) p.dead = true;
     peers_.remove_if([](const Peer& p) {

@@ -376,6 +376,35 @@ TEST(LaunchElasticTest, ALauncherInterruptedWhileWaitingIsNotCountedInTheRound) 
   fs::remove_all(dir);
 }
 
+// Two nodes of --nnodes 3:3 wait in round 0; the coordinator node's launcher, which serves the
+// rendezvous, is stopped (SIGSTOP). The other ends after --rdzv-timeout-seconds (8) of silence
+// (75, naming the silent rendezvous) instead of waiting for ever; the coordinator node,
+// continued, finds round 0 below MIN past the timeout and ends (75) too.
+TEST(LaunchElasticTest, AStoppedCoordinatorEndsTheNodesWaitingForARoundAfterItsSilence) {
+  const std::string dir = ScratchDir("launch_elastic_stopped_coordinator");
+  Nodes nodes(dir, {"--nnodes", "3:3", "--rdzv-timeout-seconds", "8"});
+  const std::string script = "touch " + dir + "/started";
+  Background& node0 = nodes.Start(0, script);
+  Background& node1 = nodes.Start(1, script);
+  for (int i = 0; i < 3000; ++i) {  // both have joined: node 0 said so twice
+    const std::string err = node0.err();
+    const size_t first = err.find(" joined round 0");
+    if (first != std::string::npos && err.find(" joined round 0", first + 1) != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  node0.Signal(SIGSTOP);
+  EXPECT_EQ(node1.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << node1.err();
+  EXPECT_NE(node1.err().find("reel launch: UNAVAILABLE: the rendezvous at " + nodes.coordinator() +
+                             " has said nothing for 8 s while this node waits for a round"),
+            std::string::npos)
+      << node1.err();
+  node0.Signal(SIGCONT);
+  EXPECT_EQ(node0.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << node0.err();
+  EXPECT_FALSE(fs::exists(dir + "/started"));
+  fs::remove_all(dir);
+}
+
 // `reel train --config run.pbtxt` for a round after the first, through one epoch.
 std::string EpochCommand(const TrainRun& run) {
   return std::string("exec '") + REEL_EXE + "' train --config '" + run.config() +
