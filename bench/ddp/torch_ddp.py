@@ -245,6 +245,23 @@ def frame_batches(paths, names, batch, rank, world, skip=0):
             pending = []
 
 
+def gap_at_20(model, paths, names, k=20):
+    """GAP@k (docs/metrics.md, as reel eval computes it) of `model` on the frame-level records
+    of `paths`: every video's top k scores pooled, sorted, the average precision over all labels."""
+    model.eval()
+    scores, hits, labels = [], [], 0
+    with torch.no_grad():
+        for xs, lengths, y in frame_batches(paths, names, 1, 0, 1):
+            top = torch.topk(torch.sigmoid(model(xs, lengths))[0], k)
+            scores += top.values.tolist()
+            hits += y[0][top.indices].tolist()
+            labels += int(y[0].sum())
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    h = np.asarray(hits)[order]
+    precision = np.cumsum(h) / np.arange(1, len(h) + 1)
+    return float((precision * h).sum() / max(labels, 1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=sorted(MODELS), default="moe")
@@ -270,7 +287,10 @@ def main():
     # every K steps; a (re)started worker loads the snapshot and goes on from its step.
     ap.add_argument("--snapshot", default="", help="frame level: the snapshot file")
     ap.add_argument("--snapshot-every", type=int, default=0, help="steps between snapshots")
-    ap.add_argument("--step-log", default="", help="rank 0 appends {step, wall_time} per step")
+    ap.add_argument("--step-log", default="",
+                    help="rank 0 appends {step, wall_time, world} per step")
+    ap.add_argument("--eval-files", default="",
+                    help="frame level: rank 0 scores the trained model on these (GAP@20)")
     args = ap.parse_args()
     level, streams, experts, lr = MODELS[args.model]
     if args.snapshot and level != "frame":
@@ -346,7 +366,7 @@ def main():
             steps += 1
             if rank == 0 and args.step_log:
                 with open(args.step_log, "a") as f:
-                    f.write(json.dumps({"step": s + 1, "wall_time": t0}) + "\n")
+                    f.write(json.dumps({"step": s + 1, "wall_time": t0, "world": world}) + "\n")
             if rank == 0 and args.snapshot_every and (s + 1) % args.snapshot_every == 0:
                 torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
                             "step": s + 1}, args.snapshot + ".tmp")
@@ -358,6 +378,9 @@ def main():
                     break
                 t0 = time.time()
     end = time.time()
+    gap = None
+    if rank == 0 and args.eval_files and level == "frame":
+        gap = gap_at_20(model.module, args.eval_files.split(","), [(n, w) for n, w, _ in streams])
     if rank == 0:
         examples = steps * args.batch * world
         print(json.dumps({"model": args.model, "mode": args.mode, "ranks": world,
@@ -371,7 +394,7 @@ def main():
                           "examples": examples,
                           "examples_per_sec_whole_job": examples / (end - START),
                           "examples_per_sec_training": examples / (end - train_start),
-                          "final_loss": float(loss)}), flush=True)
+                          "final_loss": float(loss), "gap": gap}), flush=True)
     dist.destroy_process_group()
 
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -314,6 +315,13 @@ std::string NodeName() {
   return std::string(host) + ":" + std::to_string(::getpid());
 }
 
+// How long a rendezvous that says nothing is waited for (it speaks every second while a node
+// waits): --rdzv-timeout-seconds, within 5..30 s.
+std::chrono::milliseconds RendezvousSilence(const LaunchPlan& plan) {
+  const double s = std::clamp(plan.rdzv_timeout_seconds, 5.0, 30.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
 // `--nnodes MIN:MAX`: rounds of the rendezvous, each running this node's ranks at the size it
 // assigns, until the ranks end well, a failure is not one to restart, or the rendezvous ends the
 // job (fewer than MIN nodes, --max-restarts spent).
@@ -350,7 +358,8 @@ Status LaunchElastic(CliEnv& env, const LaunchPlan& plan, SuperviseOptions optio
     REEL_RETURN_IF_ERROR(rdzv->Join(failure));
     env.err << "reel launch: node " << node << " joins the next round at " << plan.coordinator
             << std::endl;
-    REEL_ASSIGN_OR_RETURN(std::optional<RoundAssignment> a, rdzv->AwaitAssignment(round));
+    REEL_ASSIGN_OR_RETURN(std::optional<RoundAssignment> a,
+                          rdzv->AwaitAssignment(round, RendezvousSilence(plan)));
     if (!a) {  // another node's ranks all ended well: the job is done
       if (!failure.empty())
         return UnavailableError(failure + " in round " + std::to_string(round) +

@@ -122,9 +122,15 @@ Status RendezvousClient::Join(const std::string& failure) {
   return Status::Ok();
 }
 
-Result<std::optional<RoundAssignment>> RendezvousClient::AwaitAssignment(int64_t after) {
+Result<std::optional<RoundAssignment>> RendezvousClient::AwaitAssignment(
+    int64_t after, std::chrono::milliseconds silence) {
   while (true) {
-    Result<rdzv::Message> m = ReadMessage(fd_, buffer_, std::nullopt);
+    Result<rdzv::Message> m = ReadMessage(fd_, buffer_, RdzvClock::now() + silence);
+    if (!m.ok() && m.status().code() == StatusCode::kDeadlineExceeded)
+      return UnavailableError(where_ + " has said nothing for " +
+                              std::to_string(silence.count() / 1000) +
+                              " s while this node waits for a round (it speaks every second): its "
+                              "launcher is stopped or its host frozen?");
     if (!m.ok())
       return UnavailableError(
           where_ + " is lost (the --coordinator node's launcher ended?): " + m.status().message());
@@ -134,7 +140,7 @@ Result<std::optional<RoundAssignment>> RendezvousClient::AwaitAssignment(int64_t
       case rdzv::MsgType::kFinished:
         return std::optional<RoundAssignment>();
       case rdzv::MsgType::kNewRound:
-        continue;  // this node has joined it already
+        continue;  // this node has joined it already, or the server says it is there
       case rdzv::MsgType::kAssign: {
         RoundAssignment a;
         int64_t* numbers[] = {&a.round, &a.restarts, &a.node_rank, &a.nodes};

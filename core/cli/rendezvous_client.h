@@ -44,9 +44,12 @@ class RendezvousClient {
   // Asks for the next round; `failure`: "" or what failed on this node (the server counts it).
   Status Join(const std::string& failure);
   // Waits for the next round's assignment (newer than `after`), as long as the server takes: its
-  // timeouts end the wait. nullopt: the job finished before this node was admitted. Unavailable
-  // with the server's reason when it ends the job, or when the connection is lost.
-  Result<std::optional<RoundAssignment>> AwaitAssignment(int64_t after);
+  // timeouts end the wait; it says it is there every second meanwhile. nullopt: the job finished
+  // before this node was admitted. Unavailable with the server's reason when it ends the job, when
+  // the connection is lost, or when the server says nothing for `silence` (its launcher stopped,
+  // its host frozen).
+  Result<std::optional<RoundAssignment>> AwaitAssignment(int64_t after,
+                                                         std::chrono::milliseconds silence);
   // Reads the message that made fd() readable while the ranks of `round` run: true when they must
   // stop (a newer round opened, or the job was aborted: abort_reason()). Sets lost() at the end
   // of the connection (the coordinator node's launcher ended); false then.

@@ -28,6 +28,7 @@ using ServerClock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto kHelloSeconds = std::chrono::seconds(10);
+constexpr auto kWaitingWord = std::chrono::seconds(1);  // to nodes waiting: still here
 constexpr size_t kMaxUnauthenticated = 64;
 constexpr size_t kMaxNodeName = 255;
 constexpr size_t kMaxQueuedBytes = 64 * 1024;  // a node that reads nothing is dropped past this
@@ -82,7 +83,7 @@ class RendezvousServer::State {
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
       return InternalError("pipe: " + std::string(std::strerror(errno)));
     ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
-    opened_at_ = last_join_ = last_report_ = ServerClock::now();
+    opened_at_ = last_join_ = last_report_ = last_word_ = ServerClock::now();
     // The launcher takes SIGCHLD on its own thread (rank_supervisor.h): never this one.
     sigset_t block, old;
     sigemptyset(&block);
@@ -110,7 +111,7 @@ class RendezvousServer::State {
   void Hello(Peer& p, const rdzv::Message& m);
   void Join(Peer& p, const std::string& failure);
   void Tick();
-  void Close(std::vector<Peer*> joined);
+  void Close(std::vector<Peer*> joined, const std::string& left_out);
   void Abort(const std::string& reason);
   void Send(Peer& p, const rdzv::Message& m);
   void Drop(Peer& p, const std::string& why);
@@ -123,7 +124,7 @@ class RendezvousServer::State {
   std::list<Peer> peers_;
   int64_t round_ = -1;  // the last round that closed
   bool open_ = true;
-  ServerClock::time_point opened_at_, last_join_, last_report_;
+  ServerClock::time_point opened_at_, last_join_, last_report_, last_word_;
   int64_t restarts_ = 0;
   std::vector<std::string> failures_;
   uint64_t next_seq_ = 1;
@@ -153,6 +154,14 @@ void RendezvousServer::State::Run() {
     for (Peer& p : peers_)
       if (!p.authed && !p.dead && now >= p.hello_by) Drop(p, "no proof within 10 s");
     if (!aborted_) Tick();
+    if (!aborted_ && now - last_word_ >= kWaitingWord) {
+      // Sent before any Assign that comes later on the same stream, and only to nodes that wait
+      // for one: no running node reads it as a round to stop for.
+      for (Peer& p : peers_)
+        if (p.authed && !p.dead && !p.closing && p.wants)
+          Send(p, {rdzv::MsgType::kNewRound, {std::to_string(round_), "waiting"}});
+      last_word_ = now;
+    }
     for (Peer& p : peers_)
       if (p.closing && p.out.empty()) p.dead = true;
     peers_.remove_if([](const Peer& p) {
@@ -363,28 +372,36 @@ void RendezvousServer::State::Join(Peer& p, const std::string& failure) {
 void RendezvousServer::State::Tick() {
   if (!open_) return;
   std::vector<Peer*> joined;
-  bool own = false, pending = false;
+  bool own = false;
+  std::string pending;  // nodes of the last round still connected that have not joined
   for (Peer& q : peers_) {
     if (!q.authed || q.dead) continue;
     if (q.wants) {
       joined.push_back(&q);
       own = own || q.node == o_.own_node;
     } else if (round_ >= 0 && q.round == round_) {
-      pending = true;  // a node of the last round that is still stopping its ranks
+      // Still stopping its ranks, or not answering at all (a launcher stopped by SIGSTOP).
+      pending += (pending.empty() ? "" : ", ") + q.node;
     }
   }
   std::sort(joined.begin(), joined.end(), [](Peer* a, Peer* b) { return a->seq < b->seq; });
   const auto now = ServerClock::now();
   const int64_t n = static_cast<int64_t>(joined.size());
   const bool timed_out = now - opened_at_ >= o_.join_timeout;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
   if (own && (n >= o_.max_nodes ||
-              (n >= o_.min_nodes && ((!pending && now - last_join_ >= o_.last_call) || timed_out))))
-    return Close(std::move(joined));
+              (n >= o_.min_nodes &&
+               ((pending.empty() && now - last_join_ >= o_.last_call) || timed_out)))) {
+    std::string left_out;  // named, so that whoever looks for the stopped launcher finds it
+    if (timed_out && !pending.empty())
+      left_out = "; without " + pending + " of round " + std::to_string(round_) +
+                 ", connected but not joined within " + secs + " s (--rdzv-timeout-seconds)";
+    return Close(std::move(joined), left_out);
+  }
   if (!timed_out) return;
   std::string names;
   for (Peer* q : joined) names += (names.empty() ? "" : ", ") + q->node;
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
   Abort("rendezvous round " + std::to_string(OpenRound()) + ": " + std::to_string(n) +
         " node(s) joined within " + secs + " s (--rdzv-timeout-seconds), fewer " + "than the " +
         std::to_string(o_.min_nodes) + " --nnodes " + std::to_string(o_.min_nodes) + ":" +
@@ -393,7 +410,7 @@ void RendezvousServer::State::Tick() {
         "; joined: " + (names.empty() ? "none" : names));
 }
 
-void RendezvousServer::State::Close(std::vector<Peer*> joined) {
+void RendezvousServer::State::Close(std::vector<Peer*> joined, const std::string& left_out) {
   Result<int> port = FreePortForRanks();
   if (!port.ok()) return Abort(std::string(port.status().message()));
   std::stable_partition(joined.begin(), joined.end(),
@@ -404,7 +421,8 @@ void RendezvousServer::State::Close(std::vector<Peer*> joined) {
   std::string members;
   for (Peer* q : joined) members += (members.empty() ? "" : ", ") + q->node;
   const std::string n = std::to_string(joined.size());
-  SayRdzv("round " + std::to_string(round_) + " formed with " + n + " node(s): " + members);
+  SayRdzv("round " + std::to_string(round_) + " formed with " + n + " node(s): " + members +
+          left_out);
   for (size_t i = 0; i < joined.size(); ++i) {
     joined[i]->wants = false;
     joined[i]->round = round_;

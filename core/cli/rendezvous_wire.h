@@ -12,7 +12,9 @@
 //   S: Welcome [mac_s] or Refuse [reason]    the server proves it holds the secret too
 //   C: Join [failure]           "" or what failed on this node: wants the next round
 //   S: Assign [round, restarts, node_rank, nnodes, port, members]   the round closed
-//   S: NewRound [round, why]    a round opened: stop the ranks and Join
+//   S: NewRound [round, why]    a round opened: stop the ranks and Join; and, every second, to a
+//                               node waiting for its Assign, with the last closed round (nothing
+//                               to stop): the rendezvous is alive (a silent one is lost)
 //   S: Abort [reason]           the job ends (a round below MIN, --max-restarts spent)
 //   C: Done []                  this node's ranks all exited 0
 //   S: Finished []              the job ended well before this waiting node was admitted

@@ -257,6 +257,154 @@ TEST(LaunchElasticTest, ALostCoordinatorNodeEndsTheOthersWhenTheyNeedARound) {
   fs::remove_all(dir);
 }
 
+// Round 0 runs on three nodes of --nnodes 2:3; node rank 2's launcher is stopped (SIGSTOP), then
+// node rank 1's rank fails (exit 75): round 1 opens, node 0 joins it, and the stopped launcher,
+// still connected, cannot. The round waits for it until --rdzv-timeout-seconds, no longer, then
+// forms with the two, naming it. Continued (SIGCONT), it stops its rank of round 0 and asks to
+// join: round 2 opens (not a restart: --max-restarts 1 is spent by the failure), and all three
+// end well in it.
+TEST(LaunchElasticTest, AStoppedLauncherIsLeftOutAfterTheTimeoutAndJoinsWhenContinued) {
+  const std::string dir = ScratchDir("launch_elastic_sigstop");
+  const std::string d = "'" + dir + "'";
+  Nodes nodes(dir, {"--nnodes", "2:3", "--max-restarts", "1", "--rdzv-timeout-seconds", "10",
+                    "--grace-seconds", "10"});
+  const std::string script =
+      "case $REEL_RESTART_COUNT in 0) echo $PPID > " + d +
+      "/launcher.$REEL_NODE_RANK; if [ $REEL_NODE_RANK = 1 ]; then while [ ! -e " + d +
+      "/fail ]; do sleep 0.05; done; exit 75; fi; exec sleep 600;; 1) echo round 1 of "
+      "$REEL_WORLD_SIZE; exec sleep 600;; *) echo round $REEL_RESTART_COUNT of "
+      "$REEL_WORLD_SIZE;; esac";
+  std::vector<Background*> launches;
+  for (int k = 0; k < 3; ++k) launches.push_back(&nodes.Start(k, script));
+  for (int k = 0; k < 3; ++k)
+    ASSERT_TRUE(WaitForPath(dir + "/launcher." + std::to_string(k))) << launches[0]->err();
+  ASSERT_NE(launches[0]->err().find("reel launch: rendezvous: round 0 formed with 3 node(s)"),
+            std::string::npos)
+      << launches[0]->err();
+  const pid_t stopped = std::stoi(ReadFile(dir + "/launcher.2"));
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  WriteFile(dir + "/fail", "");
+  ASSERT_TRUE(launches[0]->WaitForLines(1)) << launches[0]->err();
+  EXPECT_EQ(launches[0]->out(), "[rank 0] round 1 of 2\n");
+  const std::string err = launches[0]->err();
+  EXPECT_NE(err.find("reel launch: rendezvous: round 1 formed with 2 node(s): "), std::string::npos)
+      << err;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string node2 = std::string(host) + ":" + std::to_string(stopped);
+  EXPECT_NE(err.find(node2 + " of round 0, connected but not joined within 10 s "
+                             "(--rdzv-timeout-seconds)"),
+            std::string::npos)
+      << err;
+  ASSERT_EQ(::kill(stopped, SIGCONT), 0);
+  for (Background* b : launches) {
+    EXPECT_EQ(b->WaitAtMost(std::chrono::seconds(120)).value_or(-1), 0) << b->err();
+    EXPECT_NE(b->out().find("] round 2 of 3\n"), std::string::npos) << b->out() << b->err();
+  }
+  EXPECT_NE(launches[0]->err().find("reel launch: rendezvous: round 2 opens: node "),
+            std::string::npos)
+      << launches[0]->err();
+  EXPECT_NE(launches[0]->err().find(node2 + " asks to join"), std::string::npos)
+      << launches[0]->err();
+  EXPECT_NE(launches[2]->err().find("reel launch: round 2 (1 restart(s)): node rank "),
+            std::string::npos)
+      << launches[2]->err();
+  fs::remove_all(dir);
+}
+
+// A user's Ctrl-C twice, or a scheduler's SIGTERM and then SIGINT, to one launcher of a running
+// round: each signal reaches its rank (which stops on the second), no restart, no new round, and
+// the launcher exits 130 as every interrupted reel command; the other node's rank runs on and
+// its launcher ends well.
+TEST(LaunchElasticTest, ASecondInterruptDuringARoundStopsTheRanksAndExits130) {
+  const std::string dir = ScratchDir("launch_elastic_interrupt");
+  const std::string d = "'" + dir + "'";
+  Nodes nodes(dir, {"--nnodes", "1:2", "--max-restarts", "3", "--rdzv-timeout-seconds", "120",
+                    "--grace-seconds", "60"});
+  const std::string script =
+      "echo $PPID > " + d + "/launcher.$REEL_NODE_RANK; echo $$ > " + d +
+      "/pid.$REEL_NODE_RANK; if [ $REEL_NODE_RANK = 0 ]; then while [ ! -e " + d +
+      "/end ]; do sleep 0.05; done; exit 0; fi; n=0; trap 'n=$((n+1)); echo $n >> " + d +
+      "/signals; if [ $n = 2 ]; then exit 130; fi' TERM INT; while :; do sleep 0.05; done";
+  Background& node0 = nodes.Start(0, script);
+  Background& node1 = nodes.Start(1, script);
+  ASSERT_TRUE(WaitForPath(dir + "/launcher.1") && WaitForPath(dir + "/pid.1")) << node1.err();
+  const pid_t launcher = std::stoi(ReadFile(dir + "/launcher.1"));
+  const pid_t rank = std::stoi(ReadFile(dir + "/pid.1"));
+  ASSERT_EQ(::kill(launcher, SIGTERM), 0);
+  ASSERT_TRUE(WaitForPath(dir + "/signals")) << node1.err();
+  ASSERT_EQ(::kill(launcher, SIGINT), 0);
+  EXPECT_EQ(node1.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 130) << node1.err();
+  EXPECT_EQ(ReadFile(dir + "/signals"), "1\n2\n");
+  EXPECT_NE(::kill(rank, 0), 0) << "rank 1 still runs";
+  EXPECT_NE(node1.err().find("interrupted; every rank has finished"), std::string::npos)
+      << node1.err();
+  EXPECT_EQ(node1.err().find("round 1"), std::string::npos) << node1.err();
+  WriteFile(dir + "/end", "");
+  EXPECT_EQ(node0.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 0) << node0.err();
+  EXPECT_EQ(node0.err().find("round 1 opens"), std::string::npos) << node0.err();
+  fs::remove_all(dir);
+}
+
+// A launcher interrupted while it waits in the rendezvous ends at once (130) and is not counted:
+// the round of --nnodes 3:3 forms with the three nodes that are there.
+TEST(LaunchElasticTest, ALauncherInterruptedWhileWaitingIsNotCountedInTheRound) {
+  const std::string dir = ScratchDir("launch_elastic_waiting");
+  Nodes nodes(dir, {"--nnodes", "3:3", "--rdzv-timeout-seconds", "120"});
+  const std::string script = "echo round $REEL_RESTART_COUNT of $REEL_WORLD_SIZE";
+  Background& node0 = nodes.Start(0, script);
+  Background& quitter = nodes.Start(1, script);
+  // Both have joined round 0 at the rendezvous: node 0 said so twice.
+  for (int i = 0; i < 3000; ++i) {
+    const std::string err = node0.err();
+    const size_t first = err.find(" joined round 0");
+    if (first != std::string::npos && err.find(" joined round 0", first + 1) != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  quitter.Signal(SIGINT);
+  EXPECT_EQ(quitter.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 130) << quitter.err();
+  EXPECT_NE(quitter.err().find("reel: interrupted (SIGINT)"), std::string::npos) << quitter.err();
+  ASSERT_TRUE(WaitForSaid(node0, " left")) << node0.err();
+  Background& node2 = nodes.Start(2, script);
+  Background& node3 = nodes.Start(3, script);
+  for (Background* b : {&node0, &node2, &node3}) {
+    EXPECT_EQ(b->WaitAtMost(std::chrono::seconds(120)).value_or(-1), 0) << b->err();
+    EXPECT_NE(b->out().find("] round 0 of 3\n"), std::string::npos) << b->out() << b->err();
+  }
+  EXPECT_EQ(quitter.out(), "");
+  fs::remove_all(dir);
+}
+
+// Two nodes of --nnodes 3:3 wait in round 0; the coordinator node's launcher, which serves the
+// rendezvous, is stopped (SIGSTOP). The other ends after --rdzv-timeout-seconds (8) of silence
+// (75, naming the silent rendezvous) instead of waiting for ever; the coordinator node,
+// continued, finds round 0 below MIN past the timeout and ends (75) too.
+TEST(LaunchElasticTest, AStoppedCoordinatorEndsTheNodesWaitingForARoundAfterItsSilence) {
+  const std::string dir = ScratchDir("launch_elastic_stopped_coordinator");
+  Nodes nodes(dir, {"--nnodes", "3:3", "--rdzv-timeout-seconds", "8"});
+  const std::string script = "touch " + dir + "/started";
+  Background& node0 = nodes.Start(0, script);
+  Background& node1 = nodes.Start(1, script);
+  for (int i = 0; i < 3000; ++i) {  // both have joined: node 0 said so twice
+    const std::string err = node0.err();
+    const size_t first = err.find(" joined round 0");
+    if (first != std::string::npos && err.find(" joined round 0", first + 1) != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  node0.Signal(SIGSTOP);
+  EXPECT_EQ(node1.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << node1.err();
+  EXPECT_NE(node1.err().find("reel launch: UNAVAILABLE: the rendezvous at " + nodes.coordinator() +
+                             " has said nothing for 8 s while this node waits for a round"),
+            std::string::npos)
+      << node1.err();
+  node0.Signal(SIGCONT);
+  EXPECT_EQ(node0.WaitAtMost(std::chrono::seconds(120)).value_or(-1), 75) << node0.err();
+  EXPECT_FALSE(fs::exists(dir + "/started"));
+  fs::remove_all(dir);
+}
+
 // `reel train --config run.pbtxt` for a round after the first, through one epoch.
 std::string EpochCommand(const TrainRun& run) {
   return std::string("exec '") + REEL_EXE + "' train --config '" + run.config() +
