@@ -861,6 +861,42 @@ def restart_time():
     return out
 
 
+def four_hosts():
+    d = load("four_hosts_2026-12-07_47872ea.json")
+    s = d["summary"]
+    out = {"load": span(d["load_average"], f1), "every": str(d["every"]),
+           "kill": str(d["kill_after"]), "videos": f"{d['videos']:,}", "batch": str(d["batch"])}
+    for key, prog in (("r", "reel"), ("t", "torch_ddp")):
+        runs = d["runs"][f"{prog}/killed"]
+        lost = [float(r["lost_s"]) for r in runs]
+        out.update({
+            key: f1(statistics.median(lost)), f"{key}_span": span(lost, f1),
+            f"{key}_n": str(len(runs)),
+            f"{key}_on3": str(sum(r["went_on_with_3"] in (True, "True") for r in runs)),
+            f"{key}_end4": str(sum(int(r["ended_with"]) == 4 for r in runs)),
+            f"{key}_again": span([int(r["steps_again"]) for r in runs], str),
+            f"{key}_gap": f"{s[f'{prog}/killed']['gap']['median']:.4f}",
+            f"{key}_gap0": f"{s[f'{prog}/undisturbed']['gap']['median']:.4f}",
+            f"{key}_ex": span([int(r["examples"]) for r in runs], str)})
+    out["x"] = f2(float(out["t"]) / float(out["r"]))
+    return out
+
+
+def tcp_doubling():
+    # Per-call time from the bus bandwidth: busbw = 2(n-1)/n x bytes / time.
+    r = load("tcp_doubling_netns_default_2026-12-07_38fdef5.json")["results_busbw_GBps"]
+    us = {}
+    for key, sizes in r.items():
+        n = int(key.split("/")[-1])
+        for b, v in sizes.items():
+            us[(key.split("/")[1], n, int(b))] = 2 * (n - 1) / n * int(b) / (v["median"] * 1e9) * 1e6
+    out = {"reps": str(min(v["runs"] for s in r.values() for v in s.values()))}
+    for b, name in ((262144, "256"), (1048576, "1m")):
+        new, old = us[("reel_tcp", 2, b)], us[("reel_tcp_no_doubling", 2, b)]
+        out.update({f"d{name}": f"{new:.0f}", f"r{name}": f"{old:.0f}", f"x{name}": f2(new / old)})
+    return out
+
+
 def compression_gap():
     """GAP with the gradient compressed against the same seed's uncompressed run; the series of
     the journal's run 1 (its larger synthetic set, stopped after one run, left out)."""
@@ -903,6 +939,8 @@ def ddp_moe_2hosts_bf16():
 
 
 DERIVE = {
+    "time lost per failure, 4 simulated hosts x 1 rank at 1 Gbit/s: every process of host 3 SIGKILLed mid-epoch, then host 3 started again": four_hosts,
+    "tcp AllReduce by recursive doubling (`allreduce_doubling_bytes`, default 32 KiB, 1 MiB between 2 ranks), 2 simulated hosts at 1 Gbit/s": tcp_doubling,
     "whole-job training, moe, 2 simulated hosts x 1 process, 1 Gbit/s, the gradient in bf16 on the wire": ddp_moe_2hosts_bf16,
     "compression on the wire: held-out GAP@20 with the gradient in 16 bits (`optimizer.options.compression`), 2 ranks on loopback, 3 seeds": compression_gap,
     "`reel plan` on 2 simulated hosts x 1 process at 1 Gbit/s against bench/ddp's measured whole jobs, profile re-measured per rep": plan_two_hosts,
