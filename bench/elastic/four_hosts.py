@@ -43,6 +43,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench", "ddp"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "elastic"))
+from restart_time import steps_logged  # noqa: E402
 from run import PYTHON, pick_openblas_core  # noqa: E402
 
 NETNS = os.path.join(ROOT, "tests", "netns", "netns.sh")
@@ -64,19 +66,6 @@ def data(build, videos, test_videos):
     return (sorted(glob.glob(os.path.join(out, "train", "*.tfrecord"))),
             sorted(glob.glob(os.path.join(out, "test", "*.tfrecord"))))
 
-
-def steps_logged(path):
-    """(step, wall_time, world or None) of every training-step record logged so far."""
-    out = []
-    if os.path.exists(path):
-        for line in open(path):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue  # a line still being written
-            if "step" in r and "wall_time" in r and ("loss" in r or "world" in r):
-                out.append((int(r["step"]), float(r["wall_time"]), r.get("world")))
-    return out
 
 
 def start(host, cmd, env, log):

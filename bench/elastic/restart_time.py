@@ -54,8 +54,9 @@ def rank1_pid(root_pid, env_key):
 
 
 def steps_logged(path):
-    """(step, wall_time) of every training-step record the log holds so far (reel's evaluation
-    records have no loss)."""
+    """(step, wall_time, world or None) of every training-step record the log holds so far:
+    reel's (with a loss; its evaluation records have none) and torch_ddp.py --step-log's (step,
+    wall time and, when it logs it, the world size)."""
     out = []
     if os.path.exists(path):
         for line in open(path):
@@ -63,8 +64,9 @@ def steps_logged(path):
                 r = json.loads(line)
             except ValueError:
                 continue  # a line still being written
-            if "step" in r and "wall_time" in r and ("loss" in r or len(r) == 2):
-                out.append((int(r["step"]), float(r["wall_time"])))
+            if "step" in r and "wall_time" in r and (
+                    "loss" in r or set(r) <= {"step", "wall_time", "world"}):
+                out.append((int(r["step"]), float(r["wall_time"]), r.get("world")))
     return out
 
 
@@ -76,7 +78,7 @@ def run_case(cmd, env, log, env_key, kill_after, timeout=900):
     killed_at, killed_step = None, None
     while p.poll() is None and time.time() - start < timeout:
         done = steps_logged(log)
-        if killed_at is None and done and max(s for s, _ in done) >= kill_after:
+        if killed_at is None and done and max(s for s, _, _ in done) >= kill_after:
             pid = rank1_pid(p.pid, env_key)
             if pid:
                 killed_step = max(s for s, _ in done)
@@ -87,7 +89,7 @@ def run_case(cmd, env, log, env_key, kill_after, timeout=900):
     if p.returncode != 0 or killed_at is None:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}, killed "
                            f"{killed_at is not None}: {out[-3000:]}")
-    after = sorted((w, s) for s, w in steps_logged(log) if w > killed_at)
+    after = sorted((w, s) for s, w, _ in steps_logged(log) if w > killed_at)
     first_wall, first_step = after[0]
     return {"seconds": time.time() - start, "killed_step": killed_step,
             "first_step_after": first_step, "steps_again": killed_step - (first_step - 1),
