@@ -678,7 +678,7 @@ def plan_seed_scale():
 
 
 def plan_one_node():
-    runs = records("plan_one_node_2026-12-07_4244883.jsonl")
+    runs = records("plan_one_node_2026-12-08_ec19e6a.jsonl")
     out = {"runs": str(len(runs)), "reps": str(max(r["run"] for r in runs))}
     held, missed = [], []
     for c in ("moe", "bilstm_video", "two_stream", "bilstm_audio", "logistic"):

@@ -38,8 +38,8 @@ SKIPPED = {"logistic_async": "1 server + 2 workers in one process: more than one
            "tune_bilstm_asha": "a search: reel plan reads training configs only"}
 # Videos per scale: (small, large), the large 4x the small. Frame level: frames per video.
 # Every scale holds 12 steps or more, bilstm_audio (a step a tenth of the video model's) twice as
-# many videos: in an epoch of a few steps the first steps' set-up, which the plan does not price,
-# is a third of the epoch (docs/capacity.md, "How good the model is").
+# many videos: in an epoch of a few steps the first steps' own set-up, which the plan prices only
+# as the profile's startup, is a large part (docs/capacity.md, "How good the model is").
 SCALES = {"video": (1000, 4000), "frame": (384, 1536)}
 CONFIG_SCALES = {"bilstm_audio": (768, 3072)}
 TINY = {"video": (128, 256), "frame": (64, 128)}
