@@ -19,8 +19,6 @@
 namespace reel::core {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr std::string_view kTemporary = ".tmp";
 
 std::string Hex(uint64_t v) {
@@ -71,7 +69,7 @@ std::string CommitPrefix(std::string_view job_id, std::string_view checkpoint_di
 
 Status CommitStore::Write(std::string_view bytes) const {
   std::error_code ec;
-  fs::create_directories(dir_, ec);
+  std::filesystem::create_directories(dir_, ec);
   if (ec) return InternalError("commit: cannot create directory " + dir_ + ": " + ec.message());
   const std::string path = MyPath(), tmp = path + std::string(kTemporary);
   Status s = WriteAll(tmp, bytes);
@@ -84,7 +82,7 @@ Status CommitStore::Write(std::string_view bytes) const {
 std::vector<std::string> CommitStore::List(bool with_temporary) const {
   std::vector<std::string> out;
   std::error_code ec;
-  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.rfind(prefix_, 0) != 0) continue;
     const bool temporary =

@@ -16,8 +16,6 @@
 namespace reel::core {
 namespace {
 
-namespace fs = std::filesystem;
-
 using ChoiceSource = ResumeChoice::Source;
 
 TEST(CommitChoiceTest, NothingAnywhereIsNone) {
@@ -71,19 +69,20 @@ std::string EncodedCommitOfStep(int64_t step) {
 class CommitStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
+    dir_ = (std::filesystem::temp_directory_path() /
             ("reel-commit-store-" + std::to_string(::getpid()) + "-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name()))
                .string();
-    fs::remove_all(dir_);
+    std::filesystem::remove_all(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
   CommitStore Store(int rank, const std::string& job = "job-a") const {
     return CommitStore(dir_, CommitPrefix(job, "/ckpt"), rank);
   }
   std::vector<std::string> Files() const {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
