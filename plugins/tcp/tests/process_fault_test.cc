@@ -165,7 +165,9 @@ TEST_P(ProcessFault, EveryOtherRankNamesTheLostRank) {
 // (ranks 0-1 and 2-3 fold, 1 and 3 double with 4): a rank killed mid-stream is named by every
 // other within the heartbeat timeout, whichever part of the exchange it leaves them in.
 TEST_F(ProcessRanks, DoublingNamesTheKilledRank) {
-  for (const auto& [world, victim] : {std::pair{3, 1}, std::pair{3, 0}, std::pair{5, 3}}) {
+  for (const auto& world_victim : {std::pair{3, 1}, std::pair{3, 0}, std::pair{5, 3}}) {
+    // Plain copies: clang 14 cannot capture a structured binding in the lambda below.
+    const int world = world_victim.first, victim = world_victim.second;
     const std::string coordinator = FreeCoordinator();
     ranks_.clear();
     for (int r = 0; r < world; ++r)
