@@ -125,6 +125,10 @@ class Loop {
     std::vector<std::string> positions;
     std::vector<int64_t> epochs, steps;
   };
+  // Ranks that step together, before the lead reads the state of this step (a checkpoint's or a
+  // commit's): the optimizer refreshed and its state gathered, every rank's data position on the
+  // lead. `before` names what for, in errors.
+  Result<RankPositions> InStepPositions(const std::string& my_position, const char* before);
   // The lead's part of SaveCheckpoint, with the ranks' positions: no collective, so the lead
   // alone may redo it.
   Status WriteCheckpoint(RankPositions ranks, bool periodic);
@@ -749,14 +753,21 @@ Status Loop::SaveCheckpoint(const std::string& my_position, bool periodic) {
     ranks.epochs = reports.Epochs(PositionEpoch());
     ranks.steps = reports.Steps(step_);
   } else {
-    REEL_RETURN_IF_ERROR(Refresh("before a checkpoint"));
-    REEL_RETURN_IF_ERROR(r_.optimizer->GatherState().WithContext("before a checkpoint"));
-    REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
-    ranks.epochs.assign(ranks.positions.size(), PositionEpoch());  // in step: one epoch
-    ranks.steps.assign(ranks.positions.size(), step_);
+    REEL_ASSIGN_OR_RETURN(ranks, InStepPositions(my_position, "before a checkpoint"));
   }
   if (!lead()) return Status::Ok();
   return WriteCheckpoint(std::move(ranks), periodic);
+}
+
+Result<Loop::RankPositions> Loop::InStepPositions(const std::string& my_position,
+                                                  const char* before) {
+  REEL_RETURN_IF_ERROR(Refresh(before));
+  REEL_RETURN_IF_ERROR(r_.optimizer->GatherState().WithContext(before));
+  RankPositions ranks;
+  REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, my_position, o_.timeout));
+  ranks.epochs.assign(ranks.positions.size(), PositionEpoch());  // in step: one epoch
+  ranks.steps.assign(ranks.positions.size(), step_);
+  return ranks;
 }
 
 Result<CheckpointState> Loop::StateOfThisStep(RankPositions ranks) {
@@ -786,13 +797,8 @@ Result<CheckpointState> Loop::StateOfThisStep(RankPositions ranks) {
 Status Loop::Commit() {
   Timed t(time_.checkpoint);
   REEL_RETURN_IF_ERROR(CheckParamsFinite());
-  REEL_RETURN_IF_ERROR(Refresh("before a commit"));
-  REEL_RETURN_IF_ERROR(r_.optimizer->GatherState().WithContext("before a commit"));
   REEL_ASSIGN_OR_RETURN(std::string position, r_.train->Position());
-  RankPositions ranks;
-  REEL_ASSIGN_OR_RETURN(ranks.positions, GatherBytes(*group_, position, o_.timeout));
-  ranks.epochs.assign(ranks.positions.size(), PositionEpoch());
-  ranks.steps.assign(ranks.positions.size(), step_);
+  REEL_ASSIGN_OR_RETURN(RankPositions ranks, InStepPositions(position, "before a commit"));
   // The lead's encoding for every rank: an optimizer may hold its whole state on the lead alone
   // ("sync" with zero_stage 1), and the ranks' commits of one step are then the same bytes.
   std::string bytes;
