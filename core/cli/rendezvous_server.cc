@@ -388,22 +388,26 @@ void RendezvousServer::State::Tick() {
   const auto now = ServerClock::now();
   const int64_t n = static_cast<int64_t>(joined.size());
   const bool timed_out = now - opened_at_ >= o_.join_timeout;
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
+  // --rdzv-timeout-seconds as given, for the lines below (only when one is said).
+  auto secs = [&] {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(o_.join_timeout.count()) / 1000.0);
+    return std::string(text);
+  };
   if (own && (n >= o_.max_nodes ||
               (n >= o_.min_nodes &&
                ((pending.empty() && now - last_join_ >= o_.last_call) || timed_out)))) {
     std::string left_out;  // named, so that whoever looks for the stopped launcher finds it
     if (timed_out && !pending.empty())
       left_out = "; without " + pending + " of round " + std::to_string(round_) +
-                 ", connected but not joined within " + secs + " s (--rdzv-timeout-seconds)";
+                 ", connected but not joined within " + secs() + " s (--rdzv-timeout-seconds)";
     return Close(std::move(joined), left_out);
   }
   if (!timed_out) return;
   std::string names;
   for (Peer* q : joined) names += (names.empty() ? "" : ", ") + q->node;
   Abort("rendezvous round " + std::to_string(OpenRound()) + ": " + std::to_string(n) +
-        " node(s) joined within " + secs + " s (--rdzv-timeout-seconds), fewer " + "than the " +
+        " node(s) joined within " + secs() + " s (--rdzv-timeout-seconds), fewer " + "than the " +
         std::to_string(o_.min_nodes) + " --nnodes " + std::to_string(o_.min_nodes) + ":" +
         std::to_string(o_.max_nodes) + " needs" +
         (own ? "" : " or without the --coordinator node") +
